@@ -1,0 +1,99 @@
+"""Configuration: one immutable object, built once from the environment and injected.
+
+Nothing in the core reads ``os.environ`` except :meth:`Settings.from_env`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from icefloe.errors import ConfigError
+
+DEFAULT_HOME = ".icefloe"
+DEFAULT_SCHEMA = "icefloe"
+_SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+_BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]$")
+
+
+@dataclass(frozen=True, slots=True)
+class WarehouseLocation:
+    """Where data objects live: a local directory or an S3 bucket and key prefix."""
+
+    scheme: Literal["file", "s3"]
+    bucket: str = ""
+    prefix: str = ""
+    path: Path | None = None
+
+    @classmethod
+    def parse(cls, value: str) -> WarehouseLocation:
+        """Parse ``s3://bucket/prefix`` or a local directory path (made absolute)."""
+        if value.startswith("s3://"):
+            bucket, _, prefix = value[len("s3://") :].partition("/")
+            if not _BUCKET_NAME.match(bucket):
+                raise ConfigError(f"ICEFLOE_WAREHOUSE: invalid S3 bucket name {bucket!r}")
+            prefix = prefix.strip("/")
+            if any(part in ("", ".", "..") for part in prefix.split("/")) and prefix:
+                raise ConfigError(f"ICEFLOE_WAREHOUSE: invalid S3 prefix {prefix!r}")
+            return cls(scheme="s3", bucket=bucket, prefix=prefix)
+        if "://" in value:
+            raise ConfigError(f"ICEFLOE_WAREHOUSE: unsupported scheme in {value!r} (use s3:// or a path)")
+        if not value:
+            raise ConfigError("ICEFLOE_WAREHOUSE: empty path")
+        return cls(scheme="file", path=Path(value).expanduser().resolve())
+
+    @property
+    def uri(self) -> str:
+        if self.scheme == "s3":
+            return f"s3://{self.bucket}/{self.prefix}" if self.prefix else f"s3://{self.bucket}"
+        assert self.path is not None
+        return str(self.path)
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """Everything icefloe needs to know about its environment.
+
+    ``database_url`` is ``None`` for the embedded Postgres under ``home``.
+    """
+
+    home: Path
+    warehouse: WarehouseLocation
+    database_url: str | None = None
+    database_schema: str = DEFAULT_SCHEMA
+    s3_endpoint_url: str | None = None
+    aws_region: str = "us-east-1"
+
+    def __post_init__(self) -> None:
+        if not _SCHEMA_NAME.match(self.database_schema):
+            raise ConfigError(
+                f"ICEFLOE_DATABASE_SCHEMA: {self.database_schema!r} is not a plain lower-case identifier"
+            )
+
+    @property
+    def embedded_database_dir(self) -> Path:
+        return self.home / "postgres"
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        """Build settings from ``ICEFLOE_*`` variables (and the AWS region variables)."""
+        env = os.environ if environ is None else environ
+        home = Path(env.get("ICEFLOE_HOME") or DEFAULT_HOME).expanduser().resolve()
+        warehouse_value = env.get("ICEFLOE_WAREHOUSE") or str(home / "warehouse")
+        endpoint = env.get("ICEFLOE_S3_ENDPOINT_URL") or None
+        if endpoint is not None and not re.match(r"^https?://", endpoint):
+            raise ConfigError(
+                f"ICEFLOE_S3_ENDPOINT_URL: {endpoint!r} must start with http:// or https://"
+            )
+        return cls(
+            home=home,
+            warehouse=WarehouseLocation.parse(warehouse_value),
+            database_url=env.get("ICEFLOE_DATABASE_URL") or None,
+            database_schema=env.get("ICEFLOE_DATABASE_SCHEMA") or DEFAULT_SCHEMA,
+            s3_endpoint_url=endpoint,
+            aws_region=env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or "us-east-1",
+        )

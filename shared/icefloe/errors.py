@@ -1,0 +1,83 @@
+"""The one error hierarchy of icefloe.
+
+Every error the core raises derives from :class:`IcefloeError`. Boundaries (psycopg, botocore,
+the file system) translate their own exceptions into these with ``raise ... from e``; callers
+branch on the type, never on the message.
+"""
+
+from __future__ import annotations
+
+
+class IcefloeError(Exception):
+    """Base class of every error icefloe raises on purpose."""
+
+
+class ConfigError(IcefloeError):
+    """The configuration (environment variables, settings) is invalid."""
+
+
+class InvalidInputError(IcefloeError, ValueError):
+    """The caller's input is malformed: a name, a spec, a row, a message."""
+
+
+class InvalidNameError(InvalidInputError):
+    """A table, column or partition name is not allowed."""
+
+
+class SpecError(InvalidInputError):
+    """A table spec (schema, partitioning, sort keys, merge mode, sizes) is invalid."""
+
+
+class NotFoundError(IcefloeError, LookupError):
+    """Something the caller named does not exist."""
+
+
+class TableNotFoundError(NotFoundError):
+    """No table has that name."""
+
+
+class SnapshotNotFoundError(NotFoundError):
+    """The table has no such snapshot (never committed, or expired)."""
+
+
+class ObjectNotFoundError(NotFoundError):
+    """No object is stored under that key."""
+
+
+class AlreadyExistsError(IcefloeError):
+    """Something with that name exists already."""
+
+
+class TableExistsError(AlreadyExistsError):
+    """A table with that name exists already."""
+
+
+class ObjectExistsError(AlreadyExistsError):
+    """An object is already stored under that key; objects are never overwritten."""
+
+
+class CommitError(IcefloeError):
+    """A commit did not happen. Nothing was committed."""
+
+
+class CommitConflictError(CommitError):
+    """The commit's assumptions no longer hold (an input file is gone or claimed by another job).
+
+    Nothing was committed; the caller deletes the objects it wrote for this commit.
+    """
+
+
+class CommitOutcomeUnknownError(IcefloeError):
+    """The connection dropped while COMMIT was in flight: the commit may or may not have happened.
+
+    The caller must leave the objects it wrote in place; the janitor's orphan sweep removes them
+    if no file row ever names them.
+    """
+
+
+class MetaStoreUnavailableError(IcefloeError):
+    """The meta store could not be reached, or the connection broke before the commit was sent."""
+
+
+class StorageError(IcefloeError):
+    """The object store failed in a way the caller cannot fix by changing its input."""
