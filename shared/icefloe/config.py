@@ -41,7 +41,9 @@ class WarehouseLocation:
                 raise ConfigError(f"ICEFLOE_WAREHOUSE: invalid S3 prefix {prefix!r}")
             return cls(scheme="s3", bucket=bucket, prefix=prefix)
         if "://" in value:
-            raise ConfigError(f"ICEFLOE_WAREHOUSE: unsupported scheme in {value!r} (use s3:// or a path)")
+            raise ConfigError(
+                f"ICEFLOE_WAREHOUSE: unsupported scheme in {value!r} (use s3:// or a path)"
+            )
         if not value:
             raise ConfigError("ICEFLOE_WAREHOUSE: empty path")
         return cls(scheme="file", path=Path(value).expanduser().resolve())

@@ -81,3 +81,7 @@ class MetaStoreUnavailableError(IcefloeError):
 
 class StorageError(IcefloeError):
     """The object store failed in a way the caller cannot fix by changing its input."""
+
+
+class MetaStoreNotInitializedError(IcefloeError):
+    """The meta store schema does not exist yet: run ``icefloe init``."""

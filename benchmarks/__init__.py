@@ -1,0 +1,1 @@
+"""icefloe benchmarks: `make bench` runs them and writes benchmarks/results/*.json."""

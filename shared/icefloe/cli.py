@@ -1,0 +1,256 @@
+"""The ``icefloe`` command line: thin argument parsing over the core.
+
+Every command prints one line ``icefloe: error: ...`` and exits non-zero on bad input; listing
+commands take ``--format json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, is_dataclass
+from datetime import date, datetime
+from typing import Any, TextIO
+from uuid import UUID
+
+from icefloe import __version__
+from icefloe.config import Settings
+from icefloe.errors import IcefloeError, TableExistsError
+from icefloe.metastore.embedded import stop_embedded
+from icefloe.runtime import Runtime
+from icefloe.spec import TableSpec
+
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> Any:  # one line, like every other icefloe error
+        self.exit(EXIT_USAGE, f"icefloe: error: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="icefloe", description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--version", action="version", version=f"icefloe {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    commands.add_parser("init", help="create or upgrade the meta store schema")
+
+    table = commands.add_parser("table", help="create, list and show tables")
+    table_commands = table.add_subparsers(dest="table_command", required=True, parser_class=_Parser)
+    create = table_commands.add_parser("create", help="register a table")
+    create.add_argument("name")
+    create.add_argument(
+        "--schema", required=True, help='e.g. "ts TIMESTAMP NOT NULL, event VARCHAR"'
+    )
+    create.add_argument("--partition-by", default="", help='e.g. "day(ts), bucket[16](user_id)"')
+    create.add_argument("--sort-by", default="", help='e.g. "event, ts"')
+    create.add_argument("--row-group-by", default=None, help="a column: one key per row group")
+    create.add_argument(
+        "--merge", default="append", help="append | replace(KEY[; version=COL]) | ..."
+    )
+    create.add_argument(
+        "--if-not-exists", action="store_true", help="succeed without change if the table exists"
+    )
+    _add_format(create)
+    _add_format(table_commands.add_parser("list", help="list tables"))
+    show = table_commands.add_parser("show", help="show a table's spec and head")
+    show.add_argument("name")
+    _add_format(show)
+
+    snapshots = commands.add_parser("snapshots", help="list a table's snapshots")
+    snapshots.add_argument("name")
+    _add_format(snapshots)
+
+    status = commands.add_parser("status", help="live files, partitions, rows and bytes")
+    status.add_argument("name", nargs="?")
+    _add_format(status)
+
+    db = commands.add_parser("db", help="the embedded meta store")
+    db_commands = db.add_subparsers(dest="db_command", required=True, parser_class=_Parser)
+    db_commands.add_parser("stop", help="stop the embedded Postgres under ICEFLOE_HOME")
+    return parser
+
+
+def _add_format(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--format", choices=("table", "json"), default="table")
+
+
+def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int:
+    out = out or sys.stdout
+    args = build_parser().parse_args(argv)
+    try:
+        settings = Settings.from_env()
+        if args.command == "db":
+            stopped = stop_embedded(settings.embedded_database_dir)
+            print("stopped" if stopped else "not running", file=out)
+            return 0
+        with Runtime.open(settings, max_connections=2) as runtime:
+            return _COMMANDS[_command_key(args)](runtime, args, out)
+    except IcefloeError as e:
+        print(f"icefloe: error: {e}", file=sys.stderr)
+        return EXIT_ERROR
+
+
+def _command_key(args: argparse.Namespace) -> str:
+    sub = getattr(args, f"{args.command}_command", None)
+    return f"{args.command} {sub}" if sub else str(args.command)
+
+
+def _init(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
+    report = runtime.meta.migrate()
+    applied = ", ".join(str(v) for v in report.applied) or "none"
+    print(
+        f"meta store schema {report.schema!r} at version {report.current_version}"
+        f" (applied now: {applied}); warehouse {runtime.settings.warehouse.uri}",
+        file=out,
+    )
+    return 0
+
+
+def _table_create(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
+    spec = TableSpec.create(
+        name=args.name,
+        schema=args.schema,
+        partition_by=args.partition_by,
+        sort_by=args.sort_by,
+        row_group_by=args.row_group_by,
+        merge=args.merge,
+    )
+    try:
+        info = runtime.meta.create_table(spec)
+        verb = "created"
+    except TableExistsError:
+        if not args.if_not_exists:
+            raise
+        info = runtime.meta.get_table(spec.name)
+        verb = "kept existing"
+    _emit(out, args.format, _table_row(info), lambda: f"{verb} table {info.name}")
+    return 0
+
+
+def _table_row(info: Any) -> dict[str, Any]:
+    return {
+        "name": info.name,
+        "head_snapshot_id": info.head_snapshot_id,
+        "created_at": info.created_at,
+        "spec": info.spec.to_dict(),
+    }
+
+
+def _table_list(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
+    tables = runtime.meta.list_tables()
+    rows = [_table_row(t) for t in tables]
+    _emit(
+        out,
+        args.format,
+        rows,
+        lambda: _text_table(
+            ["name", "head", "partition_by", "sort_by"],
+            [
+                [
+                    t.name,
+                    t.head_snapshot_id,
+                    t.spec.to_dict().get("partition_by"),
+                    ", ".join(t.spec.sort_by),
+                ]
+                for t in tables
+            ],
+        ),
+    )
+    return 0
+
+
+def _table_show(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
+    info = runtime.meta.get_table(args.name)
+    row = _table_row(info)
+    _emit(out, args.format, row, lambda: json.dumps(row, indent=2, default=_json_default))
+    return 0
+
+
+def _snapshots(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
+    snaps = runtime.meta.snapshots(args.name)
+    rows = [asdict(s) for s in snaps]
+    _emit(
+        out,
+        args.format,
+        rows,
+        lambda: _text_table(
+            ["snapshot_id", "operation", "committed_at", "files +/-", "rows +/-"],
+            [
+                [
+                    s.snapshot_id,
+                    s.operation,
+                    s.committed_at.isoformat(timespec="seconds"),
+                    f"+{s.files_added}/-{s.files_removed}",
+                    f"+{s.rows_added}/-{s.rows_removed}",
+                ]
+                for s in snaps
+            ],
+        ),
+    )
+    return 0
+
+
+def _status(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
+    names = [args.name] if args.name else [t.name for t in runtime.meta.list_tables()]
+    statuses = [runtime.meta.status(name) for name in names]
+    rows = [asdict(s) for s in statuses]
+    _emit(
+        out,
+        args.format,
+        rows,
+        lambda: _text_table(
+            ["table", "head", "live_files", "partitions", "rows", "bytes"],
+            [
+                [s.table, s.head_snapshot_id, s.live_files, s.partitions, s.rows, s.bytes]
+                for s in statuses
+            ],
+        ),
+    )
+    return 0
+
+
+_COMMANDS: dict[str, Callable[[Runtime, argparse.Namespace, TextIO], int]] = {
+    "init": _init,
+    "table create": _table_create,
+    "table list": _table_list,
+    "table show": _table_show,
+    "snapshots": _snapshots,
+    "status": _status,
+}
+
+
+def _emit(out: TextIO, fmt: str, data: Any, text: Callable[[], str]) -> None:
+    if fmt == "json":
+        json.dump(data, out, default=_json_default, indent=2)
+        out.write("\n")
+    else:
+        print(text(), file=out)
+
+
+def _json_default(value: object) -> object:
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    if isinstance(value, UUID):
+        return str(value)
+    if is_dataclass(value) and not isinstance(value, type):
+        return asdict(value)
+    raise TypeError(f"not JSON serializable: {type(value).__name__}")
+
+
+def _text_table(headers: list[str], rows: list[list[Any]]) -> str:
+    cells = [headers, *[["" if c is None else str(c) for c in row] for row in rows]]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    lines = [
+        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells
+    ]
+    if not rows:
+        lines.append("(none)")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

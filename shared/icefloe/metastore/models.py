@@ -1,0 +1,116 @@
+"""Typed records the meta store reads and writes."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Literal, TypeAlias
+
+from icefloe.spec import TableSpec
+
+JsonScalar: TypeAlias = str | int | float | bool | None
+Operation = Literal["append", "replace", "delete"]
+
+
+@dataclass(frozen=True, slots=True)
+class ColumnStats:
+    """Per-column statistics of one file, taken from its Parquet footer (JSON-safe values)."""
+
+    min: JsonScalar = None
+    max: JsonScalar = None
+    null_count: int = 0
+
+    def to_json(self) -> dict[str, JsonScalar]:
+        return {"min": self.min, "max": self.max, "null_count": self.null_count}
+
+    @classmethod
+    def from_json(cls, value: Mapping[str, JsonScalar]) -> ColumnStats:
+        nulls = value.get("null_count", 0)
+        return cls(min=value.get("min"), max=value.get("max"), null_count=int(nulls or 0))
+
+
+@dataclass(frozen=True, slots=True)
+class NewFile:
+    """A Parquet object already written to the store, to be added by a commit."""
+
+    path: str
+    partition_path: str
+    size_bytes: int
+    row_count: int
+    row_group_count: int = 1
+    partition_values: Mapping[str, JsonScalar] = field(default_factory=dict)
+    partition_start: datetime | None = None
+    column_stats: Mapping[str, ColumnStats] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class DataFile:
+    """A file row: which snapshots see it (``begin <= S`` and ``end`` null or ``> S``)."""
+
+    file_id: int
+    path: str
+    partition_path: str
+    partition_values: Mapping[str, JsonScalar]
+    partition_start: datetime | None
+    size_bytes: int
+    row_count: int
+    row_group_count: int
+    column_stats: Mapping[str, ColumnStats]
+    begin_snapshot: int
+    end_snapshot: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class TableInfo:
+    """A registered table: its spec and its head snapshot (0 before the first commit)."""
+
+    table_id: int
+    name: str
+    spec: TableSpec
+    head_snapshot_id: int
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """One committed change of a table."""
+
+    snapshot_id: int
+    parent_id: int | None
+    operation: Operation
+    committed_at: datetime
+    idempotency_key: str | None
+    files_added: int
+    files_removed: int
+    rows_added: int
+    rows_removed: int
+    bytes_added: int
+    bytes_removed: int
+    expired: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class CommitResult:
+    """What a commit did. ``committed`` is False when the idempotency key had been used already:
+    then ``snapshot_id`` is the earlier snapshot and nothing was added."""
+
+    table: str
+    snapshot_id: int
+    committed: bool
+    files_added: int
+    files_removed: int
+    rows_added: int
+
+
+@dataclass(frozen=True, slots=True)
+class TableStatus:
+    """Size of a table at its head snapshot."""
+
+    table: str
+    head_snapshot_id: int
+    live_files: int
+    partitions: int
+    rows: int
+    bytes: int
+    claimed_files: int

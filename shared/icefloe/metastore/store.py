@@ -1,0 +1,657 @@
+"""The Postgres meta store: tables, snapshots, files, and the commit protocol.
+
+This is the only module that talks to Postgres. Every statement is parameterized; the schema
+name, the one identifier that varies, goes through ``psycopg.sql``.
+
+Commit protocol (DESIGN.md): the caller writes its objects first, then :meth:`MetaStore.commit`
+runs one short transaction that locks the table's head row, validates the commit's assumptions,
+takes ``head + 1`` as the snapshot id, adds and ends file rows, records the snapshot and moves the
+head. Locking the head makes snapshot ids follow commit order.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import re
+import time
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
+from datetime import datetime, timedelta
+from typing import Any, TypeVar
+
+import psycopg
+from psycopg import errors as pgerrors
+from psycopg import sql
+from psycopg.types.json import Jsonb
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+from icefloe.errors import (
+    CommitConflictError,
+    CommitOutcomeUnknownError,
+    InvalidInputError,
+    MetaStoreNotInitializedError,
+    MetaStoreUnavailableError,
+    SnapshotNotFoundError,
+    TableExistsError,
+    TableNotFoundError,
+)
+from icefloe.metastore.migrate import MigrationReport, migrate
+from icefloe.metastore.models import (
+    ColumnStats,
+    CommitResult,
+    DataFile,
+    NewFile,
+    Operation,
+    Snapshot,
+    TableInfo,
+    TableStatus,
+)
+from icefloe.spec import TableSpec
+
+logger = logging.getLogger(__name__)
+
+_SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+
+Conn = psycopg.Connection[tuple[Any, ...]]
+T = TypeVar("T")
+
+# Errors after which the transaction surely did not commit and a fresh attempt is safe.
+_TRANSIENT = (pgerrors.SerializationFailure, pgerrors.DeadlockDetected, pgerrors.LockNotAvailable)
+
+_FILE_COLUMNS = """
+    file_id, path, partition_path, partition_values, partition_start, size_bytes, row_count,
+    row_group_count, column_stats, begin_snapshot, end_snapshot
+"""
+_SNAPSHOT_COLUMNS = """
+    snapshot_id, parent_id, operation, committed_at, idempotency_key, files_added, files_removed,
+    rows_added, rows_removed, bytes_added, bytes_removed, expired_at IS NOT NULL
+"""
+
+
+class MetaStore:
+    """Tables, snapshots and files in Postgres, with validated optimistic commits.
+
+    Thread-safe: connections come from a pool, one per operation.
+    """
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        schema: str = "icefloe",
+        max_connections: int = 8,
+        connect_timeout_s: float = 10.0,
+        commit_attempts: int = 3,
+    ) -> None:
+        self.schema = schema
+        self._dsn = dsn
+        self._commit_attempts = commit_attempts
+        if not _SCHEMA_NAME.match(schema):
+            raise InvalidInputError(f"meta store schema {schema!r} is not a plain lower-case name")
+        self._pool: ConnectionPool[Conn] = ConnectionPool(
+            dsn,
+            min_size=1,
+            max_size=max_connections,
+            timeout=connect_timeout_s,
+            # search_path as a startup option: no statement per new connection.
+            kwargs={"options": f"-c search_path={schema}"},
+            check=ConnectionPool.check_connection,
+            open=False,
+            name=f"icefloe-{schema}",
+        )
+        try:
+            self._pool.open(wait=True, timeout=connect_timeout_s)
+        except PoolTimeout as e:
+            raise MetaStoreUnavailableError(f"cannot connect to the meta store: {e}") from e
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        self._pool.close()
+
+    def __enter__(self) -> MetaStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def migrate(self) -> MigrationReport:
+        """Create or upgrade the schema (``icefloe init``). Idempotent and concurrency-safe."""
+        with self._connection() as conn:
+            return migrate(conn, schema=self.schema)
+
+    @contextmanager
+    def _connection(self) -> Iterator[Conn]:
+        try:
+            with self._pool.connection() as conn:
+                yield conn
+        except PoolTimeout as e:
+            raise MetaStoreUnavailableError(f"no meta store connection available: {e}") from e
+        except pgerrors.UndefinedTable as e:
+            raise MetaStoreNotInitializedError(
+                f"the meta store schema {self.schema!r} is not initialized: run `icefloe init`"
+            ) from e
+        except _TRANSIENT:
+            raise
+        except psycopg.OperationalError as e:
+            raise MetaStoreUnavailableError(f"meta store connection failed: {e}") from e
+
+    # -- tables ---------------------------------------------------------------------------------
+
+    def create_table(self, spec: TableSpec) -> TableInfo:
+        """Register a table. Raises :class:`TableExistsError` if the name is taken."""
+        try:
+            with self._connection() as conn, conn.transaction():
+                row = conn.execute(
+                    """
+                    INSERT INTO lake_tables (name, spec) VALUES (%s, %s)
+                    RETURNING table_id, name, spec, head_snapshot_id, created_at
+                    """,
+                    (spec.name, Jsonb(spec.to_dict())),
+                ).fetchone()
+        except pgerrors.UniqueViolation as e:
+            raise TableExistsError(f"table {spec.name!r} exists already") from e
+        assert row is not None
+        return _table_info(row)
+
+    def get_table(self, name: str) -> TableInfo:
+        with self._connection() as conn:
+            row = conn.execute(
+                "SELECT table_id, name, spec, head_snapshot_id, created_at"
+                " FROM lake_tables WHERE name = %s",
+                (name,),
+            ).fetchone()
+            conn.rollback()
+        if row is None:
+            raise TableNotFoundError(f"no table named {name!r}")
+        return _table_info(row)
+
+    def list_tables(self) -> list[TableInfo]:
+        with self._connection() as conn:
+            rows = conn.execute(
+                "SELECT table_id, name, spec, head_snapshot_id, created_at"
+                " FROM lake_tables ORDER BY name"
+            ).fetchall()
+            conn.rollback()
+        return [_table_info(row) for row in rows]
+
+    # -- snapshots ------------------------------------------------------------------------------
+
+    def snapshots(self, table: str) -> list[Snapshot]:
+        """Every snapshot of a table, oldest first (expired ones flagged)."""
+        info = self.get_table(table)
+        with self._connection() as conn:
+            query = sql.SQL(
+                "SELECT {columns} FROM snapshots WHERE table_id = %s ORDER BY snapshot_id"
+            ).format(columns=sql.SQL(_SNAPSHOT_COLUMNS))
+            rows = conn.execute(query, (info.table_id,)).fetchall()
+            conn.rollback()
+        return [_snapshot(row) for row in rows]
+
+    def resolve_snapshot(
+        self, table: str, *, snapshot_id: int | None = None, as_of: datetime | None = None
+    ) -> int:
+        """The snapshot a read pins: the head, a given id, or the last one committed at ``as_of``.
+
+        Returns 0 for a table that has no commit yet (and no id was asked for).
+        """
+        info = self.get_table(table)
+        if snapshot_id is None and as_of is None:
+            return info.head_snapshot_id
+        with self._connection() as conn:
+            if snapshot_id is not None:
+                row = conn.execute(
+                    "SELECT snapshot_id, expired_at FROM snapshots"
+                    " WHERE table_id = %s AND snapshot_id = %s",
+                    (info.table_id, snapshot_id),
+                ).fetchone()
+                wanted = f"snapshot {snapshot_id}"
+            else:
+                row = conn.execute(
+                    "SELECT snapshot_id, expired_at FROM snapshots"
+                    " WHERE table_id = %s AND committed_at <= %s"
+                    " ORDER BY snapshot_id DESC LIMIT 1",
+                    (info.table_id, as_of),
+                ).fetchone()
+                wanted = f"a snapshot as of {as_of}"
+            conn.rollback()
+        if row is None:
+            raise SnapshotNotFoundError(f"table {table!r} has no {wanted}")
+        if row[1] is not None:
+            raise SnapshotNotFoundError(
+                f"table {table!r}: {wanted} has expired (older than the table's retention)"
+            )
+        return int(row[0])
+
+    # -- files ----------------------------------------------------------------------------------
+
+    def files(
+        self,
+        table: str,
+        *,
+        snapshot_id: int | None = None,
+        partitions: Sequence[str] | None = None,
+        start_from: datetime | None = None,
+        start_before: datetime | None = None,
+    ) -> list[DataFile]:
+        """The files live at a snapshot (default: the head), optionally pruned.
+
+        ``partitions`` keeps only those partition paths. ``start_from``/``start_before`` keep
+        files whose partition period starts in ``[start_from, start_before)``; the caller aligns
+        ``start_from`` down to the partition period so that a range never misses a period that
+        overlaps it.
+        """
+        info = self.get_table(table)
+        at = info.head_snapshot_id if snapshot_id is None else snapshot_id
+        return self._files_at(
+            info.table_id,
+            at,
+            partitions=partitions,
+            start_from=start_from,
+            start_before=start_before,
+        )
+
+    def _files_at(
+        self,
+        table_id: int,
+        snapshot_id: int,
+        *,
+        partitions: Sequence[str] | None = None,
+        start_from: datetime | None = None,
+        start_before: datetime | None = None,
+    ) -> list[DataFile]:
+        where = [
+            sql.SQL("table_id = %(table_id)s"),
+            sql.SQL("begin_snapshot <= %(at)s"),
+            sql.SQL("(end_snapshot IS NULL OR end_snapshot > %(at)s)"),
+        ]
+        params: dict[str, Any] = {"table_id": table_id, "at": snapshot_id}
+        if partitions is not None:
+            where.append(sql.SQL("partition_path = ANY(%(partitions)s)"))
+            params["partitions"] = list(partitions)
+        if start_from is not None:
+            where.append(sql.SQL("partition_start >= %(start_from)s"))
+            params["start_from"] = start_from
+        if start_before is not None:
+            where.append(sql.SQL("partition_start < %(start_before)s"))
+            params["start_before"] = start_before
+        query = sql.SQL("SELECT {columns} FROM data_files WHERE {where} ORDER BY file_id").format(
+            columns=sql.SQL(_FILE_COLUMNS), where=sql.SQL(" AND ").join(where)
+        )
+        with self._connection() as conn:
+            rows = conn.execute(query, params).fetchall()
+            conn.rollback()
+        return [_data_file(row) for row in rows]
+
+    def status(self, table: str) -> TableStatus:
+        """Live files, partitions, rows and bytes at the head."""
+        info = self.get_table(table)
+        with self._connection() as conn:
+            row = conn.execute(
+                """
+                SELECT count(*), count(DISTINCT partition_path),
+                       coalesce(sum(row_count), 0), coalesce(sum(size_bytes), 0),
+                       count(*) FILTER (WHERE claim_token IS NOT NULL AND claim_expires_at > now())
+                FROM data_files WHERE table_id = %s AND end_snapshot IS NULL
+                """,
+                (info.table_id,),
+            ).fetchone()
+            conn.rollback()
+        assert row is not None
+        return TableStatus(
+            table=info.name,
+            head_snapshot_id=info.head_snapshot_id,
+            live_files=int(row[0]),
+            partitions=int(row[1]),
+            rows=int(row[2]),
+            bytes=int(row[3]),
+            claimed_files=int(row[4]),
+        )
+
+    # -- claims ---------------------------------------------------------------------------------
+
+    def claim_files(
+        self,
+        table: str,
+        file_ids: Sequence[int],
+        *,
+        lease: timedelta,
+        token: uuid.UUID | None = None,
+    ) -> uuid.UUID | None:
+        """Claim live files for one merge job, all or nothing; returns the token, or None.
+
+        Rows locked by another claimer are skipped (``SKIP LOCKED``), and files claimed under an
+        unexpired lease are taken; either way the claim fails as a whole and nothing changes.
+        """
+        if not file_ids:
+            raise InvalidInputError("claim_files: no file ids given")
+        info = self.get_table(table)
+        token = token or uuid.uuid4()
+        wanted = sorted(set(file_ids))
+        with self._connection() as conn, conn.transaction():
+            rows = conn.execute(
+                """
+                SELECT file_id FROM data_files
+                WHERE table_id = %s AND file_id = ANY(%s) AND end_snapshot IS NULL
+                  AND (claim_token IS NULL OR claim_expires_at <= now())
+                ORDER BY file_id
+                FOR UPDATE SKIP LOCKED
+                """,
+                (info.table_id, wanted),
+            ).fetchall()
+            if [int(r[0]) for r in rows] != wanted:
+                return None
+            conn.execute(
+                "UPDATE data_files SET claim_token = %s, claim_expires_at = now() + %s"
+                " WHERE file_id = ANY(%s)",
+                (token, lease, wanted),
+            )
+        return token
+
+    def release_claim(self, token: uuid.UUID) -> int:
+        """Free every file claimed under ``token``; returns how many were freed."""
+        with self._connection() as conn, conn.transaction():
+            cur = conn.execute(
+                "UPDATE data_files SET claim_token = NULL, claim_expires_at = NULL"
+                " WHERE claim_token = %s",
+                (token,),
+            )
+            return cur.rowcount
+
+    # -- commits --------------------------------------------------------------------------------
+
+    def commit_append(
+        self, table: str, *, files: Sequence[NewFile], idempotency_key: str | None = None
+    ) -> CommitResult:
+        """Add files in one new snapshot; a used ``idempotency_key`` returns the earlier one."""
+        return self.commit(table, operation="append", add=files, idempotency_key=idempotency_key)
+
+    def commit_replace(
+        self,
+        table: str,
+        *,
+        remove: Sequence[int],
+        add: Sequence[NewFile],
+        claim_token: uuid.UUID | None = None,
+    ) -> CommitResult:
+        """Swap live files for new ones (a merge). Every input must still be live and, when a
+        token is given, claimed under it; otherwise :class:`CommitConflictError`."""
+        return self.commit(
+            table, operation="replace", add=add, remove=remove, claim_token=claim_token
+        )
+
+    def commit(
+        self,
+        table: str,
+        *,
+        operation: Operation,
+        add: Sequence[NewFile] = (),
+        remove: Sequence[int] = (),
+        idempotency_key: str | None = None,
+        claim_token: uuid.UUID | None = None,
+    ) -> CommitResult:
+        """Run the commit protocol, retrying transient failures that surely did not commit.
+
+        Raises :class:`CommitConflictError` (nothing committed: delete your objects),
+        :class:`CommitOutcomeUnknownError` (leave your objects for the orphan sweep) or
+        :class:`MetaStoreUnavailableError` (nothing committed).
+        """
+        _check_commit_input(operation, add, remove)
+        info = self.get_table(table)
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                return self._commit_once(info, operation, add, remove, idempotency_key, claim_token)
+            except (*_TRANSIENT, MetaStoreUnavailableError) as e:
+                if attempt >= self._commit_attempts:
+                    if isinstance(e, MetaStoreUnavailableError):
+                        raise
+                    raise MetaStoreUnavailableError(
+                        f"commit failed after {attempt} attempts: {e}"
+                    ) from e
+                delay = min(2.0, 0.05 * 2**attempt) * random.uniform(0.5, 1.5)
+                logger.warning("commit to %s failed (%s); retrying in %.2fs", table, e, delay)
+                time.sleep(delay)
+
+    def _commit_once(
+        self,
+        info: TableInfo,
+        operation: Operation,
+        add: Sequence[NewFile],
+        remove: Sequence[int],
+        idempotency_key: str | None,
+        claim_token: uuid.UUID | None,
+    ) -> CommitResult:
+        with self._connection() as conn:
+            try:
+                result = self._commit_statements(
+                    conn, info, operation, add, remove, idempotency_key, claim_token
+                )
+            except BaseException:
+                _rollback_quietly(conn)
+                raise
+            if not result.committed:
+                conn.rollback()
+                return result
+            try:
+                conn.commit()
+            except (psycopg.OperationalError, psycopg.InterfaceError) as e:
+                raise CommitOutcomeUnknownError(
+                    f"connection lost while committing snapshot {result.snapshot_id} of "
+                    f"{info.name!r}; it may or may not be committed"
+                ) from e
+            logger.debug("committed %s snapshot %d of %s", operation, result.snapshot_id, info.name)
+            return result
+
+    def _commit_statements(
+        self,
+        conn: Conn,
+        info: TableInfo,
+        operation: Operation,
+        add: Sequence[NewFile],
+        remove: Sequence[int],
+        idempotency_key: str | None,
+        claim_token: uuid.UUID | None,
+    ) -> CommitResult:
+        head_row = conn.execute(
+            "SELECT head_snapshot_id FROM lake_tables WHERE table_id = %s FOR UPDATE",
+            (info.table_id,),
+        ).fetchone()
+        if head_row is None:
+            raise TableNotFoundError(f"table {info.name!r} was dropped")
+        head = int(head_row[0])
+
+        if idempotency_key is not None:
+            earlier = conn.execute(
+                "SELECT snapshot_id FROM snapshots WHERE table_id = %s AND idempotency_key = %s",
+                (info.table_id, idempotency_key),
+            ).fetchone()
+            if earlier is not None:
+                return CommitResult(
+                    table=info.name,
+                    snapshot_id=int(earlier[0]),
+                    committed=False,
+                    files_added=0,
+                    files_removed=0,
+                    rows_added=0,
+                )
+
+        rows_removed = bytes_removed = 0
+        if remove:
+            rows_removed, bytes_removed = _validate_inputs(conn, info, remove, claim_token)
+
+        new_id = head + 1
+        rows_added = sum(f.row_count for f in add)
+        bytes_added = sum(f.size_bytes for f in add)
+        conn.execute(
+            """
+            INSERT INTO snapshots (table_id, snapshot_id, parent_id, operation, idempotency_key,
+                files_added, files_removed, rows_added, rows_removed, bytes_added, bytes_removed)
+            VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+            """,
+            (
+                info.table_id,
+                new_id,
+                head or None,
+                operation,
+                idempotency_key,
+                len(add),
+                len(remove),
+                rows_added,
+                rows_removed,
+                bytes_added,
+                bytes_removed,
+            ),
+        )
+        if add:
+            try:
+                with conn.cursor() as cur:
+                    cur.executemany(
+                        """
+                        INSERT INTO data_files (table_id, path, partition_path, partition_values,
+                            partition_start, size_bytes, row_count, row_group_count, column_stats,
+                            begin_snapshot)
+                        VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+                        """,
+                        [_file_params(info.table_id, f, new_id) for f in add],
+                    )
+            except pgerrors.UniqueViolation as e:
+                raise CommitConflictError(
+                    f"a file path of this commit is registered already in {info.name!r}"
+                ) from e
+        if remove:
+            conn.execute(
+                """
+                UPDATE data_files
+                SET end_snapshot = %s, removed_at = now(), claim_token = NULL, claim_expires_at = NULL
+                WHERE file_id = ANY(%s)
+                """,
+                (new_id, list(remove)),
+            )
+        conn.execute(
+            "UPDATE lake_tables SET head_snapshot_id = %s WHERE table_id = %s",
+            (new_id, info.table_id),
+        )
+        return CommitResult(
+            table=info.name,
+            snapshot_id=new_id,
+            committed=True,
+            files_added=len(add),
+            files_removed=len(remove),
+            rows_added=rows_added,
+        )
+
+
+def _validate_inputs(
+    conn: Conn, info: TableInfo, remove: Sequence[int], claim_token: uuid.UUID | None
+) -> tuple[int, int]:
+    """Check that every input file is live and (un)claimed as the commit assumes."""
+    rows = conn.execute(
+        """
+        SELECT file_id, end_snapshot, claim_token, claim_expires_at > now(), row_count, size_bytes
+        FROM data_files WHERE table_id = %s AND file_id = ANY(%s)
+        ORDER BY file_id FOR UPDATE
+        """,
+        (info.table_id, sorted(set(remove))),
+    ).fetchall()
+    found = {int(r[0]): r for r in rows}
+    for file_id in remove:
+        row = found.get(file_id)
+        if row is None:
+            raise CommitConflictError(f"{info.name!r}: input file {file_id} does not exist")
+        if row[1] is not None:
+            raise CommitConflictError(
+                f"{info.name!r}: input file {file_id} was removed by snapshot {row[1]}"
+            )
+        holder, lease_active = row[2], bool(row[3])
+        if claim_token is not None and holder != claim_token:
+            raise CommitConflictError(
+                f"{info.name!r}: input file {file_id} is no longer claimed by this job"
+            )
+        if claim_token is None and holder is not None and lease_active:
+            raise CommitConflictError(f"{info.name!r}: input file {file_id} is claimed by a merge")
+    return sum(int(r[4]) for r in rows), sum(int(r[5]) for r in rows)
+
+
+def _check_commit_input(
+    operation: Operation, add: Sequence[NewFile], remove: Sequence[int]
+) -> None:
+    if operation == "append" and (remove or not add):
+        raise InvalidInputError("an append adds at least one file and removes none")
+    if operation in ("replace", "delete") and not remove:
+        raise InvalidInputError(f"a {operation} removes at least one file")
+    if operation == "delete" and add:
+        raise InvalidInputError("a delete adds no files")
+    if len(remove) != len(set(remove)):
+        raise InvalidInputError("a commit names the same input file twice")
+    paths = [f.path for f in add]
+    if len(paths) != len(set(paths)):
+        raise InvalidInputError("a commit adds the same path twice")
+
+
+def _rollback_quietly(conn: Conn) -> None:
+    # A broken connection cannot roll back; the pool discards it and the server rolled back.
+    with suppress(psycopg.Error):
+        conn.rollback()
+
+
+def _file_params(table_id: int, f: NewFile, snapshot_id: int) -> tuple[Any, ...]:
+    return (
+        table_id,
+        f.path,
+        f.partition_path,
+        Jsonb(dict(f.partition_values)),
+        f.partition_start,
+        f.size_bytes,
+        f.row_count,
+        f.row_group_count,
+        Jsonb({name: stats.to_json() for name, stats in f.column_stats.items()}),
+        snapshot_id,
+    )
+
+
+def _table_info(row: Sequence[Any]) -> TableInfo:
+    return TableInfo(
+        table_id=int(row[0]),
+        name=str(row[1]),
+        spec=TableSpec.from_dict(row[2]),
+        head_snapshot_id=int(row[3]),
+        created_at=row[4],
+    )
+
+
+def _snapshot(row: Sequence[Any]) -> Snapshot:
+    return Snapshot(
+        snapshot_id=int(row[0]),
+        parent_id=None if row[1] is None else int(row[1]),
+        operation=row[2],
+        committed_at=row[3],
+        idempotency_key=row[4],
+        files_added=int(row[5]),
+        files_removed=int(row[6]),
+        rows_added=int(row[7]),
+        rows_removed=int(row[8]),
+        bytes_added=int(row[9]),
+        bytes_removed=int(row[10]),
+        expired=bool(row[11]),
+    )
+
+
+def _data_file(row: Sequence[Any]) -> DataFile:
+    stats: Mapping[str, Any] = row[8] or {}
+    return DataFile(
+        file_id=int(row[0]),
+        path=str(row[1]),
+        partition_path=str(row[2]),
+        partition_values=row[3],
+        partition_start=row[4],
+        size_bytes=int(row[5]),
+        row_count=int(row[6]),
+        row_group_count=int(row[7]),
+        column_stats={name: ColumnStats.from_json(value) for name, value in stats.items()},
+        begin_snapshot=int(row[9]),
+        end_snapshot=None if row[10] is None else int(row[10]),
+    )

@@ -1,0 +1,42 @@
+"""Wiring: build the meta store and the object store once from :class:`Settings`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from icefloe.config import Settings
+from icefloe.metastore.embedded import embedded_database_url
+from icefloe.metastore.store import MetaStore
+from icefloe.storage import ObjectStore, object_store_from_settings
+
+
+def database_url(settings: Settings) -> str:
+    """The configured DSN, or the embedded server's (started on demand)."""
+    if settings.database_url:
+        return settings.database_url
+    return embedded_database_url(settings.embedded_database_dir)
+
+
+@dataclass(slots=True)
+class Runtime:
+    """The collaborators every operation needs, built once per process and injected."""
+
+    settings: Settings
+    meta: MetaStore
+    objects: ObjectStore
+
+    @classmethod
+    def open(cls, settings: Settings, *, max_connections: int = 8) -> Runtime:
+        meta = MetaStore(
+            database_url(settings), schema=settings.database_schema, max_connections=max_connections
+        )
+        return cls(settings=settings, meta=meta, objects=object_store_from_settings(settings))
+
+    def close(self) -> None:
+        self.meta.close()
+
+    def __enter__(self) -> Runtime:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

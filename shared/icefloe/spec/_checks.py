@@ -1,0 +1,144 @@
+"""Cross-reference checks of a :class:`TableSpec`: every name it uses exists and fits its role."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from icefloe.errors import SpecError
+from icefloe.spec import types
+from icefloe.spec._text import show
+from icefloe.spec.merge import AggregateMode, AppendMode, CustomMode, ReplaceMode
+from icefloe.spec.names import validate_table_name
+from icefloe.spec.partitioning import PartitionField, check_unique_field_names
+from icefloe.spec.policy import Retention, SizeTargets
+from icefloe.spec.schema import Column, check_unique_columns
+
+if TYPE_CHECKING:
+    from icefloe.spec.table_spec import TableSpec
+
+EXTRA_FIELDS_MODES = ("reject", "keep")
+
+
+def check_spec(spec: TableSpec) -> None:
+    """Raise SpecError (or InvalidNameError) naming the first field of ``spec`` that is invalid."""
+    validate_table_name(spec.name)
+    _check_parts(spec)
+    _check_partitioning(spec)
+    _check_ordering(spec)
+    _check_merge(spec)
+    _check_ingest(spec)
+
+
+def _check_partitioning(spec: TableSpec) -> None:
+    check_unique_field_names(spec.partition_by)
+    for f in spec.partition_by:
+        f.validate_source_type(lookup_column(spec, f.source, where="partition_by").type)
+        same_name = next((c for c in spec.columns if c.name.lower() == f.name.lower()), None)
+        if same_name is not None and not (f.transform == "identity" and f.source == same_name.name):
+            raise SpecError(
+                f"partition_by: field {f.to_text()!r} is named like column "
+                f"{same_name.name!r}; rename it with 'AS other_name'"
+            )
+
+
+def _check_ordering(spec: TableSpec) -> None:
+    if spec.row_group_by is not None:
+        _orderable(spec, spec.row_group_by, where="row_group_by")
+    for key in spec.sort_by:
+        _orderable(spec, key, where="sort_by")
+    if len(set(spec.sort_by)) != len(spec.sort_by):
+        raise SpecError(f"sort_by: keys must be unique, got {show(spec.sort_by)}")
+
+
+def _check_merge(spec: TableSpec) -> None:
+    mode = spec.merge
+    if isinstance(mode, ReplaceMode):
+        for key in mode.key:
+            lookup_column(spec, key, where="merge: replace key")
+        if mode.version is not None:
+            _orderable(spec, mode.version, where="merge: replace version")
+    elif isinstance(mode, AggregateMode):
+        for key in mode.group_by:
+            lookup_column(spec, key, where="merge: aggregate key")
+        for col, fn in mode.aggregates:
+            t = lookup_column(spec, col, where="merge: aggregate").type
+            fits = {"sum": types.is_numeric, "count": types.is_integer}.get(fn, types.is_orderable)
+            if fn != "any" and not fits(t):
+                raise SpecError(f"merge: aggregate {fn!r} cannot apply to {col!r} of type {t}")
+        covered = set(mode.group_by) | {col for col, _ in mode.aggregates}
+        missing = [name for name in spec.column_names if name not in covered]
+        if missing:
+            raise SpecError(
+                f"merge: column {missing[0]!r} is neither a group key nor aggregated; "
+                f"add '{missing[0]}:any' to keep one of its values"
+            )
+
+
+def _check_ingest(spec: TableSpec) -> None:
+    if spec.tenant_column is not None:
+        lookup_column(spec, spec.tenant_column, where="tenant_column")
+        if not any(
+            f.transform == "identity" and f.source == spec.tenant_column for f in spec.partition_by
+        ):
+            raise SpecError(
+                f"tenant_column: {spec.tenant_column!r} must also be an identity partition "
+                f"source (add it to partition_by)"
+            )
+    if spec.extra_fields not in EXTRA_FIELDS_MODES:
+        raise SpecError(f"extra_fields: {show(spec.extra_fields)} is not 'reject' or 'keep'")
+    if spec.overflow_column is None:
+        if spec.extra_fields == "keep":
+            raise SpecError("overflow_column: extra_fields='keep' needs a JSON overflow column")
+        return
+    if spec.extra_fields != "keep":
+        raise SpecError("overflow_column: only used with extra_fields='keep'")
+    t = lookup_column(spec, spec.overflow_column, where="overflow_column").type
+    if t != "JSON":
+        raise SpecError(f"overflow_column: {spec.overflow_column!r} must be JSON, not {t}")
+
+
+def _check_parts(spec: TableSpec) -> None:
+    """Type checks of the parts, so a hand-built spec fails here rather than deep in a writer."""
+    parts: list[tuple[str, object, type | tuple[type, ...]]] = [
+        ("merge", spec.merge, (AppendMode, ReplaceMode, AggregateMode, CustomMode)),
+        ("sizes", spec.sizes, SizeTargets),
+        ("retention", spec.retention, Retention),
+    ]
+    parts += [("columns", c, Column) for c in _tuple(spec.columns, where="columns")]
+    parts += [
+        ("partition_by", f, PartitionField) for f in _tuple(spec.partition_by, where="partition_by")
+    ]
+    parts += [("sort_by", k, str) for k in _tuple(spec.sort_by, where="sort_by")]
+    for where, value, expected in parts:
+        if not isinstance(value, expected):
+            raise SpecError(f"{where}: unexpected value {show(value)}")
+    if not spec.columns:
+        raise SpecError("columns: a table needs at least one column")
+    check_unique_columns(spec.columns)
+
+
+def _tuple(value: object, *, where: str) -> tuple[object, ...]:
+    if not isinstance(value, tuple):
+        raise SpecError(f"{where}: expected a tuple, got {show(value)}")
+    return value
+
+
+def lookup_column(spec: TableSpec, name: str, *, where: str) -> Column:
+    for column in spec.columns:
+        if column.name == name:
+            return column
+    hint = next(
+        (
+            f"; did you mean {c.name!r}?"
+            for c in spec.columns
+            if isinstance(name, str) and c.name.lower() == name.lower()
+        ),
+        "",
+    )
+    raise SpecError(f"{where}: unknown column {show(name)}{hint}")
+
+
+def _orderable(spec: TableSpec, name: str, *, where: str) -> None:
+    t = lookup_column(spec, name, where=where).type
+    if not types.is_orderable(t):
+        raise SpecError(f"{where}: column {name!r} of type {t} cannot be ordered")

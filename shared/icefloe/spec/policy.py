@@ -1,0 +1,70 @@
+"""Per-table policies: file size targets for writers and merges, and retention for the janitor."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+from icefloe.errors import SpecError
+from icefloe.spec._text import show
+
+MIB = 1024 * 1024
+GIB = 1024 * MIB
+HOUR = 3600
+DAY = 24 * HOUR
+
+
+@dataclass(frozen=True, slots=True)
+class SizeTargets:
+    """How big files and row groups should be, and how much one merge may combine."""
+
+    target_file_bytes: int = 128 * MIB
+    row_group_target_bytes: int = 16 * MIB
+    row_group_max_rows: int = 1_000_000
+    min_files_to_merge: int = 4
+    max_merge_group_bytes: int = 2 * GIB
+    max_files_per_merge: int = 100
+    lambda_merge_cap_bytes: int = 2 * GIB  # bigger groups go to EMR Serverless
+
+    def __post_init__(self) -> None:
+        _check_ints(self, minimum=1)
+        if self.row_group_target_bytes > self.target_file_bytes:
+            raise SpecError(
+                f"sizes: row_group_target_bytes ({self.row_group_target_bytes}) must not exceed "
+                f"target_file_bytes ({self.target_file_bytes})"
+            )
+        if self.target_file_bytes > self.max_merge_group_bytes:
+            raise SpecError(
+                f"sizes: target_file_bytes ({self.target_file_bytes}) must not exceed "
+                f"max_merge_group_bytes ({self.max_merge_group_bytes})"
+            )
+        if self.min_files_to_merge < 2:
+            raise SpecError(
+                f"sizes: min_files_to_merge must be >= 2, got {self.min_files_to_merge}"
+            )
+        if self.max_files_per_merge < self.min_files_to_merge:
+            raise SpecError(
+                f"sizes: max_files_per_merge ({self.max_files_per_merge}) must be >= "
+                f"min_files_to_merge ({self.min_files_to_merge})"
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class Retention:
+    """How long expired snapshots stay readable, and how old an unnamed object must be to go.
+
+    Any non-negative value is accepted; the janitor enforces its own floor for the orphan grace.
+    """
+
+    snapshot_retention_seconds: int = 3 * DAY
+    orphan_grace_seconds: int = 1 * DAY
+
+    def __post_init__(self) -> None:
+        _check_ints(self, minimum=0)
+
+
+def _check_ints(obj: SizeTargets | Retention, *, minimum: int) -> None:
+    where = "sizes" if isinstance(obj, SizeTargets) else "retention"
+    for f in fields(obj):
+        value = getattr(obj, f.name)
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise SpecError(f"{where}: {f.name} must be an integer >= {minimum}, got {show(value)}")

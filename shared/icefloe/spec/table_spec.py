@@ -1,0 +1,170 @@
+"""The table spec: schema, hidden partitioning, sort and row-group keys, merge mode, policies.
+
+A :class:`TableSpec` is valid once built: every cross reference is checked in ``__post_init__``.
+``to_dict()`` is its stored form (JSON-safe, ``format_version`` 1); ``from_dict`` reads it back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Literal, cast
+
+from icefloe.errors import SpecError
+from icefloe.spec import _codec
+from icefloe.spec._checks import check_spec, lookup_column
+from icefloe.spec._text import show
+from icefloe.spec.hive import parse_partition_path, partition_path
+from icefloe.spec.merge import AppendMode, MergeMode, parse_merge_mode
+from icefloe.spec.partitioning import PartitionField, PartitionValue, parse_partition_by
+from icefloe.spec.policy import Retention, SizeTargets
+from icefloe.spec.schema import Column, parse_schema
+
+FORMAT_VERSION = 1
+ExtraFields = Literal["reject", "keep"]
+_REQUIRED_KEYS = ("format_version", "name", "columns")
+
+
+@dataclass(frozen=True, slots=True)
+class TableSpec:
+    """Everything icefloe knows about one table's layout; immutable and validated."""
+
+    name: str
+    columns: tuple[Column, ...]
+    partition_by: tuple[PartitionField, ...] = ()
+    sort_by: tuple[str, ...] = ()
+    row_group_by: str | None = None
+    merge: MergeMode = field(default_factory=AppendMode)
+    sizes: SizeTargets = field(default_factory=SizeTargets)
+    retention: Retention = field(default_factory=Retention)
+    tenant_column: str | None = None
+    extra_fields: ExtraFields = "reject"
+    overflow_column: str | None = None
+
+    def __post_init__(self) -> None:
+        check_spec(self)
+
+    @classmethod
+    def create(
+        cls,
+        *,
+        name: str,
+        schema: str,
+        partition_by: str = "",
+        sort_by: str = "",
+        row_group_by: str | None = None,
+        merge: str = "append",
+        sizes: SizeTargets | None = None,
+        retention: Retention | None = None,
+        tenant_column: str | None = None,
+        extra_fields: ExtraFields = "reject",
+        overflow_column: str | None = None,
+    ) -> TableSpec:
+        """Build a spec from the text forms the CLI takes."""
+        sort_keys = tuple(key.strip() for key in sort_by.split(",")) if sort_by.strip() else ()
+        row_group_by = row_group_by or None
+        return cls(
+            name=name,
+            columns=parse_schema(schema),
+            partition_by=parse_partition_by(partition_by),
+            sort_by=sort_keys,
+            row_group_by=row_group_by,
+            merge=parse_merge_mode(merge),
+            sizes=sizes or SizeTargets(),
+            retention=retention or Retention(),
+            tenant_column=tenant_column or None,
+            extra_fields=extra_fields,
+            overflow_column=overflow_column or None,
+        )
+
+    @property
+    def column_names(self) -> tuple[str, ...]:
+        """User column names in schema order (``_row_id`` is not among them)."""
+        return tuple(column.name for column in self.columns)
+
+    @property
+    def source_types(self) -> dict[str, str]:
+        """Column name -> canonical DuckDB type."""
+        return {column.name: column.type for column in self.columns}
+
+    @property
+    def time_partition_field(self) -> PartitionField | None:
+        """The first year/month/day/hour field: its period start is what the meta store indexes."""
+        return next((f for f in self.partition_by if f.is_time), None)
+
+    @property
+    def file_sort_keys(self) -> tuple[str, ...]:
+        """The order rows are written in: the row-group key first (so each key value forms one
+        contiguous run that row groups can be cut around), then the sort keys."""
+        if self.row_group_by is None:
+            return self.sort_by
+        return (self.row_group_by, *(k for k in self.sort_by if k != self.row_group_by))
+
+    @property
+    def partition_source_columns(self) -> tuple[str, ...]:
+        """Source columns of the partition fields, each once, in field order."""
+        return tuple(dict.fromkeys(f.source for f in self.partition_by))
+
+    def column(self, name: str) -> Column:
+        """The column called ``name`` (exact case); SpecError if there is none."""
+        return lookup_column(self, name, where="column")
+
+    def partition_values(self, row: Mapping[str, object]) -> tuple[PartitionValue, ...]:
+        """The partition values of one row (a missing source column counts as null)."""
+        return tuple(f.apply(row.get(f.source)) for f in self.partition_by)
+
+    def partition_path(self, values: tuple[PartitionValue, ...]) -> str:
+        """The Hive path of a partition of this table: ``day=2026-11-22/tenant=acme``."""
+        return partition_path(self.partition_by, values)
+
+    def parse_partition_path(self, path: str) -> tuple[PartitionValue, ...]:
+        """Inverse of :meth:`partition_path`, typed by this table's columns."""
+        return parse_partition_path(self.partition_by, path, source_types=self.source_types)
+
+    def to_dict(self) -> dict[str, object]:
+        """The stored, JSON-safe form; :meth:`from_dict` reads it back to an equal spec."""
+        return {
+            "format_version": FORMAT_VERSION,
+            "name": self.name,
+            "columns": [_codec.column_to_dict(c) for c in self.columns],
+            "partition_by": [_codec.field_to_dict(f) for f in self.partition_by],
+            "sort_by": list(self.sort_by),
+            "row_group_by": self.row_group_by,
+            "merge": _codec.merge_to_dict(self.merge),
+            "sizes": _codec.policy_to_dict(self.sizes),
+            "retention": _codec.policy_to_dict(self.retention),
+            "tenant_column": self.tenant_column,
+            "extra_fields": self.extra_fields,
+            "overflow_column": self.overflow_column,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, object]) -> TableSpec:
+        """Read :meth:`to_dict`'s output; optional keys may be absent, unknown keys are refused."""
+        optional = [f.name for f in fields(cls)]
+        d = _codec.mapping(d, where="spec", required=_REQUIRED_KEYS, optional=optional)
+        version = d["format_version"]
+        if version != FORMAT_VERSION or isinstance(version, bool):
+            raise SpecError(f"spec: format_version {show(version)} is not {FORMAT_VERSION}")
+        return cls(
+            name=_codec.string(d["name"], where="name"),
+            columns=tuple(
+                map(_codec.column_from_dict, _codec.items(d["columns"], where="columns"))
+            ),
+            partition_by=tuple(
+                map(
+                    _codec.field_from_dict,
+                    _codec.items(d.get("partition_by", []), where="partition_by"),
+                )
+            ),
+            sort_by=_codec.strings(d.get("sort_by", []), where="sort_by"),
+            row_group_by=_codec.optional_string(d.get("row_group_by"), where="row_group_by"),
+            merge=_codec.merge_from_dict(d.get("merge", {"mode": "append"})),
+            sizes=_codec.sizes_from_dict(d.get("sizes", {})),
+            retention=_codec.retention_from_dict(d.get("retention", {})),
+            tenant_column=_codec.optional_string(d.get("tenant_column"), where="tenant_column"),
+            extra_fields=cast(ExtraFields, d.get("extra_fields", "reject")),
+            overflow_column=_codec.optional_string(
+                d.get("overflow_column"), where="overflow_column"
+            ),
+        )

@@ -1,0 +1,145 @@
+"""The object store contract: write-once objects under `/`-separated keys.
+
+Keys are relative to the warehouse root. Objects are never overwritten (names are never reused),
+so ``put`` refuses an existing key instead of replacing it.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from icefloe.errors import InvalidInputError
+
+# S3's limit on a key's UTF-8 length; the local store keeps the same limit so both agree.
+MAX_KEY_BYTES = 1024
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectInfo:
+    """One stored object: its key (relative to the store root), size in bytes, UTC mtime."""
+
+    key: str
+    size: int
+    last_modified: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteResult:
+    """Outcome of :meth:`ObjectStore.delete_many`.
+
+    ``deleted`` counts the distinct keys confirmed absent afterwards, including keys that were
+    already missing: S3 cannot tell the two apart, so the local store counts the same way.
+    """
+
+    deleted: int
+
+
+def validate_key(key: str) -> str:
+    """Return ``key`` if it is a well-formed object key, else raise InvalidInputError.
+
+    Refuses what could escape the root or alias another key: empty keys, a leading or trailing
+    ``/``, empty, ``.`` or ``..`` segments, backslashes, NUL and other control characters.
+    """
+    if not isinstance(key, str) or not key:
+        raise InvalidInputError(f"object key {key!r}: must be a non-empty string")
+    if key.startswith("/"):
+        raise InvalidInputError(f"object key {key!r}: must be relative (no leading '/')")
+    if key.endswith("/"):
+        raise InvalidInputError(f"object key {key!r}: must not end with '/'")
+    if "\\" in key:
+        raise InvalidInputError(f"object key {key!r}: backslashes are not allowed")
+    if any(unicodedata.category(ch) in ("Cc", "Cs") for ch in key):
+        raise InvalidInputError(
+            f"object key {key!r}: control and lone surrogate characters are not allowed"
+        )
+    if len(key.encode("utf-8")) > MAX_KEY_BYTES:
+        raise InvalidInputError(f"object key {key!r}: longer than {MAX_KEY_BYTES} UTF-8 bytes")
+    for segment in key.split("/"):
+        if segment in ("", ".", ".."):
+            raise InvalidInputError(
+                f"object key {key!r}: empty, '.' and '..' segments are not allowed"
+            )
+    return key
+
+
+def is_valid_key(key: str) -> bool:
+    """Whether ``key`` passes :func:`validate_key`; listings skip names that do not."""
+    try:
+        validate_key(key)
+    except InvalidInputError:
+        return False
+    return True
+
+
+def validate_prefix(prefix: str) -> str:
+    """Return ``prefix`` if it is a valid listing prefix: empty, a key, or a key plus ``/``."""
+    if not isinstance(prefix, str):
+        raise InvalidInputError(f"object key prefix {prefix!r}: must be a string")
+    if prefix:
+        body = prefix[:-1] if prefix.endswith("/") else prefix
+        try:
+            validate_key(body)
+        except InvalidInputError as e:
+            raise InvalidInputError(f"object key prefix {prefix!r}: {e}") from e
+    return prefix
+
+
+def check_range(start: int, length: int) -> None:
+    """Refuse a byte range HTTP cannot express: negative start, or length below one."""
+    if start < 0:
+        raise InvalidInputError(f"range start {start}: must be >= 0")
+    if length < 1:
+        raise InvalidInputError(f"range length {length}: must be >= 1")
+
+
+class ObjectStore(ABC):
+    """Write-once object storage under one root (a local directory or an S3 prefix)."""
+
+    @property
+    @abstractmethod
+    def root_uri(self) -> str:
+        """The root as DuckDB and pyarrow address it: an absolute path or ``s3://bucket/prefix``."""
+
+    @abstractmethod
+    def uri(self, key: str) -> str:
+        """The address of ``key`` for readers outside this module (DuckDB, pyarrow)."""
+
+    @abstractmethod
+    def put(self, key: str, data: bytes) -> ObjectInfo:
+        """Store ``data`` under ``key``; ObjectExistsError if the key is taken (never overwrites)."""
+
+    @abstractmethod
+    def put_file(self, key: str, path: Path) -> ObjectInfo:
+        """Store the content of the local file ``path`` under ``key``, with ``put``'s semantics."""
+
+    @abstractmethod
+    def get(self, key: str) -> bytes:
+        """The whole object; ObjectNotFoundError if there is none."""
+
+    @abstractmethod
+    def get_range(self, key: str, *, start: int, length: int) -> bytes:
+        """Up to ``length`` bytes from offset ``start``.
+
+        Fewer bytes at the end of the object, and ``b""`` when ``start`` is at or past the end
+        (as a file read would); ObjectNotFoundError if there is no object.
+        """
+
+    @abstractmethod
+    def head(self, key: str) -> ObjectInfo | None:
+        """The object's metadata, or ``None`` if there is no object under ``key``."""
+
+    @abstractmethod
+    def delete_many(self, keys: Iterable[str]) -> DeleteResult:
+        """Delete every key; missing keys are fine. All keys are validated before any delete."""
+
+    @abstractmethod
+    def list_prefix(self, prefix: str) -> Iterator[ObjectInfo]:
+        """Every object whose key starts with ``prefix`` (a plain string prefix), by key order.
+
+        Order is by code point, which is S3's UTF-8 byte order.
+        """
