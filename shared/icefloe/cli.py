@@ -19,8 +19,9 @@ from icefloe import __version__
 from icefloe.config import Settings
 from icefloe.errors import IcefloeError, TableExistsError
 from icefloe.metastore.embedded import stop_embedded
+from icefloe.metastore.models import TableInfo
 from icefloe.runtime import Runtime
-from icefloe.spec import TableSpec
+from icefloe.spec import TableSpec, format_partition_by, format_schema
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
@@ -131,7 +132,7 @@ def _table_create(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> in
     return 0
 
 
-def _table_row(info: Any) -> dict[str, Any]:
+def _table_row(info: TableInfo) -> dict[str, Any]:
     return {
         "name": info.name,
         "head_snapshot_id": info.head_snapshot_id,
@@ -153,7 +154,7 @@ def _table_list(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
                 [
                     t.name,
                     t.head_snapshot_id,
-                    t.spec.to_dict().get("partition_by"),
+                    format_partition_by(t.spec.partition_by),
                     ", ".join(t.spec.sort_by),
                 ]
                 for t in tables
@@ -165,9 +166,26 @@ def _table_list(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
 
 def _table_show(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
     info = runtime.meta.get_table(args.name)
-    row = _table_row(info)
-    _emit(out, args.format, row, lambda: json.dumps(row, indent=2, default=_json_default))
+    _emit(out, args.format, _table_row(info), lambda: _describe(info))
     return 0
+
+
+def _describe(info: TableInfo) -> str:
+    spec = info.spec
+    lines = [
+        ("table", info.name),
+        ("head snapshot", str(info.head_snapshot_id)),
+        ("created at", info.created_at.isoformat(timespec="seconds")),
+        ("schema", format_schema(spec.columns)),
+        ("partition by", format_partition_by(spec.partition_by) or "(none)"),
+        ("sort by", ", ".join(spec.sort_by) or "(none)"),
+        ("row groups by", spec.row_group_by or "(none)"),
+        ("merge", spec.merge.to_text()),
+        ("target file size", f"{spec.sizes.target_file_bytes:,} bytes"),
+        ("snapshot retention", f"{spec.retention.snapshot_retention_seconds:,} s"),
+    ]
+    width = max(len(k) for k, _ in lines)
+    return "\n".join(f"{k.ljust(width)}  {v}" for k, v in lines)
 
 
 def _snapshots(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:

@@ -18,6 +18,7 @@ import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
@@ -70,6 +71,30 @@ _SNAPSHOT_COLUMNS = """
 """
 
 
+_INSERT_SNAPSHOT = """
+    INSERT INTO snapshots (table_id, snapshot_id, parent_id, operation, idempotency_key,
+        files_added, files_removed, rows_added, rows_removed, bytes_added, bytes_removed)
+    VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+"""
+_INSERT_FILE = """
+    INSERT INTO data_files (table_id, path, partition_path, partition_values, partition_start,
+        size_bytes, row_count, row_group_count, column_stats, begin_snapshot)
+    VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+"""
+_END_FILES = """
+    UPDATE data_files
+    SET end_snapshot = %s, removed_at = now(), claim_token = NULL, claim_expires_at = NULL
+    WHERE file_id = ANY(%s)
+"""
+_MOVE_HEAD = "UPDATE lake_tables SET head_snapshot_id = %s WHERE table_id = %s"
+
+
+@dataclass(frozen=True, slots=True)
+class _TableRef:
+    table_id: int
+    name: str
+
+
 class MetaStore:
     """Tables, snapshots and files in Postgres, with validated optimistic commits.
 
@@ -88,6 +113,7 @@ class MetaStore:
         self.schema = schema
         self._dsn = dsn
         self._commit_attempts = commit_attempts
+        self._refs: dict[str, _TableRef] = {}
         if not _SCHEMA_NAME.match(schema):
             raise InvalidInputError(f"meta store schema {schema!r} is not a plain lower-case name")
         self._pool: ConnectionPool[Conn] = ConnectionPool(
@@ -362,6 +388,14 @@ class MetaStore:
 
     # -- commits --------------------------------------------------------------------------------
 
+    def _table_ref(self, name: str) -> _TableRef:
+        """The table's id, cached: names are never reused, and the commit re-checks the row."""
+        ref = self._refs.get(name)
+        if ref is None:
+            ref = _TableRef(table_id=self.get_table(name).table_id, name=name)
+            self._refs[name] = ref
+        return ref
+
     def commit_append(
         self, table: str, *, files: Sequence[NewFile], idempotency_key: str | None = None
     ) -> CommitResult:
@@ -399,7 +433,7 @@ class MetaStore:
         :class:`MetaStoreUnavailableError` (nothing committed).
         """
         _check_commit_input(operation, add, remove)
-        info = self.get_table(table)
+        info = self._table_ref(table)
         attempt = 0
         while True:
             attempt += 1
@@ -418,7 +452,7 @@ class MetaStore:
 
     def _commit_once(
         self,
-        info: TableInfo,
+        info: _TableRef,
         operation: Operation,
         add: Sequence[NewFile],
         remove: Sequence[int],
@@ -449,35 +483,37 @@ class MetaStore:
     def _commit_statements(
         self,
         conn: Conn,
-        info: TableInfo,
+        info: _TableRef,
         operation: Operation,
         add: Sequence[NewFile],
         remove: Sequence[int],
         idempotency_key: str | None,
         claim_token: uuid.UUID | None,
     ) -> CommitResult:
+        # One round trip: lock the head row and look the idempotency key up.
         head_row = conn.execute(
-            "SELECT head_snapshot_id FROM lake_tables WHERE table_id = %s FOR UPDATE",
-            (info.table_id,),
+            """
+            SELECT t.head_snapshot_id, s.snapshot_id
+            FROM lake_tables t
+            LEFT JOIN snapshots s ON s.table_id = t.table_id AND s.idempotency_key = %s
+            WHERE t.table_id = %s
+            FOR UPDATE OF t
+            """,
+            (idempotency_key, info.table_id),
         ).fetchone()
         if head_row is None:
+            self._refs.pop(info.name, None)
             raise TableNotFoundError(f"table {info.name!r} was dropped")
         head = int(head_row[0])
-
-        if idempotency_key is not None:
-            earlier = conn.execute(
-                "SELECT snapshot_id FROM snapshots WHERE table_id = %s AND idempotency_key = %s",
-                (info.table_id, idempotency_key),
-            ).fetchone()
-            if earlier is not None:
-                return CommitResult(
-                    table=info.name,
-                    snapshot_id=int(earlier[0]),
-                    committed=False,
-                    files_added=0,
-                    files_removed=0,
-                    rows_added=0,
-                )
+        if head_row[1] is not None:
+            return CommitResult(
+                table=info.name,
+                snapshot_id=int(head_row[1]),
+                committed=False,
+                files_added=0,
+                files_removed=0,
+                rows_added=0,
+            )
 
         rows_removed = bytes_removed = 0
         if remove:
@@ -486,55 +522,34 @@ class MetaStore:
         new_id = head + 1
         rows_added = sum(f.row_count for f in add)
         bytes_added = sum(f.size_bytes for f in add)
-        conn.execute(
-            """
-            INSERT INTO snapshots (table_id, snapshot_id, parent_id, operation, idempotency_key,
-                files_added, files_removed, rows_added, rows_removed, bytes_added, bytes_removed)
-            VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
-            """,
-            (
-                info.table_id,
-                new_id,
-                head or None,
-                operation,
-                idempotency_key,
-                len(add),
-                len(remove),
-                rows_added,
-                rows_removed,
-                bytes_added,
-                bytes_removed,
-            ),
+        snapshot_params = (
+            info.table_id,
+            new_id,
+            head or None,
+            operation,
+            idempotency_key,
+            len(add),
+            len(remove),
+            rows_added,
+            rows_removed,
+            bytes_added,
+            bytes_removed,
         )
-        if add:
-            try:
-                with conn.cursor() as cur:
+        try:
+            # Pipelined: the writes go out together and the head lock is held for one round trip.
+            with conn.pipeline(), conn.cursor() as cur:
+                cur.execute(_INSERT_SNAPSHOT, snapshot_params)
+                if add:
                     cur.executemany(
-                        """
-                        INSERT INTO data_files (table_id, path, partition_path, partition_values,
-                            partition_start, size_bytes, row_count, row_group_count, column_stats,
-                            begin_snapshot)
-                        VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
-                        """,
-                        [_file_params(info.table_id, f, new_id) for f in add],
+                        _INSERT_FILE, [_file_params(info.table_id, f, new_id) for f in add]
                     )
-            except pgerrors.UniqueViolation as e:
-                raise CommitConflictError(
-                    f"a file path of this commit is registered already in {info.name!r}"
-                ) from e
-        if remove:
-            conn.execute(
-                """
-                UPDATE data_files
-                SET end_snapshot = %s, removed_at = now(), claim_token = NULL, claim_expires_at = NULL
-                WHERE file_id = ANY(%s)
-                """,
-                (new_id, list(remove)),
-            )
-        conn.execute(
-            "UPDATE lake_tables SET head_snapshot_id = %s WHERE table_id = %s",
-            (new_id, info.table_id),
-        )
+                if remove:
+                    cur.execute(_END_FILES, (new_id, list(remove)))
+                cur.execute(_MOVE_HEAD, (new_id, info.table_id))
+        except pgerrors.UniqueViolation as e:
+            raise CommitConflictError(
+                f"a file path of this commit is registered already in {info.name!r}"
+            ) from e
         return CommitResult(
             table=info.name,
             snapshot_id=new_id,
@@ -546,7 +561,7 @@ class MetaStore:
 
 
 def _validate_inputs(
-    conn: Conn, info: TableInfo, remove: Sequence[int], claim_token: uuid.UUID | None
+    conn: Conn, info: _TableRef, remove: Sequence[int], claim_token: uuid.UUID | None
 ) -> tuple[int, int]:
     """Check that every input file is live and (un)claimed as the commit assumes."""
     rows = conn.execute(

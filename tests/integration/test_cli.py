@@ -1,0 +1,158 @@
+"""The `icefloe` command line against a real Postgres: output shapes and one-line errors."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from icefloe.cli import main
+from icefloe.metastore.store import MetaStore
+from support.files import new_file
+
+pytestmark = pytest.mark.integration
+
+SCHEMA = "ts TIMESTAMP NOT NULL, event VARCHAR, user_id VARCHAR, properties JSON"
+
+
+@pytest.fixture
+def cli_env(
+    monkeypatch: pytest.MonkeyPatch, postgres_dsn: str, schema_name: str, tmp_path: Path
+) -> str:
+    monkeypatch.setenv("ICEFLOE_DATABASE_URL", postgres_dsn)
+    monkeypatch.setenv("ICEFLOE_DATABASE_SCHEMA", schema_name)
+    monkeypatch.setenv("ICEFLOE_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("ICEFLOE_WAREHOUSE", raising=False)
+    return schema_name
+
+
+def run(*argv: str) -> tuple[int, str]:
+    out = io.StringIO()
+    code = main(list(argv), out=out)
+    return code, out.getvalue()
+
+
+def create_events(*extra: str) -> None:
+    code, _ = run(
+        "table", "create", "events", "--schema", SCHEMA, "--partition-by", "day(ts)",
+        "--sort-by", "event, ts", "--row-group-by", "user_id", *extra,
+    )  # fmt: skip
+    assert code == 0
+
+
+def test_init_create_list_show_and_status(cli_env: str) -> None:
+    assert run("init")[0] == 0
+    create_events()
+
+    code, listing = run("table", "list", "--format", "json")
+    assert code == 0
+    (table,) = json.loads(listing)
+    assert table["name"] == "events" and table["head_snapshot_id"] == 0
+    assert table["spec"]["sort_by"] == ["event", "ts"]
+    assert table["spec"]["row_group_by"] == "user_id"
+
+    code, shown = run("table", "show", "events")
+    assert code == 0 and "partition by" in shown and "day(ts)" in shown
+
+    code, status = run("status", "--format", "json")
+    assert code == 0
+    assert json.loads(status) == [
+        {
+            "table": "events",
+            "head_snapshot_id": 0,
+            "live_files": 0,
+            "partitions": 0,
+            "rows": 0,
+            "bytes": 0,
+            "claimed_files": 0,
+        }
+    ]
+
+
+def test_snapshots_and_status_reflect_commits(cli_env: str, postgres_dsn: str) -> None:
+    run("init")
+    create_events()
+    with MetaStore(postgres_dsn, schema=cli_env) as meta:
+        meta.commit_append("events", files=[new_file("a", rows=3, size=30)])
+        meta.commit_append("events", files=[new_file("b", rows=4, size=40)], idempotency_key="k")
+
+    code, out = run("snapshots", "events", "--format", "json")
+    assert code == 0
+    snaps = json.loads(out)
+    assert [s["snapshot_id"] for s in snaps] == [1, 2]
+    assert [s["operation"] for s in snaps] == ["append", "append"]
+    assert all(isinstance(s["committed_at"], str) for s in snaps)
+    assert snaps[1]["idempotency_key"] == "k"
+
+    code, out = run("status", "events", "--format", "json")
+    (status,) = json.loads(out)
+    assert (status["live_files"], status["partitions"], status["rows"], status["bytes"]) == (
+        2,
+        1,
+        7,
+        70,
+    )
+
+
+def test_create_if_not_exists_keeps_the_existing_table(cli_env: str) -> None:
+    run("init")
+    create_events()
+    create_events("--if-not-exists")
+    code, out = run("table", "list", "--format", "json")
+    assert code == 0
+    assert len(json.loads(out)) == 1
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["table", "create", "../x", "--schema", "a INTEGER"], "table name '../x'"),
+        (["table", "create", "x;drop", "--schema", "a INTEGER"], "table name 'x;drop'"),
+        (["table", "create", "x", "--schema", "a INTT"], "'INTT'"),
+        (["table", "create", "x", "--schema", "a INTEGER", "--sort-by", "b"], "sort_by"),
+        (["table", "create", "x", "--schema", "a INTEGER", "--partition-by", "day(a)"], "day"),
+        (["table", "create", "x", "--schema", "a INTEGER", "--merge", "upsert"], "upsert"),
+        (["table", "create", "events", "--schema", "a INTEGER"], "exists already"),
+        (["table", "show", "nope"], "no table named 'nope'"),
+        (["snapshots", "nope"], "no table named 'nope'"),
+        (["status", "nope"], "no table named 'nope'"),
+    ],
+)
+def test_bad_input_exits_non_zero_with_one_line_naming_the_fault(
+    cli_env: str, capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    run("init")
+    create_events()
+    capsys.readouterr()
+    code, out = run(*argv)
+    err = capsys.readouterr().err
+    assert code != 0 and out == ""
+    assert err.startswith("icefloe: error: ") and err.count("\n") == 1
+    assert message in err
+
+
+def test_commands_before_init_say_to_run_init(
+    cli_env: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _ = run("status")
+    err = capsys.readouterr().err
+    assert code != 0 and "run `icefloe init`" in err and err.count("\n") == 1
+
+
+def test_usage_errors_are_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["table", "create", "x"])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2
+    assert err.startswith("icefloe: error: ") and "--schema" in err and err.count("\n") == 1
+
+
+def test_a_bad_environment_is_a_one_line_error(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("ICEFLOE_WAREHOUSE", "ftp://nowhere")
+    code, _ = run("status")
+    err = capsys.readouterr().err
+    assert code != 0 and "ICEFLOE_WAREHOUSE" in err and err.count("\n") == 1
