@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import statistics
 import threading
 import time
 import uuid
@@ -56,46 +57,49 @@ def _file(table: str, n: int, day: datetime) -> NewFile:
     )
 
 
-def bench_commits(dsn: str, schema: str, *, commits: int) -> dict[str, Any]:
-    results: dict[str, Any] = {}
-    baseline = _baseline_commits_per_second(dsn, commits=commits)
-    results["baseline_bare_insert_commits_per_s"] = round(baseline, 1)
+def bench_commits(dsn: str, schema: str, *, commits: int, repeat: int = 3) -> dict[str, Any]:
+    """Median commits/s over ``repeat`` runs per writer count, each run on a fresh table."""
+    baseline = statistics.median(
+        _baseline_commits_per_second(dsn, commits=commits) for _ in range(repeat)
+    )
+    results: dict[str, Any] = {"baseline_bare_insert_commits_per_s": round(baseline, 1)}
     with MetaStore(dsn, schema=schema, max_connections=20) as meta:
         for writers in (1, 4, 16):
-            table = f"commits_{writers}"
-            meta.create_table(_spec(table))
-            per_writer = max(1, commits // writers)
-            barrier = threading.Barrier(writers + 1)
-
-            def run(
-                worker: int,
-                table: str = table,
-                per_writer: int = per_writer,
-                barrier: threading.Barrier = barrier,
-            ) -> None:
-                barrier.wait()
-                for i in range(per_writer):
-                    meta.commit_append(
-                        table, files=[_file(table, worker * per_writer + i, EPOCH_DAY)]
-                    )
-
-            with ThreadPoolExecutor(writers) as pool:
-                futures = [pool.submit(run, w) for w in range(writers)]
-                barrier.wait()
-                start = time.perf_counter()
-                for f in futures:
-                    f.result()
-                elapsed = time.perf_counter() - start
-            total = per_writer * writers
-            assert meta.get_table(table).head_snapshot_id == total
-            rate = total / elapsed
+            rates = [
+                _commit_rate(meta, f"commits_{writers}_{r}", writers=writers, commits=commits)
+                for r in range(repeat)
+            ]
+            rate = statistics.median(rates)
             results[f"writers_{writers}"] = {
-                "commits": total,
-                "seconds": round(elapsed, 3),
+                "commits_per_run": (commits // writers) * writers,
+                "runs": repeat,
+                "commits_per_s_runs": [round(r, 1) for r in rates],
                 "commits_per_s": round(rate, 1),
                 "ratio_to_baseline": round(rate / baseline, 3),
             }
     return results
+
+
+def _commit_rate(meta: MetaStore, table: str, *, writers: int, commits: int) -> float:
+    meta.create_table(_spec(table))
+    per_writer = max(1, commits // writers)
+    barrier = threading.Barrier(writers + 1)
+
+    def run(worker: int) -> None:
+        barrier.wait()
+        for i in range(per_writer):
+            meta.commit_append(table, files=[_file(table, worker * per_writer + i, EPOCH_DAY)])
+
+    with ThreadPoolExecutor(writers) as pool:
+        futures = [pool.submit(run, w) for w in range(writers)]
+        barrier.wait()
+        start = time.perf_counter()
+        for f in futures:
+            f.result()
+        elapsed = time.perf_counter() - start
+    total = per_writer * writers
+    assert meta.get_table(table).head_snapshot_id == total
+    return total / elapsed
 
 
 def _baseline_commits_per_second(dsn: str, *, commits: int) -> float:
