@@ -7,6 +7,8 @@ branch on the type, never on the message.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 
 class IcefloeError(Exception):
     """Base class of every error icefloe raises on purpose."""
@@ -85,3 +87,31 @@ class StorageError(IcefloeError):
 
 class MetaStoreNotInitializedError(IcefloeError):
     """The meta store schema does not exist yet: run ``icefloe init``."""
+
+
+class BatchRejectedError(InvalidInputError):
+    """A batch of rows was refused as a whole; ``problems`` name the rows and fields at fault.
+
+    Nothing of the batch was written or committed.
+    """
+
+    def __init__(self, message: str, *, problems: tuple[RowProblem, ...] = ()) -> None:
+        super().__init__(message)
+        self.problems = problems
+
+
+@dataclass(frozen=True, slots=True)
+class RowProblem:
+    """One reason a batch was refused: the row's index in the batch (0-based), the field, why."""
+
+    row: int | None
+    field: str | None
+    message: str
+
+    def __str__(self) -> str:
+        where = []
+        if self.row is not None:
+            where.append(f"row {self.row}")
+        if self.field is not None:
+            where.append(f"field {self.field!r}")
+        return f"{', '.join(where)}: {self.message}" if where else self.message

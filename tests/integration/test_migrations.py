@@ -23,7 +23,7 @@ def schema_shape(dsn: str, schema: str) -> tuple[list[int], set[str], int]:
         versions = [
             int(r[0])
             for r in conn.execute(
-                f'SELECT version FROM "{schema}".schema_migrations ORDER BY version'  # noqa: S608 - test-made name
+                f'SELECT version FROM "{schema}".schema_migrations ORDER BY version'
             )
         ]
         tables = {

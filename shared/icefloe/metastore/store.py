@@ -216,6 +216,18 @@ class MetaStore:
             conn.rollback()
         return [_snapshot(row) for row in rows]
 
+    def snapshot_for_key(self, table: str, idempotency_key: str) -> Snapshot | None:
+        """The snapshot committed under ``idempotency_key``, if any (a cheap pre-check that
+        spares a retried batch its writes; the commit itself re-checks under the head lock)."""
+        info = self._table_ref(table)
+        with self._connection() as conn:
+            query = sql.SQL(
+                "SELECT {columns} FROM snapshots WHERE table_id = %s AND idempotency_key = %s"
+            ).format(columns=sql.SQL(_SNAPSHOT_COLUMNS))
+            row = conn.execute(query, (info.table_id, idempotency_key)).fetchone()
+            conn.rollback()
+        return None if row is None else _snapshot(row)
+
     def resolve_snapshot(
         self, table: str, *, snapshot_id: int | None = None, as_of: datetime | None = None
     ) -> int:

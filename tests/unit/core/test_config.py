@@ -29,7 +29,9 @@ def test_s3_warehouse_and_endpoint_are_parsed() -> None:
             "AWS_REGION": "eu-west-1",
         }
     )
-    assert settings.warehouse == WarehouseLocation(scheme="s3", bucket="my-bucket", prefix="lake/prod")
+    assert settings.warehouse == WarehouseLocation(
+        scheme="s3", bucket="my-bucket", prefix="lake/prod"
+    )
     assert settings.warehouse.uri == "s3://my-bucket/lake/prod"
     assert settings.s3_endpoint_url == "http://127.0.0.1:9000"
     assert settings.aws_region == "eu-west-1"

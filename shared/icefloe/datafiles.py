@@ -1,0 +1,150 @@
+"""Data files: naming, encoding a sorted Arrow table as Parquet, and stats from the footer.
+
+Shared by insert, the merge worker and the Spark job, so every writer produces the same kind of
+file: zstd, statistics on, per-column min/max/null counts read back from the written footer.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import date, datetime
+from datetime import time as time_of_day
+from decimal import Decimal
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from icefloe.metastore.models import ColumnStats, JsonScalar, NewFile
+
+COMPRESSION = "zstd"
+# Longer string bounds are not kept: a truncated min is still a lower bound, a truncated max is not.
+MAX_STAT_CHARS = 256
+
+
+@dataclass(frozen=True, slots=True)
+class EncodedFile:
+    """A Parquet file in memory, with what its footer says."""
+
+    data: bytes
+    row_count: int
+    row_group_count: int
+    column_stats: dict[str, ColumnStats]
+
+
+def new_data_key(*, table: str, partition_path: str) -> str:
+    """A fresh object key: ``<table>/data/<partition>/<time-ordered unique id>.parquet``."""
+    unique = f"{int(time.time() * 1000):012x}{os.urandom(10).hex()}"
+    middle = f"{partition_path}/" if partition_path else ""
+    return f"{table}/data/{middle}{unique}.parquet"
+
+
+def with_json_columns(table: pa.Table, json_columns: Sequence[str]) -> pa.Table:
+    """Give JSON columns Arrow's JSON type, so the Parquet file marks them as JSON and DuckDB
+    reads them back as JSON (Spark and other readers see strings)."""
+    json_type = pa.json_(pa.string())
+    for name in json_columns:
+        position = table.schema.get_field_index(name)
+        if position < 0 or table.schema.field(position).type == json_type:
+            continue
+        storage = table.column(position).cast(pa.string())
+        chunks = [pa.ExtensionArray.from_storage(json_type, c) for c in storage.chunks]
+        table = table.set_column(position, name, pa.chunked_array(chunks, type=json_type))
+    return table
+
+
+def encode_parquet(table: pa.Table, *, row_group_sizes: int | Sequence[int]) -> EncodedFile:
+    """Encode ``table`` as Parquet. ``row_group_sizes`` is a cap, or the exact size of each
+    row group in order (how the merge worker aligns row groups to key values)."""
+    sink = pa.BufferOutputStream()
+    with pq.ParquetWriter(
+        sink, table.schema, compression=COMPRESSION, write_statistics=True, version="2.6"
+    ) as writer:
+        if isinstance(row_group_sizes, int):
+            writer.write_table(table, row_group_size=max(1, row_group_sizes))
+        else:
+            offset = 0
+            for size in row_group_sizes:
+                writer.write_table(table.slice(offset, size), row_group_size=size)
+                offset += size
+            if offset != table.num_rows:
+                raise ValueError(f"row group sizes add up to {offset}, not {table.num_rows} rows")
+    data = sink.getvalue().to_pybytes()
+    metadata = pq.read_metadata(pa.BufferReader(data))
+    return EncodedFile(
+        data=data,
+        row_count=metadata.num_rows,
+        row_group_count=metadata.num_row_groups,
+        column_stats=footer_stats(metadata),
+    )
+
+
+def footer_stats(metadata: pq.FileMetaData) -> dict[str, ColumnStats]:
+    """Per top-level primitive column: min and max over all row groups, total null count."""
+    stats: dict[str, ColumnStats] = {}
+    schema = metadata.schema
+    for position in range(len(schema)):
+        column = schema.column(position)
+        if "." in column.path or column.logical_type.type == "JSON":
+            continue  # nested leaves and JSON text carry no useful bounds
+        lows: list[object] = []
+        highs: list[object] = []
+        nulls = 0
+        complete = True
+        for group in range(metadata.num_row_groups):
+            s = metadata.row_group(group).column(position).statistics
+            if s is None:
+                complete = False
+                break
+            nulls += s.null_count or 0
+            if s.has_min_max:
+                lows.append(s.min)
+                highs.append(s.max)
+        if not complete:
+            continue
+        low = _json_safe(min(lows), bound="min") if lows else None  # type: ignore[type-var]
+        high = _json_safe(max(highs), bound="max") if highs else None  # type: ignore[type-var]
+        stats[column.name] = ColumnStats(min=low, max=high, null_count=nulls)
+    return stats
+
+
+def _json_safe(value: object, *, bound: str) -> JsonScalar:
+    if isinstance(value, bool | int):
+        return value
+    if isinstance(value, float):
+        return None if math.isnan(value) or math.isinf(value) else value
+    if isinstance(value, datetime | date | time_of_day):
+        return value.isoformat()
+    if isinstance(value, Decimal):
+        return str(value)
+    if isinstance(value, bytes):
+        text = value.hex()
+        return text if len(text) <= MAX_STAT_CHARS or bound == "min" else None
+    if isinstance(value, str):
+        if len(value) <= MAX_STAT_CHARS:
+            return value
+        return value[:MAX_STAT_CHARS] if bound == "min" else None
+    return None
+
+
+def new_file_record(
+    *,
+    key: str,
+    encoded: EncodedFile,
+    partition_path: str,
+    partition_values: dict[str, JsonScalar],
+    partition_start: datetime | None,
+) -> NewFile:
+    return NewFile(
+        path=key,
+        partition_path=partition_path,
+        partition_values=partition_values,
+        partition_start=partition_start,
+        size_bytes=len(encoded.data),
+        row_count=encoded.row_count,
+        row_group_count=encoded.row_group_count,
+        column_stats=encoded.column_stats,
+    )

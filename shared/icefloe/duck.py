@@ -1,0 +1,42 @@
+"""DuckDB plumbing shared by insert, merge and query: connections, identifiers, literals.
+
+DuckDB has no composer like ``psycopg.sql``; identifiers that reach SQL text are validated
+names (see :mod:`icefloe.spec.names`) and are quoted here. Values go in as parameters.
+"""
+
+from __future__ import annotations
+
+import re
+
+import duckdb
+
+_SAFE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
+
+
+def ident(name: str) -> str:
+    """A quoted DuckDB identifier for a validated name."""
+    if not _SAFE_NAME.match(name):
+        raise ValueError(f"not a safe identifier: {name!r}")
+    return f'"{name}"'
+
+
+def name_literal(name: str) -> str:
+    """A SQL string literal holding a validated name (a JSON key, a column name)."""
+    if not _SAFE_NAME.match(name):
+        raise ValueError(f"not a safe name: {name!r}")
+    return f"'{name}'"
+
+
+def connect(
+    *, threads: int | None = None, memory_limit: str | None = None
+) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB connection in UTC, optionally bounded in threads and memory."""
+    con = duckdb.connect(":memory:")
+    con.execute("SET TimeZone = 'UTC'")
+    if threads is not None:
+        con.execute(f"SET threads = {int(threads)}")
+    if memory_limit is not None:
+        if not re.match(r"^\d+(\.\d+)?\s*[KMGT]i?B$", memory_limit):
+            raise ValueError(f"bad DuckDB memory limit {memory_limit!r}")
+        con.execute(f"SET memory_limit = '{memory_limit}'")
+    return con

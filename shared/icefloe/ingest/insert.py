@@ -1,0 +1,216 @@
+"""Insert: a batch of events becomes one Parquet file per partition and one append snapshot.
+
+Objects are written first, then committed together under the batch's idempotency key. If the
+commit surely failed, the objects are deleted; if its outcome is unknown they are left for the
+janitor's orphan sweep; if the key was used already, the earlier snapshot is returned and this
+attempt's objects are deleted.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+import duckdb
+import pyarrow as pa
+
+from icefloe import duck
+from icefloe.datafiles import (
+    encode_parquet,
+    new_data_key,
+    new_file_record,
+    with_json_columns,
+)
+from icefloe.errors import CommitOutcomeUnknownError, InvalidInputError
+from icefloe.ingest.layout import partition_rows
+from icefloe.ingest.load import load_batch
+from icefloe.ingest.row_ids import ROW_ID_COLUMN, new_row_ids
+from icefloe.ingest.sources import (
+    InputFormat,
+    InsertLimits,
+    StagedBatch,
+    stage_bytes,
+    stage_file,
+    stage_rows,
+    stage_stream,
+)
+from icefloe.metastore.models import JsonScalar, NewFile
+from icefloe.metastore.store import MetaStore
+from icefloe.spec import TableSpec, validate_table_name
+from icefloe.storage import ObjectStore
+
+logger = logging.getLogger(__name__)
+
+MAX_IDEMPOTENCY_KEY_CHARS = 512
+
+
+@dataclass(frozen=True, slots=True)
+class InsertResult:
+    """What an insert did. ``committed`` is False when the idempotency key had been used:
+    ``snapshot_id`` is then the earlier snapshot and nothing new was written."""
+
+    table: str
+    snapshot_id: int
+    committed: bool
+    rows: int
+    files: tuple[str, ...]
+    partitions: int
+
+
+class Inserter:
+    """Validates, partitions, sorts, writes and commits batches for any table."""
+
+    def __init__(
+        self,
+        *,
+        meta: MetaStore,
+        objects: ObjectStore,
+        limits: InsertLimits | None = None,
+        scratch_dir: Path | None = None,
+        duckdb_threads: int | None = None,
+    ) -> None:
+        self._meta = meta
+        self._objects = objects
+        self.limits = limits or InsertLimits()
+        self._scratch = scratch_dir
+        self._duck = duck.connect(threads=duckdb_threads)
+        self._duck_lock = threading.Lock()
+
+    def close(self) -> None:
+        self._duck.close()
+
+    def insert_rows(
+        self,
+        table: str,
+        rows: Sequence[Mapping[str, object]],
+        *,
+        idempotency_key: str | None = None,
+    ) -> InsertResult:
+        """Insert JSON objects (dicts): a Lambda event's rows, a client's batch."""
+        return self._insert(
+            table,
+            lambda: stage_rows(rows, limits=self.limits, directory=self._scratch),
+            idempotency_key,
+        )
+
+    def insert_bytes(
+        self, table: str, data: bytes, *, fmt: InputFormat, idempotency_key: str | None = None
+    ) -> InsertResult:
+        return self._insert(
+            table,
+            lambda: stage_bytes(data, fmt=fmt, limits=self.limits, directory=self._scratch),
+            idempotency_key,
+        )
+
+    def insert_stream(
+        self, table: str, stream: BinaryIO, *, fmt: InputFormat, idempotency_key: str | None = None
+    ) -> InsertResult:
+        return self._insert(
+            table,
+            lambda: stage_stream(stream, fmt=fmt, limits=self.limits, directory=self._scratch),
+            idempotency_key,
+        )
+
+    def insert_file(
+        self, table: str, path: Path, *, fmt: InputFormat, idempotency_key: str | None = None
+    ) -> InsertResult:
+        return self._insert(
+            table, lambda: stage_file(path, fmt=fmt, limits=self.limits), idempotency_key
+        )
+
+    def _insert(
+        self, table: str, stage: Callable[[], StagedBatch], idempotency_key: str | None
+    ) -> InsertResult:
+        validate_table_name(table)
+        if idempotency_key is not None:
+            _check_key(idempotency_key)
+        info = self._meta.get_table(table)
+        if idempotency_key is not None:
+            earlier = self._meta.snapshot_for_key(table, idempotency_key)
+            if earlier is not None:
+                return InsertResult(table, earlier.snapshot_id, False, 0, (), 0)
+        staged = stage()
+        try:
+            return self._write_and_commit(info.spec, staged, idempotency_key)
+        finally:
+            staged.discard()
+
+    def _write_and_commit(
+        self, spec: TableSpec, staged: StagedBatch, idempotency_key: str | None
+    ) -> InsertResult:
+        table = spec.name
+        written: list[str] = []
+        try:
+            with self._duck_lock:
+                con = self._duck.cursor()
+                try:
+                    rows = load_batch(con, spec, staged, limits=self.limits)
+                    rows = rows.append_column(ROW_ID_COLUMN, new_row_ids(rows.num_rows))
+                    files = self._write_partitions(con, spec, rows, written)
+                finally:
+                    con.close()
+            result = self._meta.commit_append(table, files=files, idempotency_key=idempotency_key)
+        except CommitOutcomeUnknownError:
+            logger.warning("commit outcome unknown for %s; leaving %d objects", table, len(written))
+            raise
+        except BaseException:
+            self._discard(written)
+            raise
+        if not result.committed:
+            self._discard(written)
+            return InsertResult(table, result.snapshot_id, False, 0, (), 0)
+        return InsertResult(
+            table=table,
+            snapshot_id=result.snapshot_id,
+            committed=True,
+            rows=result.rows_added,
+            files=tuple(f.path for f in files),
+            partitions=len({f.partition_path for f in files}),
+        )
+
+    def _write_partitions(
+        self, con: duckdb.DuckDBPyConnection, spec: TableSpec, rows: pa.Table, written: list[str]
+    ) -> list[NewFile]:
+        files: list[NewFile] = []
+        json_columns = [c.name for c in spec.columns if c.type == "JSON"]
+        for part in partition_rows(con, spec, rows):
+            encoded = encode_parquet(
+                with_json_columns(part.rows, json_columns),
+                row_group_sizes=spec.sizes.row_group_max_rows,
+            )
+            key = new_data_key(table=spec.name, partition_path=part.path)
+            self._objects.put(key, encoded.data)
+            written.append(key)
+            values: dict[str, JsonScalar] = {
+                f.name: (None if v is None else f.to_path_value(v))
+                for f, v in zip(spec.partition_by, part.values, strict=True)
+            }
+            files.append(
+                new_file_record(
+                    key=key,
+                    encoded=encoded,
+                    partition_path=part.path,
+                    partition_values=values,
+                    partition_start=part.start,
+                )
+            )
+        return files
+
+    def _discard(self, keys: list[str]) -> None:
+        if not keys:
+            return
+        try:
+            self._objects.delete_many(keys)
+        except Exception:  # the orphan sweep removes what this could not
+            logger.exception("could not delete %d uncommitted objects", len(keys))
+
+
+def _check_key(key: str) -> None:
+    if not isinstance(key, str) or not key or len(key) > MAX_IDEMPOTENCY_KEY_CHARS:
+        raise InvalidInputError(
+            f"idempotency key must be a non-empty string of at most {MAX_IDEMPOTENCY_KEY_CHARS} characters"
+        )

@@ -1,0 +1,113 @@
+"""Split a batch by the table's partition transforms and sort each part by the sort keys.
+
+The transforms run as DuckDB expressions over the Arrow table (bucket hashing, which DuckDB
+lacks, runs once per distinct value in Python). Rows are ordered by partition, then by the
+file sort keys, then by ``_row_id``; each partition is one contiguous slice of the result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
+
+import duckdb
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from icefloe.duck import ident
+from icefloe.ingest.row_ids import ROW_ID_COLUMN
+from icefloe.spec import PartitionField, PartitionValue, TableSpec, bucket_of, partition_start
+from icefloe.spec.types import is_string
+
+_VIEW = "__icefloe_batch"
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionSlice:
+    """The rows of one partition, sorted, with the partition's values and Hive path."""
+
+    values: tuple[PartitionValue, ...]
+    path: str
+    start: datetime | None
+    rows: pa.Table
+
+
+def partition_rows(
+    con: duckdb.DuckDBPyConnection, spec: TableSpec, table: pa.Table
+) -> Iterator[PartitionSlice]:
+    """Yield one sorted slice per partition, in partition order."""
+    fields = spec.partition_by
+    with_buckets = _add_bucket_columns(spec, table)
+    con.register(_VIEW, with_buckets)
+    try:
+        keys = [f"{_expression(spec, f, i)} AS __p{i}" for i, f in enumerate(fields)]
+        order_parts = [f"__p{i} ASC NULLS FIRST" for i in range(len(fields))]
+        order_rows = order_parts + [f"{ident(k)} ASC NULLS FIRST" for k in spec.file_sort_keys]
+        order_rows.append(ident(ROW_ID_COLUMN))
+        data_columns = ", ".join(ident(n) for n in table.column_names)
+        if fields:
+            counts = con.execute(
+                f"SELECT {', '.join(f'__p{i}' for i in range(len(fields)))}, count(*)"
+                f" FROM (SELECT {', '.join(keys)} FROM {_VIEW}) GROUP BY ALL"
+                f" ORDER BY {', '.join(order_parts)}"
+            ).fetchall()
+            select = f"SELECT {data_columns} FROM (SELECT *, {', '.join(keys)} FROM {_VIEW})"
+        else:
+            counts = [(table.num_rows,)]
+            select = f"SELECT {data_columns} FROM {_VIEW}"
+        ordered = con.execute(f"{select} ORDER BY {', '.join(order_rows)}").to_arrow_table()
+    finally:
+        con.unregister(_VIEW)
+    offset = 0
+    for row in counts:
+        values = tuple(_as_partition_value(v) for v in row[:-1])
+        n = int(row[-1])
+        yield PartitionSlice(
+            values=values,
+            path=spec.partition_path(values),
+            start=partition_start(fields, values),
+            rows=ordered.slice(offset, n),
+        )
+        offset += n
+
+
+def _expression(spec: TableSpec, field: PartitionField, position: int) -> str:
+    source = ident(field.source)
+    column_type = spec.column(field.source).type
+    if field.transform in ("year", "month", "day", "hour"):
+        if column_type == "TIMESTAMPTZ":
+            source = f"({source} AT TIME ZONE 'UTC')"
+        return f"CAST(date_trunc('{field.transform}', {source}) AS TIMESTAMP)"
+    if field.transform == "identity":
+        if column_type == "TIMESTAMPTZ":
+            return f"({source} AT TIME ZONE 'UTC')"
+        return source
+    if field.transform == "truncate":
+        width = int(field.param or 1)
+        if is_string(column_type):
+            return f"left({source}, {width})"
+        return f"({source} - ((({source} % {width}) + {width}) % {width}))"
+    return ident(f"__bucket{position}")
+
+
+def _add_bucket_columns(spec: TableSpec, table: pa.Table) -> pa.Table:
+    """Iceberg bucket numbers, hashed once per distinct value and mapped back vectorized."""
+    for position, field in enumerate(spec.partition_by):
+        if field.transform != "bucket":
+            continue
+        column = table.column(field.source)
+        distinct = pc.unique(column).drop_null()
+        buckets = pa.array(
+            [bucket_of(v, buckets=int(field.param or 1)) for v in distinct.to_pylist()],
+            type=pa.int32(),
+        )
+        mapped = pc.take(buckets, pc.index_in(column, value_set=distinct))
+        table = table.append_column(f"__bucket{position}", mapped)
+    return table
+
+
+def _as_partition_value(value: object) -> PartitionValue:
+    if isinstance(value, datetime) and value.tzinfo is not None:
+        return value.replace(tzinfo=None)
+    return value  # type: ignore[return-value]

@@ -1,0 +1,243 @@
+"""Load a staged batch into an Arrow table of the table's types, or refuse it naming the rows.
+
+Two vectorized scans in DuckDB: the first checks the batch's shape (every record is a JSON
+object with no unknown field, the row count is within limits), the second converts each column
+and computes an error code per row. Only a refused batch goes back to Python, to word messages.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+import duckdb
+import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from icefloe.duck import ident, name_literal
+from icefloe.errors import BatchRejectedError, RowProblem
+from icefloe.ingest.columns import ColumnSQL, expected, json_column, sql_column
+from icefloe.ingest.sources import InsertLimits, StagedBatch
+from icefloe.spec import TableSpec
+
+MAX_PROBLEMS = 5
+_JSON_FORMATS = {"json": "auto", "ndjson": "newline_delimited"}
+_BRACKET_OR_STRING = re.compile(r'"(?:\\.|[^"\\])*"|[\[\]{}]')
+
+
+def load_batch(
+    con: duckdb.DuckDBPyConnection, spec: TableSpec, batch: StagedBatch, *, limits: InsertLimits
+) -> pa.Table:
+    """The batch's rows as an Arrow table with the spec's columns, in input order."""
+    if batch.format in _JSON_FORMATS:
+        return _load_json(con, spec, batch, limits)
+    return _load_typed(con, spec, batch, limits)
+
+
+def _refuse(problems: Sequence[RowProblem], *, total: int | None = None) -> BatchRejectedError:
+    shown = "; ".join(str(p) for p in problems[:MAX_PROBLEMS])
+    more = ""
+    if total is not None and total > len(problems[:MAX_PROBLEMS]):
+        more = f" (and {total - len(problems[:MAX_PROBLEMS])} more)"
+    return BatchRejectedError(f"batch refused: {shown}{more}", problems=tuple(problems))
+
+
+def _json_reader(batch: StagedBatch, *, columns: str, limits: InsertLimits, records: bool) -> str:
+    fmt = _JSON_FORMATS[batch.format]
+    return (
+        f"read_json($path, format='{fmt}', records={'true' if records else 'false'},"
+        f" columns={{{columns}}}, maximum_object_size={limits.max_batch_bytes + 1})"
+    )
+
+
+def _load_json(
+    con: duckdb.DuckDBPyConnection, spec: TableSpec, batch: StagedBatch, limits: InsertLimits
+) -> pa.Table:
+    params = {"path": str(batch.path)}
+    known = "[" + ", ".join(name_literal(c.name) for c in spec.columns) + "]"
+    whole = _json_reader(batch, columns="'j': 'JSON'", limits=limits, records=False)
+    shape = f"""
+        SELECT row_number() OVER () - 1 AS i,
+               json_type(j) <> 'OBJECT' AS not_object,
+               CASE WHEN json_type(j) = 'OBJECT'
+                    THEN list_filter(json_keys(j), k -> NOT list_contains({known}, k)) END AS unknown
+        FROM {whole}
+    """
+    try:
+        counts = con.execute(
+            f"SELECT count(*), count(*) FILTER (WHERE not_object OR len(unknown) > 0) FROM ({shape})",
+            params,
+        ).fetchone()
+    except duckdb.InvalidInputException as e:
+        raise _locate_malformed_json(batch, e) from e
+    assert counts is not None
+    rows, bad_shape = int(counts[0]), int(counts[1])
+    _check_row_count(rows, limits)
+    if bad_shape:
+        found = con.execute(
+            f"SELECT i, not_object, unknown FROM ({shape}) WHERE not_object OR len(unknown) > 0"
+            f" ORDER BY i LIMIT {MAX_PROBLEMS}",
+            params,
+        ).fetchall()
+        problems = [
+            RowProblem(row=int(i), field=None, message="not a JSON object")
+            if not_object
+            else RowProblem(
+                row=int(i),
+                field=str(unknown[0]),
+                message=f"unknown field (the table has no column {unknown[0]!r})",
+            )
+            for i, not_object, unknown in found
+        ]
+        raise _refuse(problems, total=bad_shape)
+
+    columns = ", ".join(f"{name_literal(c.name)}: 'JSON'" for c in spec.columns)
+    sqls = [
+        json_column(c, max_value_bytes=limits.max_value_bytes, max_json_depth=limits.max_json_depth)
+        for c in spec.columns
+    ]
+    source = _json_reader(batch, columns=columns, limits=limits, records=True)
+    return _convert(con, spec, sqls, source, params, limits)
+
+
+def _load_typed(
+    con: duckdb.DuckDBPyConnection, spec: TableSpec, batch: StagedBatch, limits: InsertLimits
+) -> pa.Table:
+    params = {"path": str(batch.path)}
+    if batch.format == "csv":
+        source = "read_csv($path, header=true, all_varchar=true)"
+    else:
+        source = "read_parquet($path)"
+    try:
+        described = con.execute(f"DESCRIBE SELECT * FROM {source}", params).fetchall()
+    except (duckdb.InvalidInputException, duckdb.IOException) as e:
+        raise BatchRejectedError(f"batch refused: not a readable {batch.format} file: {e}") from e
+    source_types = {str(row[0]): str(row[1]) for row in described}
+    unknown = [name for name in source_types if name not in spec.column_names]
+    if unknown:
+        raise _refuse(
+            [
+                RowProblem(
+                    row=None, field=name, message="unknown field (the table has no such column)"
+                )
+                for name in unknown
+            ]
+        )
+    sqls = [
+        sql_column(
+            c,
+            source_type=source_types.get(c.name),
+            max_value_bytes=limits.max_value_bytes,
+            max_json_depth=limits.max_json_depth,
+        )
+        for c in spec.columns
+    ]
+    count = con.execute(f"SELECT count(*) FROM {source}", params).fetchone()
+    assert count is not None
+    _check_row_count(int(count[0]), limits)
+    return _convert(con, spec, sqls, source, params, limits)
+
+
+def _check_row_count(rows: int, limits: InsertLimits) -> None:
+    if rows == 0:
+        raise BatchRejectedError("batch refused: it holds no rows")
+    if rows > limits.max_rows:
+        raise BatchRejectedError(
+            f"batch refused: {rows:,} rows is over the limit of {limits.max_rows:,} rows a batch"
+        )
+
+
+def _convert(
+    con: duckdb.DuckDBPyConnection,
+    spec: TableSpec,
+    sqls: Sequence[ColumnSQL],
+    source: str,
+    params: dict[str, str],
+    limits: InsertLimits,
+) -> pa.Table:
+    values = ", ".join(f"{s.value} AS {ident(s.column.name)}" for s in sqls)
+    errors = ", ".join(
+        f"CASE WHEN ({s.error}) IS NOT NULL THEN '{i}:' || ({s.error}) END"
+        for i, s in enumerate(sqls)
+    )
+    query = f"SELECT {values}, NULLIF(concat_ws(',', {errors}), '') AS __errors FROM {source}"
+    try:
+        table = con.execute(query, params).to_arrow_table()
+    except (duckdb.InvalidInputException, duckdb.ConversionException) as e:
+        raise BatchRejectedError(f"batch refused: {e}") from e
+    errors_column = table.column("__errors")
+    table = table.drop_columns(["__errors"])
+    if errors_column.null_count < len(errors_column):
+        problems, total = _problems(table, errors_column, sqls, limits)
+        if problems:
+            raise _refuse(problems, total=total)
+    return table
+
+
+def _problems(
+    table: pa.Table, errors: pa.ChunkedArray, sqls: Sequence[ColumnSQL], limits: InsertLimits
+) -> tuple[list[RowProblem], int]:
+    problems: list[RowProblem] = []
+    total = 0
+    for index in pc.indices_nonzero(pc.is_valid(errors)).to_pylist():
+        for code in str(errors[index].as_py()).split(","):
+            position, _, kind = code.partition(":")
+            column = sqls[int(position)].column
+            if kind == "depth?":
+                text = table.column(column.name)[index].as_py()
+                if text is None or _json_depth(text) <= limits.max_json_depth:
+                    continue
+                kind = "depth"
+            total += 1
+            if len(problems) < MAX_PROBLEMS:
+                problems.append(
+                    RowProblem(
+                        row=index, field=column.name, message=_message(kind, column.type, limits)
+                    )
+                )
+    return problems, total
+
+
+def _message(kind: str, type_name: str, limits: InsertLimits) -> str:
+    if kind == "missing":
+        return "required, but missing or null"
+    if kind == "size":
+        return f"value is over the limit of {limits.max_value_bytes:,} bytes"
+    if kind == "depth":
+        return f"JSON is nested more than {limits.max_json_depth} levels deep"
+    return f"expected {expected(type_name)} ({type_name})"
+
+
+def _json_depth(text: str) -> int:
+    depth = deepest = 0
+    for token in _BRACKET_OR_STRING.finditer(text):
+        c = token.group()
+        if c in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif c in "]}":
+            depth -= 1
+    return deepest
+
+
+def _locate_malformed_json(batch: StagedBatch, error: Exception) -> BatchRejectedError:
+    """The slow path, run only on failure: find the first record that is not valid JSON."""
+    data = batch.path.read_bytes()
+    if batch.format == "ndjson":
+        row = 0
+        for line in data.splitlines():
+            if not line.strip():
+                continue
+            try:
+                orjson.loads(line)
+            except orjson.JSONDecodeError as e:
+                problem = RowProblem(row=row, field=None, message=f"invalid JSON: {e}")
+                return _refuse([problem])
+            row += 1
+    else:
+        try:
+            orjson.loads(data)
+        except orjson.JSONDecodeError as e:
+            return _refuse([RowProblem(row=None, field=None, message=f"invalid JSON: {e}")])
+    return BatchRejectedError(f"batch refused: {error}")

@@ -1,0 +1,150 @@
+"""Staging an insert's input as one file DuckDB can scan: rows, bytes, streams or files.
+
+Inputs arrive as Python rows (a Lambda event), bytes, a stream (stdin) or a file. Each is
+checked against the batch size limit and staged as a local file, so that one vectorized reader
+handles them all.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO, Literal
+
+import orjson
+
+from icefloe.errors import BatchRejectedError, RowProblem
+
+InputFormat = Literal["json", "ndjson", "csv", "parquet"]
+INPUT_FORMATS: tuple[InputFormat, ...] = ("json", "ndjson", "csv", "parquet")
+_COPY_CHUNK = 1 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class InsertLimits:
+    """What one insert accepts. A batch over a limit is refused whole, naming the limit."""
+
+    max_batch_bytes: int = 256 * 2**20
+    max_rows: int = 5_000_000
+    max_value_bytes: int = 4 * 2**20
+    max_json_depth: int = 64
+
+
+@dataclass(frozen=True, slots=True)
+class StagedBatch:
+    """A batch as a local file, and whether icefloe made it (and so must delete it)."""
+
+    path: Path
+    format: InputFormat
+    size_bytes: int
+    owned: bool
+
+    def discard(self) -> None:
+        if self.owned:
+            self.path.unlink(missing_ok=True)
+
+
+def _too_big(size: int, limits: InsertLimits) -> BatchRejectedError:
+    return BatchRejectedError(
+        f"batch of {size:,} bytes is over the limit of {limits.max_batch_bytes:,} bytes;"
+        " split it into smaller batches"
+    )
+
+
+def _temp_file(directory: Path | None, suffix: str) -> tuple[int, Path]:
+    fd, name = tempfile.mkstemp(prefix="icefloe-batch-", suffix=suffix, dir=directory)
+    return fd, Path(name)
+
+
+def stage_rows(
+    rows: Sequence[Mapping[str, object]], *, limits: InsertLimits, directory: Path | None = None
+) -> StagedBatch:
+    """Serialize rows (dicts) as one JSON array, in one call into orjson's C code."""
+    if not isinstance(rows, Sequence) or isinstance(rows, str | bytes):
+        raise BatchRejectedError("rows must be a list of JSON objects")
+    if len(rows) > limits.max_rows:
+        raise BatchRejectedError(
+            f"batch of {len(rows):,} rows is over the limit of {limits.max_rows:,}"
+        )
+    try:
+        data = orjson.dumps(rows)
+    except (orjson.JSONEncodeError, TypeError) as e:
+        raise _locate_unserializable(rows, e) from e
+    if len(data) > limits.max_batch_bytes:
+        raise _too_big(len(data), limits)
+    return _stage_bytes(data, fmt="json", directory=directory)
+
+
+def _locate_unserializable(rows: Sequence[object], error: Exception) -> BatchRejectedError:
+    """The slow path, run only on failure: find which row cannot be written as JSON."""
+    for index, row in enumerate(rows):
+        try:
+            orjson.dumps(row)
+        except (orjson.JSONEncodeError, TypeError) as e:
+            reason = str(e)
+            if "recursion" in reason.lower():
+                reason = "nested too deeply"
+            problem = RowProblem(row=index, field=None, message=f"not valid JSON: {reason}")
+            return BatchRejectedError(f"batch refused: {problem}", problems=(problem,))
+    return BatchRejectedError(f"batch refused: not valid JSON: {error}")
+
+
+def stage_bytes(
+    data: bytes, *, fmt: InputFormat, limits: InsertLimits, directory: Path | None = None
+) -> StagedBatch:
+    if len(data) > limits.max_batch_bytes:
+        raise _too_big(len(data), limits)
+    return _stage_bytes(data, fmt=fmt, directory=directory)
+
+
+def _stage_bytes(data: bytes, *, fmt: InputFormat, directory: Path | None) -> StagedBatch:
+    fd, path = _temp_file(directory, f".{fmt}")
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    return StagedBatch(path=path, format=fmt, size_bytes=len(data), owned=True)
+
+
+def stage_stream(
+    stream: BinaryIO, *, fmt: InputFormat, limits: InsertLimits, directory: Path | None = None
+) -> StagedBatch:
+    """Copy a stream (stdin) to a file, refusing it as soon as it passes the size limit."""
+    fd, path = _temp_file(directory, f".{fmt}")
+    size = 0
+    try:
+        with os.fdopen(fd, "wb") as f:
+            while chunk := stream.read(_COPY_CHUNK):
+                size += len(chunk)
+                if size > limits.max_batch_bytes:
+                    raise _too_big(size, limits)
+                f.write(chunk)
+    except BaseException:
+        path.unlink(missing_ok=True)
+        raise
+    return StagedBatch(path=path, format=fmt, size_bytes=size, owned=True)
+
+
+def stage_file(path: Path, *, fmt: InputFormat, limits: InsertLimits) -> StagedBatch:
+    """Use a local file in place (it is read, never changed or deleted)."""
+    try:
+        size = path.stat().st_size
+    except OSError as e:
+        raise BatchRejectedError(f"cannot read input file {str(path)!r}: {e.strerror}") from e
+    if size > limits.max_batch_bytes:
+        raise _too_big(size, limits)
+    return StagedBatch(path=path, format=fmt, size_bytes=size, owned=False)
+
+
+def format_from_suffix(path: Path) -> InputFormat:
+    """Guess the input format from a file name: .json, .ndjson/.jsonl, .csv, .parquet."""
+    suffix = path.suffix.lower()
+    guesses: dict[str, InputFormat] = {
+        ".json": "json",
+        ".ndjson": "ndjson",
+        ".jsonl": "ndjson",
+        ".csv": "csv",
+        ".parquet": "parquet",
+    }
+    return guesses.get(suffix, "ndjson")
