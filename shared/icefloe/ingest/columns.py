@@ -109,8 +109,14 @@ def json_column(col: Column, *, max_value_bytes: int, max_json_depth: int) -> Co
         size = f"octet_length({value}) > {max_value_bytes}"
     elif is_list(kind):
         value = f"TRY_CAST({r} AS {kind})"
-        json_nulls = f"len(list_filter(json_type({r}, '$[*]'), x -> x = 'NULL'))"
-        ok = f"{t} = 'ARRAY' AND {value} IS NOT NULL AND len({value}) - list_count({value}) = {json_nulls}"
+        element_types = f"json_type({r}, '$[*]')"
+        json_nulls = f"len(list_filter({element_types}, x -> x = 'NULL'))"
+        allowed = _element_json_types(kind[:-2])
+        ok = (
+            f"{t} = 'ARRAY' AND {value} IS NOT NULL"
+            f" AND len(list_filter({element_types}, x -> x NOT IN {allowed})) = 0"
+            f" AND len({value}) - list_count({value}) = {json_nulls}"
+        )
     else:  # DATE, TIME, UUID, HUGEINT-like text forms
         value = f"CASE WHEN {t} = 'VARCHAR' THEN TRY_CAST({text} AS {kind}) END"
         ok = f"{value} IS NOT NULL"
@@ -118,6 +124,21 @@ def json_column(col: Column, *, max_value_bytes: int, max_json_depth: int) -> Co
     return ColumnSQL(
         column=col, value=f"CASE WHEN {absent} THEN NULL ELSE {value} END", error=error
     )
+
+
+def _element_json_types(element: str) -> str:
+    """The JSON value types a list element of ``element`` type may have (null always may)."""
+    if element == "JSON":
+        return "('NULL', 'VARCHAR', 'BIGINT', 'UBIGINT', 'DOUBLE', 'BOOLEAN', 'OBJECT', 'ARRAY')"
+    if element == "BOOLEAN":
+        return "('NULL', 'BOOLEAN')"
+    if is_integer(element):
+        return "('NULL', 'BIGINT', 'UBIGINT')"
+    if element in ("FLOAT", "DOUBLE") or element.startswith("DECIMAL"):
+        return "('NULL', 'BIGINT', 'UBIGINT', 'DOUBLE')"
+    if element in ("TIMESTAMP", "TIMESTAMPTZ"):
+        return "('NULL', 'VARCHAR', 'BIGINT', 'UBIGINT')"
+    return "('NULL', 'VARCHAR')"
 
 
 def sql_column(

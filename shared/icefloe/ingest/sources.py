@@ -84,12 +84,21 @@ def _locate_unserializable(rows: Sequence[object], error: Exception) -> BatchRej
         try:
             orjson.dumps(row)
         except (orjson.JSONEncodeError, TypeError) as e:
-            reason = str(e)
-            if "recursion" in reason.lower():
-                reason = "nested too deeply"
-            problem = RowProblem(row=index, field=None, message=f"not valid JSON: {reason}")
+            field, reason = _unserializable_field(row, e)
+            problem = RowProblem(row=index, field=field, message=f"not valid JSON: {reason}")
             return BatchRejectedError(f"batch refused: {problem}", problems=(problem,))
     return BatchRejectedError(f"batch refused: not valid JSON: {error}")
+
+
+def _unserializable_field(row: object, error: Exception) -> tuple[str | None, str]:
+    reason = str(error)
+    if isinstance(row, Mapping):
+        for key, value in row.items():
+            try:
+                orjson.dumps(value)
+            except (orjson.JSONEncodeError, TypeError) as e:
+                return (key if isinstance(key, str) else repr(key)), str(e)
+    return None, reason
 
 
 def stage_bytes(

@@ -1,0 +1,390 @@
+"""Insert against a real Postgres, DuckDB and a local warehouse: round trips, atomicity, idempotency."""
+
+from __future__ import annotations
+
+import io
+import json
+from collections import Counter
+from collections.abc import Iterator
+from datetime import UTC, date, datetime, timedelta
+from decimal import Decimal
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from icefloe.errors import BatchRejectedError, CommitOutcomeUnknownError, TableNotFoundError
+from icefloe.ingest import Inserter, InsertLimits
+from icefloe.metastore.store import MetaStore
+from icefloe.spec import TableSpec
+from icefloe.storage import LocalObjectStore, ObjectStore
+from support.pg_fault_proxy import PgFaultProxy
+from support.stores import FailingAfterPuts, InjectedFault
+
+pytestmark = pytest.mark.integration
+
+WIDE_SCHEMA = (
+    "ts TIMESTAMP NOT NULL, event VARCHAR NOT NULL, n BIGINT, price DECIMAL(10, 2), ok BOOLEAN,"
+    " d DATE, props JSON, tags VARCHAR[], score DOUBLE"
+)
+
+
+@pytest.fixture
+def objects(tmp_path: Path) -> LocalObjectStore:
+    return LocalObjectStore(tmp_path / "warehouse")
+
+
+@pytest.fixture
+def wide(meta: MetaStore) -> TableSpec:
+    spec = TableSpec.create(
+        name="wide", schema=WIDE_SCHEMA, partition_by="day(ts)", sort_by="event, ts"
+    )
+    meta.create_table(spec)
+    return spec
+
+
+@pytest.fixture
+def inserter(meta: MetaStore, objects: ObjectStore) -> Iterator[Inserter]:
+    ins = Inserter(meta=meta, objects=objects, limits=InsertLimits(max_value_bytes=64 * 1024))
+    yield ins
+    ins.close()
+
+
+def stored_keys(objects: ObjectStore) -> list[str]:
+    return [o.key for o in objects.list_prefix("")]
+
+
+def read_back(meta: MetaStore, objects: ObjectStore, table: str) -> list[tuple[object, ...]]:
+    paths = [objects.uri(f.path) for f in meta.files(table)]
+    rel = duckdb.sql(
+        f"SELECT * EXCLUDE (_row_id) FROM read_parquet({paths!r}, hive_partitioning = false)"
+    )
+    return rel.fetchall()
+
+
+def test_rows_read_back_from_committed_files_equal_the_input_with_types(
+    meta: MetaStore, objects: ObjectStore, inserter: Inserter, wide: TableSpec
+) -> None:
+    # Given rows over three days, timestamps as ISO strings with offsets and as epoch millis
+    base = datetime(2026, 2, 3, 22, 30)
+    rows = []
+    expected = []
+    for i in range(300):
+        ts = base + timedelta(hours=i)
+        as_input: object = (
+            int(ts.replace(tzinfo=UTC).timestamp() * 1000)
+            if i % 3 == 0
+            else (ts + timedelta(hours=2)).isoformat() + "+02:00"
+            if i % 3 == 1
+            else ts.isoformat() + "Z"
+        )
+        props = {"numtime": i, "path": f"/p/{i % 7}", "nested": {"x": [1, None, "y"]}}
+        row = {
+            "ts": as_input,
+            "event": ["page_load", "click"][i % 2],
+            "n": i * 1_000_000_007 if i % 5 else None,
+            "price": 12.5 + i,
+            "ok": i % 2 == 0,
+            "d": (date(2026, 1, 1) + timedelta(days=i)).isoformat(),
+            "props": props,
+            "tags": ["a", None, str(i)],
+            "score": i / 3,
+        }
+        rows.append(row)
+        expected.append(
+            (
+                ts,
+                row["event"],
+                row["n"],
+                Decimal(f"{12.5 + i:.2f}"),
+                row["ok"],
+                date(2026, 1, 1) + timedelta(days=i),
+                props,
+                ["a", None, str(i)],
+                i / 3,
+            )
+        )
+
+    # When they are inserted as one batch
+    result = inserter.insert_rows("wide", rows)
+
+    # Then one append snapshot holds one file per day, and the rows read back equal the input
+    assert result.committed and result.rows == 300
+    days = {(base + timedelta(hours=i)).date() for i in range(300)}
+    assert result.partitions == len(days) == len(result.files)
+    got = [(*r[:6], json.loads(r[6]), *r[7:]) for r in read_back(meta, objects, "wide")]
+    assert Counter(map(repr, got)) == Counter(map(repr, expected))
+    assert [s.operation for s in meta.snapshots("wide")] == ["append"]
+
+
+def test_each_file_holds_one_partition_sorted_with_stats_from_its_footer(
+    meta: MetaStore, objects: ObjectStore, inserter: Inserter, wide: TableSpec
+) -> None:
+    rows = [
+        {"ts": f"2026-03-0{1 + i % 3}T{i % 24:02d}:00:00Z", "event": f"e{i % 4}", "n": i}
+        for i in range(120)
+    ]
+    inserter.insert_rows("wide", rows)
+    for f in meta.files("wide"):
+        table = pq.read_table(io.BytesIO(objects.get(f.path)))
+        day = f.partition_values["day"]
+        assert f.partition_path == f"day={day}" and f.path.startswith(f"wide/data/day={day}/")
+        assert {t.date().isoformat() for t in table.column("ts").to_pylist()} == {day}
+        keys = list(
+            zip(table.column("event").to_pylist(), table.column("ts").to_pylist(), strict=True)
+        )
+        assert keys == sorted(keys)
+        assert f.row_count == table.num_rows
+        assert f.column_stats["n"].min == min(table.column("n").to_pylist())
+        assert f.column_stats["n"].max == max(table.column("n").to_pylist())
+        assert f.column_stats["price"].null_count == table.num_rows
+        assert f.size_bytes == len(objects.get(f.path))
+        assert f.partition_start == datetime.fromisoformat(day)
+
+
+def test_every_row_gets_a_unique_row_id_increasing_in_insert_order(
+    meta: MetaStore, objects: ObjectStore, inserter: Inserter, wide: TableSpec
+) -> None:
+    first = inserter.insert_rows("wide", [{"ts": "2026-03-01", "event": "a"}] * 50)
+    second = inserter.insert_rows("wide", [{"ts": "2026-03-01", "event": "a"}] * 50)
+    ids = [
+        pq.read_table(io.BytesIO(objects.get(path))).column("_row_id").to_pylist()
+        for path in (*first.files, *second.files)
+    ]
+    assert len({i for batch in ids for i in batch}) == 100
+    assert all(len(i) == 16 for batch in ids for i in batch)
+    assert max(ids[0]) < min(ids[1])
+
+
+def test_ndjson_csv_and_parquet_inputs_give_the_same_rows(
+    meta: MetaStore, objects: ObjectStore, inserter: Inserter, tmp_path: Path
+) -> None:
+    spec = TableSpec.create(
+        name="small",
+        schema="ts TIMESTAMP NOT NULL, event VARCHAR, n INTEGER",
+        partition_by="day(ts)",
+    )
+    meta.create_table(spec)
+    rows = [{"ts": f"2026-04-0{1 + i % 2}T01:02:03Z", "event": f"e{i}", "n": i} for i in range(10)]
+    ndjson = "\n".join(json.dumps(r) for r in rows).encode()
+    csv = ("ts,event,n\n" + "\n".join(f"{r['ts']},{r['event']},{r['n']}" for r in rows)).encode()
+    parquet_path = tmp_path / "in.parquet"
+    pq.write_table(
+        pa.table(
+            {
+                "ts": [datetime.fromisoformat(str(r["ts"]).replace("Z", "+00:00")) for r in rows],
+                "event": [r["event"] for r in rows],
+                "n": pa.array([r["n"] for r in rows], pa.int64()),
+            }
+        ),
+        parquet_path,
+    )
+    inserter.insert_bytes("small", ndjson, fmt="ndjson")
+    inserter.insert_bytes("small", csv, fmt="csv")
+    inserter.insert_file("small", parquet_path, fmt="parquet")
+    with io.BytesIO(ndjson) as stream:
+        inserter.insert_stream("small", stream, fmt="ndjson")
+    got = Counter(read_back(meta, objects, "small"))
+    assert len(got) == 10 and set(got.values()) == {4}
+
+
+def test_the_same_batch_sent_twice_with_one_key_is_committed_once(
+    meta: MetaStore, objects: ObjectStore, inserter: Inserter, wide: TableSpec
+) -> None:
+    rows = [
+        {"ts": "2026-03-01T00:00:00Z", "event": "a"},
+        {"ts": "2026-03-02T00:00:00Z", "event": "b"},
+    ]
+    first = inserter.insert_rows("wide", rows, idempotency_key="batch-1")
+    again = inserter.insert_rows("wide", rows, idempotency_key="batch-1")
+    assert first.committed and not again.committed
+    assert again.snapshot_id == first.snapshot_id and again.files == ()
+    assert len(meta.snapshots("wide")) == 1
+    assert sorted(stored_keys(objects)) == sorted(first.files)
+
+
+def test_a_key_used_between_the_precheck_and_the_commit_returns_the_winner_and_cleans_up(
+    meta: MetaStore, objects: ObjectStore, inserter: Inserter, wide: TableSpec
+) -> None:
+    # Given a key that another writer commits after our pre-check (simulated by committing it
+    # from inside the object store's first put of our attempt)
+    rows = [{"ts": "2026-03-01T00:00:00Z", "event": "a"}]
+
+    class RacingStore(FailingAfterPuts):
+        def put(self, key: str, data: bytes) -> object:  # type: ignore[override]
+            if not self.puts:
+                other = Inserter(meta=meta, objects=self.inner)
+                other.insert_rows("wide", rows, idempotency_key="k")
+                other.close()
+            return super().put(key, data)
+
+    racing = Inserter(meta=meta, objects=RacingStore(objects, allowed=10))
+    result = racing.insert_rows("wide", rows, idempotency_key="k")
+    racing.close()
+    assert not result.committed and result.snapshot_id == 1
+    assert len(meta.snapshots("wide")) == 1
+    assert sorted(stored_keys(objects)) == sorted(f.path for f in meta.files("wide"))
+
+
+def test_a_crash_after_some_partitions_are_written_commits_nothing_and_removes_them(
+    meta: MetaStore, objects: ObjectStore, wide: TableSpec
+) -> None:
+    # Given a writer whose store fails after two of three partitions' files are written
+    failing = FailingAfterPuts(objects, allowed=2)
+    ins = Inserter(meta=meta, objects=failing)
+    rows = [{"ts": f"2026-03-0{d}T00:00:00Z", "event": "a"} for d in (1, 2, 3)]
+    with pytest.raises(InjectedFault):
+        ins.insert_rows("wide", rows)
+    ins.close()
+    # Then two objects had been written, nothing is committed, and both are gone
+    assert len(failing.puts) == 2
+    assert meta.snapshots("wide") == [] and meta.files("wide") == []
+    assert stored_keys(objects) == []
+
+
+def test_a_commit_whose_outcome_is_unknown_leaves_its_objects_for_the_orphan_sweep(
+    meta: MetaStore, objects: ObjectStore, wide: TableSpec, postgres_dsn: str
+) -> None:
+    proxy = PgFaultProxy(postgres_dsn)
+    try:
+        with MetaStore(proxy.dsn, schema=meta.schema) as proxied:
+            ins = Inserter(meta=proxied, objects=objects)
+            proxy.arm(b"COMMIT\x00", "drop_before")
+            with pytest.raises(CommitOutcomeUnknownError):
+                ins.insert_rows("wide", [{"ts": "2026-03-01", "event": "a"}], idempotency_key="k")
+            ins.close()
+    finally:
+        proxy.close()
+    # Nothing committed, but the object stays: only the orphan sweep may judge it.
+    assert meta.files("wide") == []
+    assert len(stored_keys(objects)) == 1
+
+
+DEEP = {"a": 1}
+for _ in range(100):
+    DEEP = {"a": DEEP}
+
+BAD_ROWS: list[tuple[str, object, str]] = [
+    ("wrong type: number for a string", [{"ts": "2026-03-01", "event": 5}], "row 0, field 'event'"),
+    (
+        "wrong type: string for an integer",
+        [{"ts": "2026-03-01", "event": "a", "n": "5"}],
+        "field 'n'",
+    ),
+    ("integer out of range", [{"ts": "2026-03-01", "event": "a", "n": 2**70}], "field 'n'"),
+    ("float for an integer", [{"ts": "2026-03-01", "event": "a", "n": 1.5}], "field 'n'"),
+    ("string for a boolean", [{"ts": "2026-03-01", "event": "a", "ok": "yes"}], "field 'ok'"),
+    ("decimal overflow", [{"ts": "2026-03-01", "event": "a", "price": 1e12}], "field 'price'"),
+    ("bad date", [{"ts": "2026-03-01", "event": "a", "d": "2026-02-30"}], "field 'd'"),
+    ("bad list element", [{"ts": "2026-03-01", "event": "a", "tags": ["x", 1]}], "field 'tags'"),
+    ("object for a list", [{"ts": "2026-03-01", "event": "a", "tags": {"x": 1}}], "field 'tags'"),
+    ("null in required column", [{"ts": "2026-03-01", "event": None}], "required"),
+    ("missing required column", [{"ts": "2026-03-01"}], "row 0, field 'event': required"),
+    ("missing required timestamp", [{"event": "a"}], "field 'ts': required"),
+    (
+        "unparsable timestamp",
+        [{"ts": "yesterday", "event": "a"}],
+        "field 'ts': expected an ISO-8601",
+    ),
+    ("impossible timestamp", [{"ts": "2026-13-45T99:00:00", "event": "a"}], "field 'ts'"),
+    ("boolean timestamp", [{"ts": True, "event": "a"}], "field 'ts'"),
+    ("epoch beyond range", [{"ts": 2**62, "event": "a"}], "field 'ts'"),
+    ("deeply nested JSON", [{"ts": "2026-03-01", "event": "a", "props": DEEP}], "nested more than"),
+    (
+        "huge string",
+        [{"ts": "2026-03-01", "event": "x" * 70_000}],
+        "over the limit of 65,536 bytes",
+    ),
+    (
+        "unknown field",
+        [{"ts": "2026-03-01", "event": "a", "evnt": "typo"}],
+        "field 'evnt': unknown",
+    ),
+    (
+        "not an object",
+        [{"ts": "2026-03-01", "event": "a"}, ["ts", "event"]],
+        "row 1: not a JSON object",
+    ),
+    ("empty batch", [], "holds no rows"),
+    (
+        "bad row among good ones",
+        [{"ts": "2026-03-01", "event": "a"}] * 7 + [{"ts": "2026-03-01", "event": 7}],
+        "row 7, field 'event'",
+    ),
+    ("unserializable value", [{"ts": "2026-03-01", "event": "a", "props": {1, 2}}], "row 0"),
+]
+
+
+@pytest.mark.parametrize(("case", "rows", "message"), BAD_ROWS, ids=[c[0] for c in BAD_ROWS])
+def test_bad_rows_are_refused_clearly_and_nothing_is_written(
+    meta: MetaStore,
+    objects: ObjectStore,
+    inserter: Inserter,
+    wide: TableSpec,
+    case: str,
+    rows: list[dict[str, object]],
+    message: str,
+) -> None:
+    with pytest.raises(BatchRejectedError, match="batch refused") as refused:
+        inserter.insert_rows("wide", rows)
+    assert message in str(refused.value), case
+    assert meta.snapshots("wide") == []
+    assert stored_keys(objects) == []
+
+
+BAD_BYTES: list[tuple[str, bytes, str, str]] = [
+    ("non-JSON body", b"this is not json", "json", "invalid JSON"),
+    (
+        "truncated NDJSON line",
+        b'{"ts": "2026-03-01", "event": "a"}\n{"ts": ',
+        "ndjson",
+        "row 1: invalid JSON",
+    ),
+    ("CSV with an unknown column", b"ts,event,color\n2026-03-01,a,red\n", "csv", "field 'color'"),
+    ("CSV with a bad integer", b"ts,event,n\n2026-03-01,a,five\n", "csv", "row 0, field 'n'"),
+    ("not a Parquet file", b"PAR1 nope", "parquet", "not a readable parquet file"),
+]
+
+
+@pytest.mark.parametrize(
+    ("case", "data", "fmt", "message"), BAD_BYTES, ids=[c[0] for c in BAD_BYTES]
+)
+def test_bad_bodies_are_refused_clearly_and_nothing_is_written(
+    meta: MetaStore,
+    objects: ObjectStore,
+    inserter: Inserter,
+    wide: TableSpec,
+    case: str,
+    data: bytes,
+    fmt: str,
+    message: str,
+) -> None:
+    with pytest.raises(BatchRejectedError) as refused:
+        inserter.insert_bytes("wide", data, fmt=fmt)  # type: ignore[arg-type]
+    assert message in str(refused.value), case
+    assert meta.snapshots("wide") == [] and stored_keys(objects) == []
+
+
+@pytest.mark.parametrize("name", ["nope", "events; DROP TABLE x", "../../etc", 'a"b'])
+def test_unknown_or_malformed_table_names_are_refused(
+    meta: MetaStore, objects: ObjectStore, inserter: Inserter, wide: TableSpec, name: str
+) -> None:
+    with pytest.raises((TableNotFoundError, ValueError)) as refused:
+        inserter.insert_rows(name, [{"ts": "2026-03-01", "event": "a"}])
+    assert repr(name)[1:-1] in str(refused.value) or name in str(refused.value)
+    assert stored_keys(objects) == [] and meta.snapshots("wide") == []
+
+
+def test_a_batch_over_the_size_limit_is_refused_before_anything_is_read(
+    meta: MetaStore, objects: ObjectStore, wide: TableSpec
+) -> None:
+    ins = Inserter(meta=meta, objects=objects, limits=InsertLimits(max_batch_bytes=1000))
+    rows = [{"ts": "2026-03-01", "event": "a" * 50}] * 50
+    with pytest.raises(BatchRejectedError, match="over the limit of 1,000 bytes"):
+        ins.insert_rows("wide", rows)
+    with pytest.raises(BatchRejectedError, match="over the limit"):
+        ins.insert_stream("wide", io.BytesIO(b"x" * 5000), fmt="ndjson")
+    ins.close()
+    assert stored_keys(objects) == []

@@ -1,0 +1,54 @@
+"""Object-store helpers for tests: a fault injector around a real store."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from icefloe.storage import DeleteResult, ObjectInfo, ObjectStore
+
+
+class InjectedFault(RuntimeError):
+    """Raised by :class:`FailingAfterPuts` to simulate a crash of the writer."""
+
+
+class FailingAfterPuts(ObjectStore):
+    """A real store that lets ``allowed`` puts through, then fails every put (a writer crash
+    between writing some files and committing). Everything else goes to the real store."""
+
+    def __init__(self, inner: ObjectStore, *, allowed: int) -> None:
+        self.inner = inner
+        self.allowed = allowed
+        self.puts: list[str] = []
+
+    @property
+    def root_uri(self) -> str:
+        return self.inner.root_uri
+
+    def uri(self, key: str) -> str:
+        return self.inner.uri(key)
+
+    def put(self, key: str, data: bytes) -> ObjectInfo:
+        if len(self.puts) >= self.allowed:
+            raise InjectedFault(f"injected failure before writing {key}")
+        info = self.inner.put(key, data)
+        self.puts.append(key)
+        return info
+
+    def put_file(self, key: str, path: Path) -> ObjectInfo:
+        return self.put(key, path.read_bytes())
+
+    def get(self, key: str) -> bytes:
+        return self.inner.get(key)
+
+    def get_range(self, key: str, *, start: int, length: int) -> bytes:
+        return self.inner.get_range(key, start=start, length=length)
+
+    def head(self, key: str) -> ObjectInfo | None:
+        return self.inner.head(key)
+
+    def delete_many(self, keys: Iterable[str]) -> DeleteResult:
+        return self.inner.delete_many(keys)
+
+    def list_prefix(self, prefix: str) -> Iterator[ObjectInfo]:
+        return self.inner.list_prefix(prefix)
