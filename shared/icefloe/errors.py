@@ -69,6 +69,17 @@ class CommitConflictError(CommitError):
     """
 
 
+class DuplicateReceiptError(CommitConflictError):
+    """Some messages of an append were committed already (a redelivery); ``receipts`` names them.
+
+    Nothing was committed; the caller drops those messages (they are done) and retries the rest.
+    """
+
+    def __init__(self, message: str, *, receipts: tuple[str, ...]) -> None:
+        super().__init__(message)
+        self.receipts = receipts
+
+
 class CommitOutcomeUnknownError(IcefloeError):
     """The connection dropped while COMMIT was in flight: the commit may or may not have happened.
 

@@ -15,7 +15,13 @@ from icefloe.metastore.store import MetaStore
 
 pytestmark = pytest.mark.integration
 
-EXPECTED_TABLES = {"schema_migrations", "lake_tables", "snapshots", "data_files"}
+EXPECTED_TABLES = {
+    "schema_migrations",
+    "lake_tables",
+    "snapshots",
+    "data_files",
+    "ingest_receipts",
+}
 
 
 def schema_shape(dsn: str, schema: str) -> tuple[list[int], set[str], int]:

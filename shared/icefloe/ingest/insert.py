@@ -83,18 +83,28 @@ class Inserter:
     def close(self) -> None:
         self._duck.close()
 
+    def committed_receipts(self, table: str, receipts: Sequence[str]) -> dict[str, int]:
+        """Which message ids are committed to ``table`` already (see the queue ingestion)."""
+        return self._meta.committed_receipts(table, receipts)
+
     def insert_rows(
         self,
         table: str,
         rows: Sequence[Mapping[str, object]],
         *,
         idempotency_key: str | None = None,
+        receipts: Sequence[str] = (),
     ) -> InsertResult:
-        """Insert JSON objects (dicts): a Lambda event's rows, a client's batch."""
+        """Insert JSON objects (dicts): a Lambda event's rows, a client's batch.
+
+        ``receipts`` are the ids of the messages the rows came from; each is committed once
+        (see :meth:`MetaStore.commit_append`).
+        """
         return self._insert(
             table,
             lambda: stage_rows(rows, limits=self.limits, directory=self._scratch),
             idempotency_key,
+            receipts,
         )
 
     def insert_bytes(
@@ -123,7 +133,11 @@ class Inserter:
         )
 
     def _insert(
-        self, table: str, stage: Callable[[], StagedBatch], idempotency_key: str | None
+        self,
+        table: str,
+        stage: Callable[[], StagedBatch],
+        idempotency_key: str | None,
+        receipts: Sequence[str] = (),
     ) -> InsertResult:
         validate_table_name(table)
         if idempotency_key is not None:
@@ -135,12 +149,16 @@ class Inserter:
                 return InsertResult(table, earlier.snapshot_id, False, 0, (), 0)
         staged = stage()
         try:
-            return self._write_and_commit(info.spec, staged, idempotency_key)
+            return self._write_and_commit(info.spec, staged, idempotency_key, receipts)
         finally:
             staged.discard()
 
     def _write_and_commit(
-        self, spec: TableSpec, staged: StagedBatch, idempotency_key: str | None
+        self,
+        spec: TableSpec,
+        staged: StagedBatch,
+        idempotency_key: str | None,
+        receipts: Sequence[str],
     ) -> InsertResult:
         table = spec.name
         written: list[str] = []
@@ -153,7 +171,9 @@ class Inserter:
                     files = self._write_partitions(con, spec, rows, written)
                 finally:
                     con.close()
-            result = self._meta.commit_append(table, files=files, idempotency_key=idempotency_key)
+            result = self._meta.commit_append(
+                table, files=files, idempotency_key=idempotency_key, receipts=receipts
+            )
         except CommitOutcomeUnknownError:
             logger.warning("commit outcome unknown for %s; leaving %d objects", table, len(written))
             raise

@@ -31,6 +31,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from icefloe.errors import (
     CommitConflictError,
     CommitOutcomeUnknownError,
+    DuplicateReceiptError,
     InvalidInputError,
     MetaStoreNotInitializedError,
     MetaStoreUnavailableError,
@@ -86,6 +87,7 @@ _END_FILES = """
     SET end_snapshot = %s, removed_at = now(), claim_token = NULL, claim_expires_at = NULL
     WHERE file_id = ANY(%s)
 """
+_INSERT_RECEIPT = "INSERT INTO ingest_receipts (table_id, receipt, snapshot_id) VALUES (%s, %s, %s)"
 _MOVE_HEAD = "UPDATE lake_tables SET head_snapshot_id = %s WHERE table_id = %s"
 
 
@@ -409,10 +411,39 @@ class MetaStore:
         return ref
 
     def commit_append(
-        self, table: str, *, files: Sequence[NewFile], idempotency_key: str | None = None
+        self,
+        table: str,
+        *,
+        files: Sequence[NewFile],
+        idempotency_key: str | None = None,
+        receipts: Sequence[str] = (),
     ) -> CommitResult:
-        """Add files in one new snapshot; a used ``idempotency_key`` returns the earlier one."""
-        return self.commit(table, operation="append", add=files, idempotency_key=idempotency_key)
+        """Add files in one new snapshot; a used ``idempotency_key`` returns the earlier one.
+
+        ``receipts`` (message ids) are recorded with the snapshot; if any was recorded before,
+        :class:`DuplicateReceiptError` names them and nothing is committed.
+        """
+        return self.commit(
+            table,
+            operation="append",
+            add=files,
+            idempotency_key=idempotency_key,
+            receipts=receipts,
+        )
+
+    def committed_receipts(self, table: str, receipts: Sequence[str]) -> dict[str, int]:
+        """Which of ``receipts`` are committed already, and in which snapshot."""
+        if not receipts:
+            return {}
+        info = self._table_ref(table)
+        with self._connection() as conn:
+            rows = conn.execute(
+                "SELECT receipt, snapshot_id FROM ingest_receipts"
+                " WHERE table_id = %s AND receipt = ANY(%s)",
+                (info.table_id, list(receipts)),
+            ).fetchall()
+            conn.rollback()
+        return {str(r[0]): int(r[1]) for r in rows}
 
     def commit_replace(
         self,
@@ -437,6 +468,7 @@ class MetaStore:
         remove: Sequence[int] = (),
         idempotency_key: str | None = None,
         claim_token: uuid.UUID | None = None,
+        receipts: Sequence[str] = (),
     ) -> CommitResult:
         """Run the commit protocol, retrying transient failures that surely did not commit.
 
@@ -445,12 +477,16 @@ class MetaStore:
         :class:`MetaStoreUnavailableError` (nothing committed).
         """
         _check_commit_input(operation, add, remove)
+        if len(receipts) != len(set(receipts)):
+            raise InvalidInputError("a commit names the same receipt twice")
         info = self._table_ref(table)
         attempt = 0
         while True:
             attempt += 1
             try:
-                return self._commit_once(info, operation, add, remove, idempotency_key, claim_token)
+                return self._commit_once(
+                    info, operation, add, remove, idempotency_key, claim_token, receipts
+                )
             except (*_TRANSIENT, MetaStoreUnavailableError) as e:
                 if attempt >= self._commit_attempts:
                     if isinstance(e, MetaStoreUnavailableError):
@@ -470,11 +506,12 @@ class MetaStore:
         remove: Sequence[int],
         idempotency_key: str | None,
         claim_token: uuid.UUID | None,
+        receipts: Sequence[str],
     ) -> CommitResult:
         with self._connection() as conn:
             try:
                 result = self._commit_statements(
-                    conn, info, operation, add, remove, idempotency_key, claim_token
+                    conn, info, operation, add, remove, idempotency_key, claim_token, receipts
                 )
             except BaseException:
                 _rollback_quietly(conn)
@@ -501,6 +538,7 @@ class MetaStore:
         remove: Sequence[int],
         idempotency_key: str | None,
         claim_token: uuid.UUID | None,
+        receipts: Sequence[str],
     ) -> CommitResult:
         # One round trip: lock the head row and look the idempotency key up.
         head_row = conn.execute(
@@ -526,6 +564,17 @@ class MetaStore:
                 files_removed=0,
                 rows_added=0,
             )
+
+        if receipts:
+            seen = conn.execute(
+                "SELECT receipt FROM ingest_receipts WHERE table_id = %s AND receipt = ANY(%s)",
+                (info.table_id, list(receipts)),
+            ).fetchall()
+            if seen:
+                raise DuplicateReceiptError(
+                    f"{info.name!r}: {len(seen)} message(s) were committed already",
+                    receipts=tuple(sorted(str(r[0]) for r in seen)),
+                )
 
         rows_removed = bytes_removed = 0
         if remove:
@@ -557,6 +606,8 @@ class MetaStore:
                     )
                 if remove:
                     cur.execute(_END_FILES, (new_id, list(remove)))
+                if receipts:
+                    cur.executemany(_INSERT_RECEIPT, [(info.table_id, r, new_id) for r in receipts])
                 cur.execute(_MOVE_HEAD, (new_id, info.table_id))
         except pgerrors.UniqueViolation as e:
             raise CommitConflictError(
