@@ -36,11 +36,12 @@ test-unit: venv
 test-integration: venv
 	$(PY) -m pytest tests/integration
 
+# The whole pipeline on embedded defaults. DEMO_EVENTS / DEMO_BATCH are the knobs.
+DEMO_EVENTS ?= 300000
+DEMO_BATCH  ?= 2000
 demo: venv
 	$(BIN)/icefloe init
-	$(BIN)/icefloe table create events --if-not-exists \
-		--schema "ts TIMESTAMP NOT NULL, event VARCHAR NOT NULL, user_id VARCHAR, properties JSON" \
-		--partition-by "day(ts)" --sort-by "event, ts" --row-group-by user_id
+	$(BIN)/icefloe demo --events $(DEMO_EVENTS) --batch-size $(DEMO_BATCH)
 	$(BIN)/icefloe table show events
 	$(BIN)/icefloe status events
 

@@ -9,19 +9,25 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from collections.abc import Callable, Sequence
+from contextlib import suppress
 from dataclasses import asdict, is_dataclass
 from datetime import date, datetime
+from pathlib import Path
 from typing import Any, TextIO
 from uuid import UUID
 
 from icefloe import __version__
 from icefloe.config import Settings
-from icefloe.errors import IcefloeError, TableExistsError
+from icefloe.errors import IcefloeError, InvalidInputError, TableExistsError
+from icefloe.ingest import INPUT_FORMATS, InputFormat, Inserter, format_from_suffix
 from icefloe.metastore.embedded import stop_embedded
 from icefloe.metastore.models import TableInfo
 from icefloe.runtime import Runtime
+from icefloe.sample_events import EVENTS_SCHEMA, sample_events
 from icefloe.spec import TableSpec, format_partition_by, format_schema
+from icefloe.spec.presets import PRESETS, preset
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
@@ -43,9 +49,8 @@ def build_parser() -> argparse.ArgumentParser:
     table_commands = table.add_subparsers(dest="table_command", required=True, parser_class=_Parser)
     create = table_commands.add_parser("create", help="register a table")
     create.add_argument("name")
-    create.add_argument(
-        "--schema", required=True, help='e.g. "ts TIMESTAMP NOT NULL, event VARCHAR"'
-    )
+    create.add_argument("--schema", help='e.g. "ts TIMESTAMP NOT NULL, event VARCHAR"')
+    create.add_argument("--preset", choices=sorted(PRESETS), help="a ready-made spec: segment")
     create.add_argument("--partition-by", default="", help='e.g. "day(ts), bucket[16](user_id)"')
     create.add_argument("--sort-by", default="", help='e.g. "event, ts"')
     create.add_argument("--row-group-by", default=None, help="a column: one key per row group")
@@ -61,6 +66,17 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("name")
     _add_format(show)
 
+    insert = commands.add_parser("insert", help="insert events from a file or stdin")
+    insert.add_argument("name")
+    insert.add_argument("source", help="a file, or - for stdin")
+    insert.add_argument(
+        "--input-format",
+        choices=INPUT_FORMATS,
+        help="default: from the file name (.json, .ndjson/.jsonl, .csv, .parquet); ndjson for stdin",
+    )
+    insert.add_argument("--idempotency-key", help="a retry with the same key commits nothing new")
+    _add_format(insert)
+
     snapshots = commands.add_parser("snapshots", help="list a table's snapshots")
     snapshots.add_argument("name")
     _add_format(snapshots)
@@ -68,6 +84,15 @@ def build_parser() -> argparse.ArgumentParser:
     status = commands.add_parser("status", help="live files, partitions, rows and bytes")
     status.add_argument("name", nargs="?")
     _add_format(status)
+
+    demo = commands.add_parser("demo", help="create an events table and insert sample events")
+    demo.add_argument(
+        "--events", type=int, default=300_000, help="how many events (default 300,000)"
+    )
+    demo.add_argument(
+        "--batch-size", type=int, default=2_000, help="events per insert (default 2,000)"
+    )
+    demo.add_argument("--days", type=int, default=7, help="days the events span (default 7)")
 
     db = commands.add_parser("db", help="the embedded meta store")
     db_commands = db.add_subparsers(dest="db_command", required=True, parser_class=_Parser)
@@ -112,14 +137,21 @@ def _init(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _table_create(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
-    spec = TableSpec.create(
-        name=args.name,
-        schema=args.schema,
-        partition_by=args.partition_by,
-        sort_by=args.sort_by,
-        row_group_by=args.row_group_by,
-        merge=args.merge,
-    )
+    if args.preset:
+        if args.schema:
+            raise InvalidInputError("give --schema or --preset, not both")
+        spec = preset(args.preset, name=args.name)
+    elif not args.schema:
+        raise InvalidInputError("table create needs --schema (or --preset)")
+    else:
+        spec = TableSpec.create(
+            name=args.name,
+            schema=args.schema,
+            partition_by=args.partition_by,
+            sort_by=args.sort_by,
+            row_group_by=args.row_group_by,
+            merge=args.merge,
+        )
     try:
         info = runtime.meta.create_table(spec)
         verb = "created"
@@ -188,6 +220,70 @@ def _describe(info: TableInfo) -> str:
     return "\n".join(f"{k.ljust(width)}  {v}" for k, v in lines)
 
 
+def _insert(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
+    inserter = Inserter(meta=runtime.meta, objects=runtime.objects)
+    try:
+        if args.source == "-":
+            fmt: InputFormat = args.input_format or "ndjson"
+            result = inserter.insert_stream(
+                args.name, sys.stdin.buffer, fmt=fmt, idempotency_key=args.idempotency_key
+            )
+        else:
+            path = Path(args.source)
+            fmt = args.input_format or format_from_suffix(path)
+            result = inserter.insert_file(
+                args.name, path, fmt=fmt, idempotency_key=args.idempotency_key
+            )
+    finally:
+        inserter.close()
+    row = asdict(result)
+    if result.committed:
+        text = (
+            f"inserted {result.rows:,} rows into {result.table}: snapshot {result.snapshot_id},"
+            f" {_count(len(result.files), 'file')} in {_count(result.partitions, 'partition')}"
+        )
+    else:
+        text = f"already committed as snapshot {result.snapshot_id} of {result.table}; nothing new"
+    _emit(out, args.format, row, lambda: text)
+    return 0
+
+
+def _demo(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
+    if args.events < 1 or args.batch_size < 1 or args.days < 1:
+        raise InvalidInputError("--events, --batch-size and --days must be positive")
+    runtime.meta.migrate()
+    spec = TableSpec.create(
+        name="events",
+        schema=EVENTS_SCHEMA,
+        partition_by="day(ts)",
+        sort_by="event, ts",
+        row_group_by="user_id",
+    )
+    with suppress(TableExistsError):  # a second demo run adds to the same table
+        runtime.meta.create_table(spec)
+    events = sample_events(args.events, days=args.days)
+    inserter = Inserter(meta=runtime.meta, objects=runtime.objects)
+    started = time.perf_counter()
+    batches = 0
+    try:
+        for offset in range(0, len(events), args.batch_size):
+            inserter.insert_rows("events", events[offset : offset + args.batch_size])
+            batches += 1
+    finally:
+        inserter.close()
+    elapsed = time.perf_counter() - started
+    print(
+        f"inserted {len(events):,} sample events in {_count(batches, 'batch', 'batches')} of up to"
+        f" {args.batch_size:,} in {elapsed:.1f} s ({len(events) / elapsed:,.0f} events/s)",
+        file=out,
+    )
+    return 0
+
+
+def _count(n: int, noun: str, plural: str | None = None) -> str:
+    return f"{n:,} {noun if n == 1 else (plural or noun + 's')}"
+
+
 def _snapshots(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
     snaps = runtime.meta.snapshots(args.name)
     rows = [asdict(s) for s in snaps]
@@ -236,6 +332,8 @@ _COMMANDS: dict[str, Callable[[Runtime, argparse.Namespace, TextIO], int]] = {
     "table create": _table_create,
     "table list": _table_list,
     "table show": _table_show,
+    "insert": _insert,
+    "demo": _demo,
     "snapshots": _snapshots,
     "status": _status,
 }

@@ -6,6 +6,7 @@ import io
 import json
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
 from icefloe.cli import main
@@ -115,7 +116,11 @@ def test_create_if_not_exists_keeps_the_existing_table(cli_env: str) -> None:
         (["table", "create", "x", "--schema", "a INTEGER", "--partition-by", "day(a)"], "day"),
         (["table", "create", "x", "--schema", "a INTEGER", "--merge", "upsert"], "upsert"),
         (["table", "create", "events", "--schema", "a INTEGER"], "exists already"),
+        (["table", "create", "x"], "needs --schema (or --preset)"),
+        (["table", "create", "x", "--preset", "segment", "--schema", "a INTEGER"], "not both"),
         (["table", "show", "nope"], "no table named 'nope'"),
+        (["insert", "nope", "-"], "no table named 'nope'"),
+        (["insert", "events", "/no/such/file.ndjson"], "cannot read input file"),
         (["snapshots", "nope"], "no table named 'nope'"),
         (["status", "nope"], "no table named 'nope'"),
     ],
@@ -143,10 +148,10 @@ def test_commands_before_init_say_to_run_init(
 
 def test_usage_errors_are_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exit_info:
-        main(["table", "create", "x"])
+        main(["insert", "events"])
     err = capsys.readouterr().err
     assert exit_info.value.code == 2
-    assert err.startswith("icefloe: error: ") and "--schema" in err and err.count("\n") == 1
+    assert err.startswith("icefloe: error: ") and "source" in err and err.count("\n") == 1
 
 
 def test_a_bad_environment_is_a_one_line_error(
@@ -156,3 +161,65 @@ def test_a_bad_environment_is_a_one_line_error(
     code, _ = run("status")
     err = capsys.readouterr().err
     assert code != 0 and "ICEFLOE_WAREHOUSE" in err and err.count("\n") == 1
+
+
+def test_insert_from_a_file_and_stdin_with_an_idempotency_key(
+    cli_env: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run("init")
+    create_events()
+    source = tmp_path / "events.ndjson"
+    source.write_text(
+        "\n".join(
+            json.dumps({"ts": f"2026-06-0{d}T10:00:00Z", "event": "e", "user_id": "u"})
+            for d in (1, 2, 3)
+        )
+    )
+    code, out = run("insert", "events", str(source), "--idempotency-key", "k", "--format", "json")
+    assert code == 0
+    result = json.loads(out)
+    assert result["committed"] and result["rows"] == 3 and result["partitions"] == 3
+
+    code, out = run("insert", "events", str(source), "--idempotency-key", "k")
+    assert code == 0 and "already committed as snapshot 1" in out
+
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(source.read_bytes())))
+    code, out = run("insert", "events", "-")
+    assert code == 0 and "inserted 3 rows into events: snapshot 2" in out
+    code, out = run("status", "events", "--format", "json")
+    assert json.loads(out)[0]["rows"] == 6
+
+
+def test_segment_preset_keeps_unknown_fields_in_extra(cli_env: str, tmp_path: Path) -> None:
+    run("init")
+    code, _ = run("table", "create", "seg", "--preset", "segment")
+    assert code == 0
+    code, out = run("table", "show", "seg", "--format", "json")
+    spec = json.loads(out)["spec"]
+    assert spec["merge"] == {"mode": "replace", "key": ["messageId"], "version": None}
+    assert spec["sort_by"] == ["event", "timestamp"]
+    assert spec["partition_by"][0]["source"] == "timestamp"
+    payload = {
+        "messageId": "m-1",
+        "timestamp": "2026-11-22T10:00:00.000Z",
+        "type": "track",
+        "event": "Signed Up",
+        "userId": "u1",
+        "anonymousId": None,
+        "properties": {"plan": "pro"},
+        "context": {"ip": "1.1.1.1"},
+        "receivedAt": "2026-11-22T10:00:01.000Z",
+        "integrations": {},
+    }
+    source = tmp_path / "segment.json"
+    source.write_text(json.dumps([payload]))
+    code, out = run("insert", "seg", str(source), "--format", "json")
+    assert code == 0 and json.loads(out)["rows"] == 1
+    (written,) = (tmp_path / "home" / "warehouse" / "seg").rglob("*.parquet")
+    row = pq.read_table(written).to_pylist()[0]
+    assert row["messageId"] == "m-1" and row["anonymousId"] is None
+    assert json.loads(row["extra"]) == {
+        "receivedAt": "2026-11-22T10:00:01.000Z",
+        "integrations": {},
+    }
+    assert json.loads(row["properties"]) == {"plan": "pro"}

@@ -19,7 +19,7 @@ from icefloe.duck import ident, name_literal
 from icefloe.errors import BatchRejectedError, RowProblem
 from icefloe.ingest.columns import ColumnSQL, expected, json_column, sql_column
 from icefloe.ingest.sources import InsertLimits, StagedBatch
-from icefloe.spec import TableSpec
+from icefloe.spec import Column, TableSpec
 
 MAX_PROBLEMS = 5
 _JSON_FORMATS = {"json": "auto", "ndjson": "newline_delimited"}
@@ -55,18 +55,15 @@ def _load_json(
     con: duckdb.DuckDBPyConnection, spec: TableSpec, batch: StagedBatch, limits: InsertLimits
 ) -> pa.Table:
     params = {"path": str(batch.path)}
-    known = "[" + ", ".join(name_literal(c.name) for c in spec.columns) + "]"
-    whole = _json_reader(batch, columns="'j': 'JSON'", limits=limits, records=False)
-    shape = f"""
-        SELECT row_number() OVER () - 1 AS i,
-               json_type(j) <> 'OBJECT' AS not_object,
-               CASE WHEN json_type(j) = 'OBJECT'
-                    THEN list_filter(json_keys(j), k -> NOT list_contains({known}, k)) END AS unknown
-        FROM {whole}
-    """
+    overflow = spec.overflow_column if spec.extra_fields == "keep" else None
+    record_columns = [c for c in spec.columns if c.name != overflow]
+    shape = _shape_query(batch, record_columns, overflow=overflow, limits=limits)
+    bad = "not_object OR len(unknown) > 0 OR overflow_too_big"
     try:
+        # Counting needs no row numbers: drop the window so the scan stays parallel and streaming.
         counts = con.execute(
-            f"SELECT count(*), count(*) FILTER (WHERE not_object OR len(unknown) > 0) FROM ({shape})",
+            f"SELECT count(*), count(*) FILTER (WHERE {bad})"
+            f" FROM ({_shape_query(batch, record_columns, overflow=overflow, limits=limits, numbered=False)})",
             params,
         ).fetchone()
     except duckdb.InvalidInputException as e:
@@ -76,29 +73,86 @@ def _load_json(
     _check_row_count(rows, limits)
     if bad_shape:
         found = con.execute(
-            f"SELECT i, not_object, unknown FROM ({shape}) WHERE not_object OR len(unknown) > 0"
-            f" ORDER BY i LIMIT {MAX_PROBLEMS}",
+            f"SELECT i, not_object, unknown FROM ({shape}) WHERE {bad} ORDER BY i LIMIT {MAX_PROBLEMS}",
             params,
         ).fetchall()
-        problems = [
-            RowProblem(row=int(i), field=None, message="not a JSON object")
-            if not_object
-            else RowProblem(
-                row=int(i),
-                field=str(unknown[0]),
-                message=f"unknown field (the table has no column {unknown[0]!r})",
-            )
-            for i, not_object, unknown in found
-        ]
-        raise _refuse(problems, total=bad_shape)
+        raise _refuse(
+            [_shape_problem(int(i), no, unknown, overflow, limits) for i, no, unknown in found],
+            total=bad_shape,
+        )
 
-    columns = ", ".join(f"{name_literal(c.name)}: 'JSON'" for c in spec.columns)
+    columns = ", ".join(f"{name_literal(c.name)}: 'JSON'" for c in record_columns)
     sqls = [
         json_column(c, max_value_bytes=limits.max_value_bytes, max_json_depth=limits.max_json_depth)
-        for c in spec.columns
+        for c in record_columns
     ]
     source = _json_reader(batch, columns=columns, limits=limits, records=True)
-    return _convert(con, spec, sqls, source, params, limits)
+    table = _convert(con, sqls, source, params, limits)
+    if overflow is None:
+        return table
+    extras = con.execute(f"SELECT overflow FROM ({shape}) ORDER BY i", params).to_arrow_table()
+    position = spec.column_names.index(overflow)
+    return table.add_column(position, overflow, extras.column("overflow"))
+
+
+def _shape_query(
+    batch: StagedBatch,
+    columns: Sequence[Column],
+    *,
+    overflow: str | None,
+    limits: InsertLimits,
+    numbered: bool = True,
+) -> str:
+    """Per record: is it an object, which of its keys are unknown, and (when the table keeps
+    unknown fields) the object of those fields."""
+    known = "[" + ", ".join(name_literal(c.name) for c in columns) + "]"
+    whole = _json_reader(batch, columns="'j': 'JSON'", limits=limits, records=False)
+    extra_keys = f"list_filter(json_keys(j), k -> NOT list_contains({known}, k))"
+    if overflow is None:
+        unknown, kept = extra_keys, "NULL"
+    else:
+        # Unknown fields are kept; only a field named like the overflow column is refused.
+        unknown = f"list_filter(json_keys(j), k -> k = {name_literal(overflow)})"
+        pairs = (
+            f"list_transform({extra_keys}, k -> struct_pack(key := k,"
+            " value := json_extract(j, '$.\"' || replace(k, '\"', '\\\"') || '\"')))"
+        )
+        kept = f"CASE WHEN len({extra_keys}) > 0 THEN to_json(map_from_entries({pairs})) END"
+    return f"""
+        SELECT {"row_number() OVER () - 1" if numbered else "0"} AS i,
+               json_type(j) <> 'OBJECT' AS not_object,
+               CASE WHEN json_type(j) = 'OBJECT' THEN {unknown} END AS unknown,
+               CASE WHEN json_type(j) = 'OBJECT' THEN {kept} END AS overflow,
+               coalesce(strlen(CAST(overflow AS VARCHAR)) > {limits.max_value_bytes}, false)
+                   AS overflow_too_big
+        FROM {whole}
+    """
+
+
+def _shape_problem(
+    row: int,
+    not_object: bool,
+    unknown: list[str] | None,
+    overflow: str | None,
+    limits: InsertLimits,
+) -> RowProblem:
+    if not_object:
+        return RowProblem(row=row, field=None, message="not a JSON object")
+    if unknown:
+        if overflow is not None:
+            return RowProblem(
+                row=row, field=unknown[0], message="reserved for the fields the table does not know"
+            )
+        return RowProblem(
+            row=row,
+            field=unknown[0],
+            message=f"unknown field (the table has no column {unknown[0]!r})",
+        )
+    return RowProblem(
+        row=row,
+        field=overflow,
+        message=f"unknown fields are over the limit of {limits.max_value_bytes:,} bytes",
+    )
 
 
 def _load_typed(
@@ -136,7 +190,7 @@ def _load_typed(
     count = con.execute(f"SELECT count(*) FROM {source}", params).fetchone()
     assert count is not None
     _check_row_count(int(count[0]), limits)
-    return _convert(con, spec, sqls, source, params, limits)
+    return _convert(con, sqls, source, params, limits)
 
 
 def _check_row_count(rows: int, limits: InsertLimits) -> None:
@@ -150,7 +204,6 @@ def _check_row_count(rows: int, limits: InsertLimits) -> None:
 
 def _convert(
     con: duckdb.DuckDBPyConnection,
-    spec: TableSpec,
     sqls: Sequence[ColumnSQL],
     source: str,
     params: dict[str, str],

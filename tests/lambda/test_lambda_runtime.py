@@ -1,0 +1,95 @@
+"""The container's collaborators: built once from the environment, the DSN from a secret."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from icefloe.aws import lambda_runtime
+from icefloe.aws.lambda_runtime import (
+    inserter_from_environment,
+    reset_for_tests,
+    runtime_from_environment,
+    settings_from_environment,
+)
+from icefloe.errors import ConfigError
+from icefloe.metastore.store import MetaStore
+from support.aws import FAKE_AWS_ENVIRONMENT, REGION, UNSET_AWS_VARIABLES
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def secrets(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    for name in (*UNSET_AWS_VARIABLES, "ICEFLOE_DATABASE_URL", "ICEFLOE_DATABASE_SECRET_ARN"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in FAKE_AWS_ENVIRONMENT.items():
+        monkeypatch.setenv(name, value)
+    reset_for_tests()
+    with mock_aws():
+        try:
+            yield boto3.client("secretsmanager", region_name=REGION)
+        finally:
+            reset_for_tests()
+
+
+def environment(tmp_path: Path, schema: str, **extra: str) -> dict[str, str]:
+    return {
+        "ICEFLOE_HOME": str(tmp_path / "home"),
+        "ICEFLOE_WAREHOUSE": str(tmp_path / "warehouse"),
+        "ICEFLOE_DATABASE_SCHEMA": schema,
+        **extra,
+    }
+
+
+def test_the_dsn_comes_from_the_secret_once_and_the_runtime_is_built_once(
+    secrets: Any, postgres_dsn: str, meta: MetaStore, tmp_path: Path
+) -> None:
+    # Given a secret holding the DSN and an environment naming it, without a URL
+    arn = secrets.create_secret(Name="db", SecretString=json.dumps({"dsn": postgres_dsn}))["ARN"]
+    env = environment(tmp_path, meta.schema, ICEFLOE_DATABASE_SECRET_ARN=arn)
+    assert lambda_runtime._runtime is None  # nothing is built before the first call
+
+    # When the runtime is asked for
+    runtime = runtime_from_environment(env)
+
+    # Then it reaches the meta store through the secret's DSN
+    assert runtime.settings.database_url == postgres_dsn
+    assert runtime.meta.list_tables() == []
+
+    # And later calls reuse it without reading the secret again (it is gone now)
+    secrets.delete_secret(SecretId=arn, ForceDeleteWithoutRecovery=True)
+    assert runtime_from_environment(env) is runtime
+    inserter = inserter_from_environment()
+    assert inserter_from_environment() is inserter
+
+    # When the caches are reset, the next call builds afresh (and needs the secret again)
+    reset_for_tests()
+    with pytest.raises(ConfigError, match="db"):
+        runtime_from_environment(env)
+
+
+def test_a_database_url_wins_over_the_secret(secrets: Any, tmp_path: Path) -> None:
+    env = environment(
+        tmp_path,
+        "icefloe",
+        ICEFLOE_DATABASE_URL="postgresql://u:p@db.example/meta",
+        ICEFLOE_DATABASE_SECRET_ARN="arn:aws:secretsmanager:us-east-1:123456789012:secret:nope",
+    )
+    settings = settings_from_environment(env)  # the secret does not exist: it is not read
+    assert settings.database_url == "postgresql://u:p@db.example/meta"
+
+
+def test_in_lambda_a_missing_database_configuration_is_an_error_not_an_embedded_server(
+    tmp_path: Path,
+) -> None:
+    env = environment(tmp_path, "icefloe", AWS_LAMBDA_FUNCTION_NAME="icefloe-insert")
+    with pytest.raises(ConfigError, match="ICEFLOE_DATABASE_SECRET_ARN"):
+        settings_from_environment(env)
+    assert settings_from_environment(environment(tmp_path, "icefloe")).database_url is None

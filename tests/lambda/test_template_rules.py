@@ -1,0 +1,104 @@
+"""Rules every function and queue in template.yaml must follow (no AWS, no database)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from support.template import (
+    REPO_ROOT,
+    FunctionDecl,
+    import_handler_module,
+    load_template,
+)
+
+TEMPLATE = load_template()
+FUNCTIONS = TEMPLATE.functions()
+QUEUES = TEMPLATE.queues()
+CONSUMERS = TEMPLATE.consumers()
+SQS_DEFAULT_VISIBILITY_TIMEOUT = 30
+SQS_DEFAULT_RETENTION = 345_600
+
+
+def test_the_template_declares_functions_and_consumed_queues() -> None:
+    # Guards the rules below against passing vacuously on an empty template.
+    assert FUNCTIONS and CONSUMERS
+
+
+@pytest.mark.parametrize("function", FUNCTIONS.values(), ids=list(FUNCTIONS))
+def test_every_sqs_event_source_reports_partial_batch_failures(function: FunctionDecl) -> None:
+    for event in function.sqs_events:
+        assert "ReportBatchItemFailures" in event.function_response_types, event.name
+
+
+@pytest.mark.parametrize("function", FUNCTIONS.values(), ids=list(FUNCTIONS))
+def test_sqs_batches_over_ten_messages_have_a_batching_window(function: FunctionDecl) -> None:
+    # Lambda refuses a BatchSize over 10 on a standard queue without a batching window.
+    for event in function.sqs_events:
+        if (event.batch_size or 10) > 10:
+            assert (event.batching_window or 0) >= 1, event.name
+
+
+@pytest.mark.parametrize("queue", sorted(CONSUMERS))
+def test_every_consumed_queue_redrives_to_a_dead_letter_queue_that_outlives_it(queue: str) -> None:
+    decl = QUEUES[queue]
+    assert decl.dead_letter_target in QUEUES, f"{queue} has no RedrivePolicy to a declared queue"
+    assert decl.max_receive_count is not None and decl.max_receive_count >= 1
+    dlq = QUEUES[decl.dead_letter_target]
+    assert dlq.logical_id not in CONSUMERS, "a DLQ that a function drains hides poison messages"
+    # A moved message keeps its first enqueue time: the DLQ must retain it longer.
+    source_retention = decl.message_retention_period or SQS_DEFAULT_RETENTION
+    assert (dlq.message_retention_period or SQS_DEFAULT_RETENTION) > source_retention
+
+
+@pytest.mark.parametrize("queue", sorted(CONSUMERS))
+def test_visibility_timeout_is_at_least_six_times_each_consumers_timeout(queue: str) -> None:
+    visibility = QUEUES[queue].visibility_timeout or SQS_DEFAULT_VISIBILITY_TIMEOUT
+    for function in CONSUMERS[queue]:
+        assert visibility >= 6 * function.timeout, (queue, function.logical_id)
+
+
+@pytest.mark.parametrize("queue", sorted(CONSUMERS))
+def test_every_dead_letter_queue_has_an_alarm_on_visible_messages(queue: str) -> None:
+    dlq = QUEUES[queue].dead_letter_target
+    alarms = [
+        props
+        for props in TEMPLATE.of_type("AWS::CloudWatch::Alarm").values()
+        if props.get("MetricName") == "ApproximateNumberOfMessagesVisible"
+        and props.get("Namespace") == "AWS/SQS"
+        and any(TEMPLATE.logical_id_of(d["Value"]) == dlq for d in props.get("Dimensions", []))
+    ]
+    assert alarms, f"no alarm on {dlq}"
+    for alarm in alarms:
+        assert alarm["ComparisonOperator"] == "GreaterThanThreshold" and alarm["Threshold"] == 0
+
+
+@pytest.mark.parametrize("function", FUNCTIONS.values(), ids=list(FUNCTIONS))
+def test_every_function_handler_file_exists_and_imports(function: FunctionDecl) -> None:
+    assert function.handler_file.is_file(), function.handler_file
+    module = import_handler_module(function)
+    assert callable(getattr(module, function.handler_name, None)), function.handler
+
+
+@pytest.mark.parametrize("function", FUNCTIONS.values(), ids=list(FUNCTIONS))
+def test_no_function_policy_grants_wildcard_actions(function: FunctionDecl) -> None:
+    policies = TEMPLATE.resources[function.logical_id]["Properties"].get("Policies", [])
+    for policy in policies if isinstance(policies, list) else [policies]:
+        assert policy not in ("AmazonS3FullAccess", "AdministratorAccess")
+        if isinstance(policy, dict):
+            assert "S3CrudPolicy" not in policy and "S3FullAccessPolicy" not in policy
+            for statement in policy.get("Statement", []):
+                actions = statement["Action"]
+                for action in actions if isinstance(actions, list) else [actions]:
+                    assert "*" not in action, (function.logical_id, action)
+
+
+def test_cfn_lint_passes() -> None:
+    cfn_lint = Path(sys.executable).with_name("cfn-lint")
+    result = subprocess.run(
+        [str(cfn_lint), "template.yaml"], cwd=REPO_ROOT, capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
