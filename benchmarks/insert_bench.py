@@ -1,0 +1,229 @@
+"""Insert benchmarks (Insert issue).
+
+Events per second from JSON objects in memory to a committed snapshot, for batches of 1k, 10k,
+100k and 1M sample events, with DuckDB limited to one thread (per-core throughput), beside a
+per-row Python baseline in the style of IceDB's insert (a Python loop validates, partitions and
+sorts each row, then pyarrow writes the same files and the same commit follows) measured in the
+same run. Peak memory per million events is measured in a child process (VmHWM - VmRSS before
+the insert), so earlier runs do not count.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from benchmarks.common import benchmark_postgres, write_results
+from icefloe.datafiles import encode_parquet, new_data_key, new_file_record, with_json_columns
+from icefloe.ingest import Inserter
+from icefloe.ingest.row_ids import new_row_ids
+from icefloe.metastore.models import NewFile
+from icefloe.metastore.store import MetaStore
+from icefloe.sample_events import EVENTS_SCHEMA, sample_events
+from icefloe.spec import TableSpec
+from icefloe.storage import LocalObjectStore, ObjectStore
+
+SCALES: dict[str, dict[str, Any]] = {
+    "small": {
+        "batches": {1_000: 5, 10_000: 3, 100_000: 1},
+        "baseline_max": 100_000,
+        "memory": 100_000,
+    },
+    "full": {
+        "batches": {1_000: 7, 10_000: 5, 100_000: 3, 1_000_000: 1},
+        "baseline_max": 100_000,
+        "memory": 1_000_000,
+    },
+}
+
+
+def _spec(name: str) -> TableSpec:
+    return TableSpec.create(
+        name=name,
+        schema=EVENTS_SCHEMA,
+        partition_by="day(ts)",
+        sort_by="event, ts",
+        row_group_by="user_id",
+    )
+
+
+def per_row_baseline(
+    meta: MetaStore, objects: ObjectStore, spec: TableSpec, rows: Sequence[Mapping[str, Any]]
+) -> int:
+    """IceDB-style: a Python loop over rows validates, partitions and sorts; then write + commit."""
+    parts: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for row in rows:
+        ts = row["ts"]
+        if not isinstance(ts, str):
+            raise ValueError("ts must be a string")
+        when = datetime.fromisoformat(ts.replace("Z", "+00:00")).replace(tzinfo=None)
+        event = row["event"]
+        if not isinstance(event, str):
+            raise ValueError("event must be a string")
+        parts[f"day={when:%Y-%m-%d}"].append(
+            {
+                "ts": when,
+                "event": event,
+                "user_id": row.get("user_id"),
+                "properties": json.dumps(row.get("properties")),
+            }
+        )
+    files: list[NewFile] = []
+    for part, part_rows in parts.items():
+        part_rows.sort(key=lambda r: (r["user_id"] or "", r["event"], r["ts"]))
+        table = pa.Table.from_pylist(part_rows)
+        table = table.append_column("_row_id", new_row_ids(table.num_rows))
+        encoded = encode_parquet(
+            with_json_columns(table, ["properties"]), row_group_sizes=1_000_000
+        )
+        key = new_data_key(table=spec.name, partition_path=part)
+        objects.put(key, encoded.data)
+        files.append(
+            new_file_record(
+                key=key,
+                encoded=encoded,
+                partition_path=part,
+                partition_values={"day": part[4:]},
+                partition_start=datetime.fromisoformat(part[4:]),
+            )
+        )
+    meta.commit_append(spec.name, files=files)
+    return len(rows)
+
+
+def _median_rate(fn: Any, rows: int, runs: int) -> tuple[float, list[float]]:
+    fn()  # warm-up: first-call costs (imports, JIT-free but cache-cold paths) are not the steady state
+    rates = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        fn()
+        rates.append(rows / (time.perf_counter() - start))
+    return statistics.median(rates), rates
+
+
+def bench_throughput(
+    dsn: str, schema: str, scale: dict[str, Any], root: Path
+) -> list[dict[str, Any]]:
+    results = []
+    objects = LocalObjectStore(root / "warehouse")
+    with MetaStore(dsn, schema=schema) as meta:
+        inserter = Inserter(meta=meta, objects=objects, duckdb_threads=1)
+        for size, runs in scale["batches"].items():
+            rows = sample_events(size)
+            table = f"t{size}"
+            spec = _spec(table)
+            meta.create_table(spec)
+            rate, rates = _median_rate(
+                lambda t=table, r=rows: inserter.insert_rows(t, r), size, runs
+            )
+            row: dict[str, Any] = {
+                "batch_events": size,
+                "runs": runs,
+                "events_per_s": round(rate),
+                "events_per_s_runs": [round(r) for r in rates],
+            }
+            if size <= scale["baseline_max"]:
+                base_table = f"b{size}"
+                base_spec = _spec(base_table)
+                meta.create_table(base_spec)
+                base, _ = _median_rate(
+                    lambda s=base_spec, r=rows: per_row_baseline(meta, objects, s, r), size, runs
+                )
+                row["baseline_per_row_events_per_s"] = round(base)
+                row["speedup_vs_baseline"] = round(rate / base, 2)
+            results.append(row)
+            print(json.dumps(row), flush=True)
+        inserter.close()
+    return results
+
+
+def _memory_probe(dsn: str, schema: str, events: int) -> dict[str, int]:
+    """Run in a child: insert ``events`` once and report the peak RSS growth it caused."""
+    rows = sample_events(events)
+    with tempfile.TemporaryDirectory() as tmp, MetaStore(dsn, schema=schema) as meta:
+        table = f"m{uuid.uuid4().hex[:8]}"
+        meta.create_table(_spec(table))
+        inserter = Inserter(meta=meta, objects=LocalObjectStore(Path(tmp)), duckdb_threads=1)
+        before = _status_kib("VmRSS")
+        _reset_peak()
+        inserter.insert_rows(table, rows)
+        peak = _status_kib("VmHWM")
+        inserter.close()
+    return {"events": events, "rss_before_kib": before, "peak_kib": peak}
+
+
+def _status_kib(field: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise RuntimeError(f"no {field} in /proc/self/status")
+
+
+def _reset_peak() -> None:
+    # Linux: writing 5 to clear_refs resets VmHWM to the current RSS.
+    Path("/proc/self/clear_refs").write_text("5")
+
+
+def bench_memory(dsn: str, schema: str, events: int) -> dict[str, Any]:
+    out = subprocess.run(
+        [sys.executable, "-m", "benchmarks.insert_bench", "--memory-probe", str(events)],
+        env={**os.environ, "ICEFLOE_BENCH_DSN": dsn, "ICEFLOE_BENCH_SCHEMA": schema},
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    probe = json.loads(out.stdout.strip().splitlines()[-1])
+    growth = probe["peak_kib"] - probe["rss_before_kib"]
+    return {
+        **probe,
+        "peak_growth_mib": round(growth / 1024, 1),
+        "peak_growth_mib_per_million_events": round(growth / 1024 / (events / 1e6), 1),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--scale", choices=sorted(SCALES), default="full")
+    parser.add_argument("--memory-probe", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.memory_probe:
+        dsn, schema = os.environ["ICEFLOE_BENCH_DSN"], os.environ["ICEFLOE_BENCH_SCHEMA"]
+        print(json.dumps(_memory_probe(dsn, schema, args.memory_probe)))
+        return
+    scale = SCALES[args.scale]
+    schema = f"bench_{uuid.uuid4().hex[:8]}"
+    with benchmark_postgres() as dsn, tempfile.TemporaryDirectory() as tmp:
+        with MetaStore(dsn, schema=schema) as meta:
+            meta.migrate()
+        throughput = bench_throughput(dsn, schema, scale, Path(tmp))
+        memory = bench_memory(dsn, schema, scale["memory"])
+    path = write_results(
+        "insert",
+        {
+            "scale": args.scale,
+            "duckdb_threads": 1,
+            "goal": {"events_per_s_per_core_at_100k": 300_000},
+            "throughput": throughput,
+            "peak_memory": memory,
+        },
+    )
+    print(f"wrote {path}")
+    print(json.dumps(memory))
+
+
+if __name__ == "__main__":
+    main()
