@@ -388,3 +388,54 @@ def test_a_batch_over_the_size_limit_is_refused_before_anything_is_read(
         ins.insert_stream("wide", io.BytesIO(b"x" * 5000), fmt="ndjson")
     ins.close()
     assert stored_keys(objects) == []
+
+
+def test_rows_land_in_the_partition_their_values_map_to_for_every_transform(
+    meta: MetaStore, objects: ObjectStore, inserter: Inserter
+) -> None:
+    # Given a table partitioned by identity (with nulls), bucket, truncate and hour
+    spec = TableSpec.create(
+        name="multi",
+        schema="ts TIMESTAMPTZ NOT NULL, tenant VARCHAR, user_id VARCHAR, n BIGINT",
+        partition_by="tenant, bucket[4](user_id), truncate[10](n), hour(ts)",
+        sort_by="ts",
+    )
+    meta.create_table(spec)
+    rows = [
+        {
+            "ts": f"2026-07-01T0{i % 3}:15:00+02:00",
+            "tenant": [None, "acme", "a/b c"][i % 3],
+            "user_id": f"user-{i % 11}",
+            "n": i * 7 - 100,
+        }
+        for i in range(200)
+    ]
+    # When inserted
+    result = inserter.insert_rows("multi", rows)
+    # Then every row of every file maps to that file's partition, and partitions are distinct
+    seen: set[str] = set()
+    total = 0
+    for f in meta.files("multi"):
+        assert f.partition_path not in seen
+        seen.add(f.partition_path)
+        values = spec.parse_partition_path(f.partition_path)
+        for row in pq.read_table(io.BytesIO(objects.get(f.path))).to_pylist():
+            assert spec.partition_values(row) == values
+            total += 1
+    expected = {spec.partition_path(spec.partition_values(_typed(r))) for r in rows}
+    assert seen == expected and result.partitions == len(expected) and total == 200
+
+
+def _typed(row: dict[str, object]) -> dict[str, object]:
+    return {**row, "ts": datetime.fromisoformat(str(row["ts"]))}
+
+
+def test_an_unpartitioned_table_gets_one_file_per_batch(
+    meta: MetaStore, objects: ObjectStore, inserter: Inserter
+) -> None:
+    meta.create_table(TableSpec.create(name="flat", schema="k VARCHAR, v INTEGER", sort_by="k"))
+    result = inserter.insert_rows("flat", [{"k": str(9 - i), "v": i} for i in range(10)])
+    (path,) = result.files
+    assert path.startswith("flat/data/") and path.count("/") == 2
+    table = pq.read_table(io.BytesIO(objects.get(path)))
+    assert table.column("k").to_pylist() == [str(i) for i in range(10)]

@@ -1,9 +1,11 @@
 """Per-column SQL that turns raw input values into the table's types, and flags bad ones.
 
-For each column the batch loader gets two DuckDB expressions: the typed value, and an error
-code that is NULL when the value is fine (``missing``, ``null``, ``type``, ``size``, or
-``depth?`` for a JSON value that may be nested too deeply and is checked exactly afterwards).
-Everything runs vectorized inside DuckDB; Python only formats the messages of a refused batch.
+Each column gets an inner expression for its typed value (NULL when the raw value is absent or
+does not fit the type) and one telling whether a raw value was present at all. An outer query
+derives the per-row error code from those two without recomputing anything: NULL when fine,
+else ``missing``, ``type``, ``size``, or ``depth?`` (a JSON value that may be nested too deeply,
+checked exactly afterwards). Everything runs vectorized in DuckDB; Python only words the
+messages of a refused batch.
 """
 
 from __future__ import annotations
@@ -22,9 +24,17 @@ _EPOCH_MS_MIN, _EPOCH_MS_MAX = -9_223_372_036_854, 9_223_372_036_854
 
 @dataclass(frozen=True, slots=True)
 class ColumnSQL:
+    """``value`` and ``present`` are evaluated over the raw input; ``error`` over the inner
+    query's output, where the typed value is the column's name and presence is ``present``."""
+
     column: Column
     value: str
+    present: str
     error: str
+
+    @property
+    def present_alias(self) -> str:
+        return ident(f"__present_{self.column.name}")
 
 
 EXPECTED: dict[str, str] = {
@@ -50,80 +60,24 @@ def expected(type_name: str) -> str:
     return f"a number that fits {type_name}"
 
 
-def _error_case(col: Column, *, absent: str, ok: str, size: str | None, depth: str | None) -> str:
-    parts = [f"WHEN {absent} THEN {'NULL' if col.nullable else _missing_code(col)}"]
-    parts.append(f"WHEN NOT ({ok}) THEN 'type'")
-    if size is not None:
-        parts.append(f"WHEN {size} THEN 'size'")
-    if depth is not None:
-        parts.append(f"WHEN {depth} THEN 'depth?'")
-    return "CASE " + " ".join(parts) + " END"
-
-
-def _missing_code(col: Column) -> str:
-    return "'missing'"
-
-
-def json_column(col: Column, *, max_value_bytes: int, max_json_depth: int) -> ColumnSQL:
-    """SQL over a JSON-typed raw column (read from JSON records) named like the column."""
-    r = ident(col.name)
-    t = f"json_type({r})"
-    text = f"({r} ->> '$')"
-    absent = f"({r} IS NULL OR {t} = 'NULL')"
-    kind = col.type
-    size: str | None = None
-    depth: str | None = None
-    if kind == "VARCHAR":
-        ok, value = f"{t} = 'VARCHAR'", text
-        size = f"strlen({text}) > {max_value_bytes}"
-    elif kind == "JSON":
-        raw = f"CAST({r} AS VARCHAR)"
-        ok, value = "true", raw
-        size = f"strlen({raw}) > {max_value_bytes}"
+def _outer_error(col: Column, *, max_value_bytes: int, max_json_depth: int) -> str:
+    v = ident(col.name)
+    present = ident(f"__present_{col.name}")
+    checks = [
+        f"WHEN NOT {present} THEN {'NULL' if col.nullable else repr('missing')}",
+        f"WHEN {v} IS NULL THEN 'type'",
+    ]
+    if col.type in ("VARCHAR", "JSON"):
+        checks.append(f"WHEN strlen({v}) > {max_value_bytes} THEN 'size'")
+    elif col.type == "BLOB":
+        checks.append(f"WHEN octet_length({v}) > {max_value_bytes} THEN 'size'")
+    if col.type == "JSON":
         # An upper bound of the depth, cheap to compute; suspects are checked exactly later.
-        depth = (
-            f"strlen({raw}) - strlen(replace(replace({raw}, '[', ''), '{{', '')) > {max_json_depth}"
+        checks.append(
+            f"WHEN strlen({v}) - strlen(replace(replace({v}, '[', ''), '{{', ''))"
+            f" > {max_json_depth} THEN 'depth?'"
         )
-    elif kind == "BOOLEAN":
-        ok, value = f"{t} = 'BOOLEAN'", f"TRY_CAST({text} AS BOOLEAN)"
-    elif is_integer(kind):
-        value = f"TRY_CAST({text} AS {kind})"
-        ok = f"{t} IN {_INTEGER_JSON} AND {value} IS NOT NULL"
-    elif kind in ("FLOAT", "DOUBLE") or kind.startswith("DECIMAL"):
-        value = f"TRY_CAST({text} AS {kind})"
-        ok = f"{t} IN {_NUMBER_JSON} AND {value} IS NOT NULL"
-    elif kind in ("TIMESTAMP", "TIMESTAMPTZ"):
-        from_text = f"TRY_CAST({text} AS TIMESTAMPTZ)"
-        ms = f"TRY_CAST({text} AS BIGINT)"
-        from_ms = f"make_timestamptz({ms} * 1000)"
-        in_range = f"{ms} BETWEEN {_EPOCH_MS_MIN} AND {_EPOCH_MS_MAX}"
-        tz_value = (
-            f"CASE WHEN {t} = 'VARCHAR' THEN {from_text}"
-            f" WHEN {t} IN {_INTEGER_JSON} AND {in_range} THEN {from_ms} END"
-        )
-        value = tz_value if kind == "TIMESTAMPTZ" else f"({tz_value}) AT TIME ZONE 'UTC'"
-        ok = f"({tz_value}) IS NOT NULL"
-    elif kind == "BLOB":
-        value = f"CASE WHEN {t} = 'VARCHAR' THEN TRY(from_base64({text})) END"
-        ok = f"{value} IS NOT NULL"
-        size = f"octet_length({value}) > {max_value_bytes}"
-    elif is_list(kind):
-        value = f"TRY_CAST({r} AS {kind})"
-        element_types = f"json_type({r}, '$[*]')"
-        json_nulls = f"len(list_filter({element_types}, x -> x = 'NULL'))"
-        allowed = _element_json_types(kind[:-2])
-        ok = (
-            f"{t} = 'ARRAY' AND {value} IS NOT NULL"
-            f" AND len(list_filter({element_types}, x -> x NOT IN {allowed})) = 0"
-            f" AND len({value}) - list_count({value}) = {json_nulls}"
-        )
-    else:  # DATE, TIME, UUID, HUGEINT-like text forms
-        value = f"CASE WHEN {t} = 'VARCHAR' THEN TRY_CAST({text} AS {kind}) END"
-        ok = f"{value} IS NOT NULL"
-    error = _error_case(col, absent=absent, ok=ok, size=size, depth=depth)
-    return ColumnSQL(
-        column=col, value=f"CASE WHEN {absent} THEN NULL ELSE {value} END", error=error
-    )
+    return "CASE " + " ".join(checks) + " END"
 
 
 def _element_json_types(element: str) -> str:
@@ -141,31 +95,72 @@ def _element_json_types(element: str) -> str:
     return "('NULL', 'VARCHAR')"
 
 
+def json_column(col: Column, *, max_value_bytes: int, max_json_depth: int) -> ColumnSQL:
+    """SQL over a JSON-typed raw column (read from JSON records) named like the column."""
+    r = ident(col.name)
+    t = f"json_type({r})"
+    text = f"({r} ->> '$')"
+    kind = col.type
+    if kind == "VARCHAR":
+        value = f"CASE WHEN {t} = 'VARCHAR' THEN {text} END"
+    elif kind == "JSON":
+        value = f"CASE WHEN {t} <> 'NULL' THEN CAST({r} AS VARCHAR) END"
+    elif kind == "BOOLEAN":
+        value = f"CASE WHEN {t} = 'BOOLEAN' THEN TRY_CAST({text} AS BOOLEAN) END"
+    elif is_integer(kind):
+        value = f"CASE WHEN {t} IN {_INTEGER_JSON} THEN TRY_CAST({text} AS {kind}) END"
+    elif kind in ("FLOAT", "DOUBLE") or kind.startswith("DECIMAL"):
+        value = f"CASE WHEN {t} IN {_NUMBER_JSON} THEN TRY_CAST({text} AS {kind}) END"
+    elif kind in ("TIMESTAMP", "TIMESTAMPTZ"):
+        ms = f"TRY_CAST({text} AS BIGINT)"
+        tz_value = (
+            f"CASE WHEN {t} = 'VARCHAR' THEN TRY_CAST({text} AS TIMESTAMPTZ)"
+            f" WHEN {t} IN {_INTEGER_JSON} AND {ms} BETWEEN {_EPOCH_MS_MIN} AND {_EPOCH_MS_MAX}"
+            f" THEN make_timestamptz({ms} * 1000) END"
+        )
+        value = tz_value if kind == "TIMESTAMPTZ" else f"(({tz_value}) AT TIME ZONE 'UTC')"
+    elif kind == "BLOB":
+        value = f"CASE WHEN {t} = 'VARCHAR' THEN TRY(from_base64({text})) END"
+    elif is_list(kind):
+        cast = f"TRY_CAST({r} AS {kind})"
+        element_types = f"json_type({r}, '$[*]')"
+        json_nulls = f"len(list_filter({element_types}, x -> x = 'NULL'))"
+        strict = (
+            f"{t} = 'ARRAY'"
+            f" AND len(list_filter({element_types}, x -> x NOT IN {_element_json_types(kind[:-2])})) = 0"
+            f" AND len({cast}) - list_count({cast}) = {json_nulls}"
+        )
+        value = f"CASE WHEN {strict} THEN {cast} END"
+    else:  # DATE, TIME, UUID: text forms
+        value = f"CASE WHEN {t} = 'VARCHAR' THEN TRY_CAST({text} AS {kind}) END"
+    return ColumnSQL(
+        column=col,
+        value=value,
+        present=f"coalesce({t} <> 'NULL', false)",
+        error=_outer_error(col, max_value_bytes=max_value_bytes, max_json_depth=max_json_depth),
+    )
+
+
 def sql_column(
     col: Column, *, source_type: str | None, max_value_bytes: int, max_json_depth: int
 ) -> ColumnSQL:
     """SQL over a typed raw column (CSV: VARCHAR; Parquet: its own type), or an absent one."""
+    error = _outer_error(col, max_value_bytes=max_value_bytes, max_json_depth=max_json_depth)
     if source_type is None:
-        absent_error = "NULL" if col.nullable else "'missing'"
         return ColumnSQL(
-            column=col, value=f"CAST(NULL AS {_storage_type(col.type)})", error=absent_error
+            column=col,
+            value=f"CAST(NULL AS {_storage_type(col.type)})",
+            present="false",
+            error=error,
         )
     r = ident(col.name)
     kind = col.type
-    absent = f"({r} IS NULL)"
-    size: str | None = None
-    depth: str | None = None
     source = source_type.upper()
     if kind == "JSON":
         if source == "VARCHAR":
-            value, ok = r, f"json_valid({r})"
+            value = f"CASE WHEN json_valid({r}) THEN {r} END"
         else:
-            value, ok = f"CAST(to_json({r}) AS VARCHAR)", "true"
-        size = f"strlen({value}) > {max_value_bytes}"
-        depth = (
-            f"strlen({value}) - strlen(replace(replace({value}, '[', ''), '{{', ''))"
-            f" > {max_json_depth}"
-        )
+            value = f"CAST(to_json({r}) AS VARCHAR)"
     elif kind in ("TIMESTAMP", "TIMESTAMPTZ"):
         if source == "VARCHAR":
             ms = f"TRY_CAST({r} AS BIGINT)"
@@ -179,19 +174,12 @@ def sql_column(
             tz_value = r
         else:
             tz_value = f"TRY_CAST({r} AS TIMESTAMP) AT TIME ZONE 'UTC'"
-        value = tz_value if kind == "TIMESTAMPTZ" else f"({tz_value}) AT TIME ZONE 'UTC'"
-        ok = f"({tz_value}) IS NOT NULL"
+        value = tz_value if kind == "TIMESTAMPTZ" else f"(({tz_value}) AT TIME ZONE 'UTC')"
     elif kind == "VARCHAR":
         value = r if source == "VARCHAR" else f"TRY_CAST({r} AS VARCHAR)"
-        ok = "true" if source == "VARCHAR" else f"{value} IS NOT NULL"
-        size = f"strlen({value}) > {max_value_bytes}"
     else:
         value = f"TRY_CAST({r} AS {_storage_type(kind)})"
-        ok = f"{value} IS NOT NULL"
-    error = _error_case(col, absent=absent, ok=ok, size=size, depth=depth)
-    return ColumnSQL(
-        column=col, value=f"CASE WHEN {absent} THEN NULL ELSE {value} END", error=error
-    )
+    return ColumnSQL(column=col, value=value, present=f"({r} IS NOT NULL)", error=error)
 
 
 def _storage_type(kind: str) -> str:

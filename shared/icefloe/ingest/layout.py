@@ -7,11 +7,12 @@ file sort keys, then by ``_row_id``; each partition is one contiguous slice of t
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
 import duckdb
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -42,34 +43,44 @@ def partition_rows(
     con.register(_VIEW, with_buckets)
     try:
         keys = [f"{_expression(spec, f, i)} AS __p{i}" for i, f in enumerate(fields)]
-        order_parts = [f"__p{i} ASC NULLS FIRST" for i in range(len(fields))]
-        order_rows = order_parts + [f"{ident(k)} ASC NULLS FIRST" for k in spec.file_sort_keys]
-        order_rows.append(ident(ROW_ID_COLUMN))
+        order = [f"__p{i} ASC NULLS FIRST" for i in range(len(fields))]
+        order += [f"{ident(k)} ASC NULLS FIRST" for k in spec.file_sort_keys]
+        order.append(ident(ROW_ID_COLUMN))
         data_columns = ", ".join(ident(n) for n in table.column_names)
-        if fields:
-            counts = con.execute(
-                f"SELECT {', '.join(f'__p{i}' for i in range(len(fields)))}, count(*)"
-                f" FROM (SELECT {', '.join(keys)} FROM {_VIEW}) GROUP BY ALL"
-                f" ORDER BY {', '.join(order_parts)}"
-            ).fetchall()
-            select = f"SELECT {data_columns} FROM (SELECT *, {', '.join(keys)} FROM {_VIEW})"
-        else:
-            counts = [(table.num_rows,)]
-            select = f"SELECT {data_columns} FROM {_VIEW}"
-        ordered = con.execute(f"{select} ORDER BY {', '.join(order_rows)}").to_arrow_table()
+        partition_columns = "".join(f", __p{i}" for i in range(len(fields)))
+        inner = f"SELECT *, {', '.join(keys)} FROM {_VIEW}" if fields else f"SELECT * FROM {_VIEW}"
+        ordered = con.execute(
+            f"SELECT {data_columns}{partition_columns} FROM ({inner}) ORDER BY {', '.join(order)}"
+        ).to_arrow_table()
     finally:
         con.unregister(_VIEW)
-    offset = 0
-    for row in counts:
-        values = tuple(_as_partition_value(v) for v in row[:-1])
-        n = int(row[-1])
+    part_names = [f"__p{i}" for i in range(len(fields))]
+    starts = _run_starts(ordered, part_names)
+    rows = ordered.drop_columns(part_names)
+    for n, start in enumerate(starts):
+        stop = starts[n + 1] if n + 1 < len(starts) else ordered.num_rows
+        values = tuple(_as_partition_value(ordered.column(c)[start].as_py()) for c in part_names)
         yield PartitionSlice(
             values=values,
             path=spec.partition_path(values),
             start=partition_start(fields, values),
-            rows=ordered.slice(offset, n),
+            rows=rows.slice(start, stop - start),
         )
-        offset += n
+
+
+def _run_starts(ordered: pa.Table, columns: Sequence[str]) -> list[int]:
+    """Row offsets where the tuple of ``columns`` changes in an ordered table (first is 0)."""
+    if ordered.num_rows == 0:
+        return []
+    changed = np.zeros(ordered.num_rows - 1, dtype=bool)
+    for name in columns:
+        # Dictionary indices compare equal exactly when values do (nulls get an index too).
+        encoded = pc.dictionary_encode(
+            ordered.column(name).combine_chunks(), null_encoding="encode"
+        )
+        indices = encoded.indices.to_numpy(zero_copy_only=False)
+        changed |= indices[1:] != indices[:-1]
+    return [0, *(np.flatnonzero(changed) + 1).tolist()]
 
 
 def _expression(spec: TableSpec, field: PartitionField, position: int) -> str:

@@ -44,7 +44,7 @@ def _refuse(problems: Sequence[RowProblem], *, total: int | None = None) -> Batc
 
 
 def _json_reader(batch: StagedBatch, *, columns: str, limits: InsertLimits, records: bool) -> str:
-    fmt = _JSON_FORMATS[batch.format]
+    fmt = batch.json_layout if batch.json_layout != "auto" else _JSON_FORMATS[batch.format]
     return (
         f"read_json($path, format='{fmt}', records={'true' if records else 'false'},"
         f" columns={{{columns}}}, maximum_object_size={limits.max_batch_bytes + 1})"
@@ -209,12 +209,16 @@ def _convert(
     params: dict[str, str],
     limits: InsertLimits,
 ) -> pa.Table:
-    values = ", ".join(f"{s.value} AS {ident(s.column.name)}" for s in sqls)
-    errors = ", ".join(
-        f"CASE WHEN ({s.error}) IS NOT NULL THEN '{i}:' || ({s.error}) END"
-        for i, s in enumerate(sqls)
+    # Inner: each typed value and each presence flag once. Outer: error codes from those.
+    inner = ", ".join(
+        f"{s.value} AS {ident(s.column.name)}, {s.present} AS {s.present_alias}" for s in sqls
     )
-    query = f"SELECT {values}, NULLIF(concat_ws(',', {errors}), '') AS __errors FROM {source}"
+    values = ", ".join(ident(s.column.name) for s in sqls)
+    errors = ", ".join(f"'{i}:' || ({s.error})" for i, s in enumerate(sqls))
+    query = (
+        f"SELECT {values}, NULLIF(concat_ws(',', {errors}), '') AS __errors"
+        f" FROM (SELECT {inner} FROM {source})"
+    )
     try:
         table = con.execute(query, params).to_arrow_table()
     except (duckdb.InvalidInputException, duckdb.ConversionException) as e:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import BinaryIO, Literal
 
@@ -41,6 +41,8 @@ class StagedBatch:
     format: InputFormat
     size_bytes: int
     owned: bool
+    # Known layout of a JSON file (DuckDB's read_json format); "auto" makes DuckDB sniff it.
+    json_layout: Literal["auto", "array", "newline_delimited"] = "auto"
 
     def discard(self) -> None:
         if self.owned:
@@ -75,7 +77,8 @@ def stage_rows(
         raise _locate_unserializable(rows, e) from e
     if len(data) > limits.max_batch_bytes:
         raise _too_big(len(data), limits)
-    return _stage_bytes(data, fmt="json", directory=directory)
+    staged = _stage_bytes(data, fmt="json", directory=directory)
+    return replace(staged, json_layout="array")
 
 
 def _locate_unserializable(rows: Sequence[object], error: Exception) -> BatchRejectedError:
