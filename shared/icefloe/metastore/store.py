@@ -97,6 +97,17 @@ class _TableRef:
     name: str
 
 
+@dataclass(frozen=True, slots=True)
+class _CommitRequest:
+    info: _TableRef
+    operation: Operation
+    add: Sequence[NewFile]
+    remove: Sequence[int]
+    idempotency_key: str | None
+    claim_token: uuid.UUID | None
+    receipts: Sequence[str]
+
+
 class MetaStore:
     """Tables, snapshots and files in Postgres, with validated optimistic commits.
 
@@ -479,14 +490,20 @@ class MetaStore:
         _check_commit_input(operation, add, remove)
         if len(receipts) != len(set(receipts)):
             raise InvalidInputError("a commit names the same receipt twice")
-        info = self._table_ref(table)
+        request = _CommitRequest(
+            info=self._table_ref(table),
+            operation=operation,
+            add=add,
+            remove=remove,
+            idempotency_key=idempotency_key,
+            claim_token=claim_token,
+            receipts=receipts,
+        )
         attempt = 0
         while True:
             attempt += 1
             try:
-                return self._commit_once(
-                    info, operation, add, remove, idempotency_key, claim_token, receipts
-                )
+                return self._commit_once(request)
             except (*_TRANSIENT, MetaStoreUnavailableError) as e:
                 if attempt >= self._commit_attempts:
                     if isinstance(e, MetaStoreUnavailableError):
@@ -498,21 +515,10 @@ class MetaStore:
                 logger.warning("commit to %s failed (%s); retrying in %.2fs", table, e, delay)
                 time.sleep(delay)
 
-    def _commit_once(
-        self,
-        info: _TableRef,
-        operation: Operation,
-        add: Sequence[NewFile],
-        remove: Sequence[int],
-        idempotency_key: str | None,
-        claim_token: uuid.UUID | None,
-        receipts: Sequence[str],
-    ) -> CommitResult:
+    def _commit_once(self, request: _CommitRequest) -> CommitResult:
         with self._connection() as conn:
             try:
-                result = self._commit_statements(
-                    conn, info, operation, add, remove, idempotency_key, claim_token, receipts
-                )
+                result = self._commit_statements(conn, request)
             except BaseException:
                 _rollback_quietly(conn)
                 raise
@@ -524,22 +530,23 @@ class MetaStore:
             except (psycopg.OperationalError, psycopg.InterfaceError) as e:
                 raise CommitOutcomeUnknownError(
                     f"connection lost while committing snapshot {result.snapshot_id} of "
-                    f"{info.name!r}; it may or may not be committed"
+                    f"{request.info.name!r}; it may or may not be committed"
                 ) from e
-            logger.debug("committed %s snapshot %d of %s", operation, result.snapshot_id, info.name)
+            logger.debug(
+                "committed %s snapshot %d of %s",
+                request.operation,
+                result.snapshot_id,
+                result.table,
+            )
             return result
 
-    def _commit_statements(
-        self,
-        conn: Conn,
-        info: _TableRef,
-        operation: Operation,
-        add: Sequence[NewFile],
-        remove: Sequence[int],
-        idempotency_key: str | None,
-        claim_token: uuid.UUID | None,
-        receipts: Sequence[str],
-    ) -> CommitResult:
+    def _commit_statements(self, conn: Conn, request: _CommitRequest) -> CommitResult:
+        info, operation, add, remove = request.info, request.operation, request.add, request.remove
+        idempotency_key, claim_token, receipts = (
+            request.idempotency_key,
+            request.claim_token,
+            request.receipts,
+        )
         # One round trip: lock the head row and look the idempotency key up.
         head_row = conn.execute(
             """
