@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -20,6 +21,8 @@ class FailingAfterPuts(ObjectStore):
         self.inner = inner
         self.allowed = allowed
         self.puts: list[str] = []
+        self._granted = 0
+        self._lock = threading.Lock()
 
     @property
     def root_uri(self) -> str:
@@ -29,8 +32,10 @@ class FailingAfterPuts(ObjectStore):
         return self.inner.uri(key)
 
     def put(self, key: str, data: bytes) -> ObjectInfo:
-        if len(self.puts) >= self.allowed:
-            raise InjectedFault(f"injected failure before writing {key}")
+        with self._lock:  # writers may upload concurrently: reserve a slot atomically
+            if self._granted >= self.allowed:
+                raise InjectedFault(f"injected failure before writing {key}")
+            self._granted += 1
         info = self.inner.put(key, data)
         self.puts.append(key)
         return info

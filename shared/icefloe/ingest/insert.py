@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -46,6 +47,7 @@ from icefloe.storage import ObjectStore
 logger = logging.getLogger(__name__)
 
 MAX_IDEMPOTENCY_KEY_CHARS = 512
+MAX_CONCURRENT_UPLOADS = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,7 +197,10 @@ class Inserter:
     def _write_partitions(
         self, con: duckdb.DuckDBPyConnection, spec: TableSpec, rows: pa.Table, written: list[str]
     ) -> list[NewFile]:
+        """Encode one file per partition, then upload them concurrently (S3 puts are latency
+        bound). ``written`` receives every key that reached the store, even if another failed."""
         files: list[NewFile] = []
+        payloads: list[tuple[str, bytes]] = []
         json_columns = [c.name for c in spec.columns if c.type == "JSON"]
         for part in partition_rows(con, spec, rows):
             encoded = encode_parquet(
@@ -203,8 +208,7 @@ class Inserter:
                 row_group_sizes=spec.sizes.row_group_max_rows,
             )
             key = new_data_key(table=spec.name, partition_path=part.path)
-            self._objects.put(key, encoded.data)
-            written.append(key)
+            payloads.append((key, encoded.data))
             values: dict[str, JsonScalar] = {
                 f.name: (None if v is None else f.to_path_value(v))
                 for f, v in zip(spec.partition_by, part.values, strict=True)
@@ -218,7 +222,22 @@ class Inserter:
                     partition_start=part.start,
                 )
             )
+        self._upload(payloads, written)
         return files
+
+    def _upload(self, payloads: list[tuple[str, bytes]], written: list[str]) -> None:
+        def put(key: str, data: bytes) -> None:
+            self._objects.put(key, data)
+            written.append(key)
+
+        if len(payloads) == 1:
+            put(*payloads[0])
+            return
+        with ThreadPoolExecutor(max_workers=min(MAX_CONCURRENT_UPLOADS, len(payloads))) as pool:
+            futures = [pool.submit(put, key, data) for key, data in payloads]
+        errors = [f.exception() for f in futures if f.exception() is not None]
+        if errors:
+            raise errors[0]  # type: ignore[misc]
 
     def _discard(self, keys: list[str]) -> None:
         if not keys:
