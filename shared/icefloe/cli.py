@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -20,10 +21,12 @@ from uuid import UUID
 
 from icefloe import __version__
 from icefloe.config import Settings
-from icefloe.errors import IcefloeError, InvalidInputError, TableExistsError
+from icefloe.errors import ConfigError, IcefloeError, InvalidInputError, TableExistsError
 from icefloe.ingest import INPUT_FORMATS, InputFormat, Inserter, format_from_suffix
 from icefloe.metastore.embedded import stop_embedded
 from icefloe.metastore.models import TableInfo
+from icefloe.query import QueryEngine
+from icefloe.query.output import write_result
 from icefloe.runtime import Runtime
 from icefloe.sample_events import EVENTS_SCHEMA, sample_events
 from icefloe.spec import TableSpec, format_partition_by, format_schema
@@ -77,6 +80,17 @@ def build_parser() -> argparse.ArgumentParser:
     insert.add_argument("--idempotency-key", help="a retry with the same key commits nothing new")
     _add_format(insert)
 
+    query = commands.add_parser("query", help="run one SELECT over snapshot-pinned tables")
+    query.add_argument("sql")
+    query.add_argument("--snapshot", type=int, help="pin this snapshot (the query names one table)")
+    query.add_argument("--format", choices=("table", "json", "csv", "parquet"), default="table")
+    query.add_argument("--output", help="write the result to this file (parquet needs it)")
+
+    files = commands.add_parser("files", help="the files of a table at a snapshot")
+    files.add_argument("name")
+    files.add_argument("--snapshot", type=int, help="default: the head")
+    _add_format(files)
+
     snapshots = commands.add_parser("snapshots", help="list a table's snapshots")
     snapshots.add_argument("name")
     _add_format(snapshots)
@@ -105,6 +119,8 @@ def _add_format(parser: argparse.ArgumentParser) -> None:
 
 
 def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int:
+    if out is None and hasattr(signal, "SIGPIPE"):
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `icefloe ... | head` ends quietly
     out = out or sys.stdout
     args = build_parser().parse_args(argv)
     try:
@@ -284,6 +300,49 @@ def _count(n: int, noun: str, plural: str | None = None) -> str:
     return f"{n:,} {noun if n == 1 else (plural or noun + 's')}"
 
 
+def _query(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
+    if args.format == "parquet" and not args.output:
+        raise InvalidInputError("--format parquet needs --output FILE")
+    engine = QueryEngine(
+        meta=runtime.meta, objects=runtime.objects, configure=_duckdb_configurer(runtime)
+    )
+    result = engine.query(args.sql, snapshot_id=args.snapshot)
+    write_result(result.rows, fmt=args.format, out=out, output=args.output)
+    return 0
+
+
+def _duckdb_configurer(runtime: Runtime) -> Callable[[Any], None] | None:
+    if runtime.settings.warehouse.scheme != "s3":
+        return None
+    raise ConfigError("querying an S3 warehouse is not built yet (DuckDB's S3 access is next)")
+
+
+def _files(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
+    snapshot = runtime.meta.resolve_snapshot(args.name, snapshot_id=args.snapshot)
+    found = runtime.meta.files(args.name, snapshot_id=snapshot) if snapshot else []
+    rows = [
+        {
+            "path": runtime.objects.uri(f.path),
+            "partition": f.partition_path,
+            "row_count": f.row_count,
+            "size_bytes": f.size_bytes,
+            "row_groups": f.row_group_count,
+            "snapshot_added": f.begin_snapshot,
+        }
+        for f in found
+    ]
+    _emit(
+        out,
+        args.format,
+        rows,
+        lambda: _text_table(
+            ["partition", "rows", "bytes", "path"],
+            [[r["partition"], r["row_count"], r["size_bytes"], r["path"]] for r in rows],
+        ),
+    )
+    return 0
+
+
 def _snapshots(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
     snaps = runtime.meta.snapshots(args.name)
     rows = [asdict(s) for s in snaps]
@@ -334,6 +393,8 @@ _COMMANDS: dict[str, Callable[[Runtime, argparse.Namespace, TextIO], int]] = {
     "table show": _table_show,
     "insert": _insert,
     "demo": _demo,
+    "query": _query,
+    "files": _files,
     "snapshots": _snapshots,
     "status": _status,
 }

@@ -40,3 +40,11 @@ def connect(
             raise ValueError(f"bad DuckDB memory limit {memory_limit!r}")
         con.execute(f"SET memory_limit = '{memory_limit}'")
     return con
+
+
+def string_literal(value: str) -> str:
+    """A SQL string literal for a value DuckDB cannot take as a parameter (a file list inside a
+    view definition): quotes are doubled, control characters refused."""
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in value):
+        raise ValueError(f"control character in SQL string {value!r}")
+    return "'" + value.replace("'", "''") + "'"

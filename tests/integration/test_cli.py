@@ -223,3 +223,63 @@ def test_segment_preset_keeps_unknown_fields_in_extra(cli_env: str, tmp_path: Pa
         "integrations": {},
     }
     assert json.loads(row["properties"]) == {"plan": "pro"}
+
+
+def test_query_and_files_print_json_rows_keyed_by_column(cli_env: str, tmp_path: Path) -> None:
+    run("init")
+    create_events()
+    source = tmp_path / "events.ndjson"
+    source.write_text(
+        "\n".join(
+            json.dumps({"ts": f"2026-06-0{d}T10:00:00Z", "event": e, "user_id": "u"})
+            for d in (1, 2)
+            for e in ("a", "b", "b")
+        )
+    )
+    assert run("insert", "events", str(source))[0] == 0
+
+    code, out = run(
+        "query",
+        "SELECT event, count(*) AS n FROM events WHERE ts < '2026-06-02' GROUP BY event ORDER BY event",
+        "--format",
+        "json",
+    )
+    assert code == 0
+    assert json.loads(out) == [{"event": "a", "n": 1}, {"event": "b", "n": 2}]
+
+    code, out = run(
+        "query", "SELECT count(*) AS n FROM events", "--snapshot", "1", "--format", "csv"
+    )
+    assert code == 0 and out.splitlines() == ['"n"', "6"]
+
+    parquet = tmp_path / "out.parquet"
+    code, _ = run("query", "SELECT * FROM events", "--format", "parquet", "--output", str(parquet))
+    assert code == 0 and pq.read_table(parquet).num_rows == 6
+
+    code, out = run("files", "events", "--format", "json")
+    files = json.loads(out)
+    assert code == 0 and len(files) == 2
+    assert {f["partition"] for f in files} == {"day=2026-06-01", "day=2026-06-02"}
+    assert all(Path(f["path"]).is_absolute() and Path(f["path"]).exists() for f in files)
+    assert sum(f["row_count"] for f in files) == 6 and all(f["size_bytes"] > 0 for f in files)
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["query", "SELECT * FROM read_csv('/etc/passwd')"], "Cannot access file"),
+        (["query", "DROP TABLE events"], "DROP statements are not allowed"),
+        (["query", "SELECT nope FROM events"], "nope"),
+        (["query", "SELECT 1", "--format", "parquet"], "needs --output"),
+        (["files", "nope"], "no table named 'nope'"),
+    ],
+)
+def test_query_errors_are_one_line(
+    cli_env: str, capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    run("init")
+    create_events()
+    capsys.readouterr()
+    code, _ = run(*argv)
+    err = capsys.readouterr().err
+    assert code != 0 and message in err and err.count("\n") == 1

@@ -183,8 +183,13 @@ class LocalObjectStore(ObjectStore):
     def _file_among_parents(self, path: Path) -> bool:
         parent = path.parent
         while parent != self._root and parent.is_relative_to(self._root):
-            if parent.exists() and not parent.is_dir():
-                return True
+            # One lstat, not exists() then is_dir(): a concurrent prune may remove the
+            # directory between two calls and make it look like a file.
+            try:
+                if not stat.S_ISDIR(parent.lstat().st_mode):
+                    return True
+            except FileNotFoundError:
+                pass
             parent = parent.parent
         return False
 

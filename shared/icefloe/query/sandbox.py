@@ -1,0 +1,123 @@
+"""The query sandbox: the caller's SQL reads the snapshot's views and nothing else.
+
+Two layers. Before running, the SQL must be exactly one plain SELECT (or WITH ... SELECT):
+``COPY``, ``ATTACH``, ``INSTALL``/``LOAD``, ``SET``/``PRAGMA``, DDL and several statements are
+refused with a message saying which. While running, the connection is locked down: external
+access off except the snapshot's own files (``allowed_paths``), no extension loading, no Python
+replacement scans, configuration locked, a memory limit, a thread count and a timeout.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import duckdb
+
+from icefloe.duck import string_literal
+from icefloe.errors import InvalidInputError
+
+
+class QueryRefusedError(InvalidInputError):
+    """The caller's SQL tries something the sandbox does not allow."""
+
+
+class QueryTimeoutError(InvalidInputError):
+    """The query ran longer than its time limit and was interrupted."""
+
+
+@dataclass(frozen=True, slots=True)
+class QueryLimits:
+    """Resources one query may use."""
+
+    memory_limit: str = "1GB"
+    threads: int = 2
+    timeout_s: float = 60.0
+    max_sql_chars: int = 100_000
+
+
+_LEADING = re.compile(r"^\s*(?:(?:--[^\n]*\n)|(?:/\*.*?\*/)|\s)*([A-Za-z]+)", re.DOTALL)
+_NAMED = {
+    duckdb.StatementType.COPY: "COPY",
+    duckdb.StatementType.ATTACH: "ATTACH",
+    duckdb.StatementType.DETACH: "DETACH",
+    duckdb.StatementType.LOAD: "INSTALL/LOAD",
+    duckdb.StatementType.SET: "SET",
+    duckdb.StatementType.VARIABLE_SET: "SET",
+    duckdb.StatementType.PRAGMA: "PRAGMA",
+    duckdb.StatementType.CREATE: "CREATE",
+    duckdb.StatementType.DROP: "DROP",
+    duckdb.StatementType.INSERT: "INSERT",
+    duckdb.StatementType.UPDATE: "UPDATE",
+    duckdb.StatementType.DELETE: "DELETE",
+    duckdb.StatementType.ALTER: "ALTER",
+    duckdb.StatementType.EXPORT: "EXPORT",
+    duckdb.StatementType.CALL: "CALL",
+    duckdb.StatementType.TRANSACTION: "transaction control",
+}
+
+
+def check_sql(sql: str, *, limits: QueryLimits) -> str:
+    """Return the one SELECT statement of ``sql``, or refuse it saying why."""
+    if not isinstance(sql, str) or not sql.strip():
+        raise QueryRefusedError("query refused: the SQL is empty")
+    if len(sql) > limits.max_sql_chars:
+        raise QueryRefusedError(
+            f"query refused: SQL longer than {limits.max_sql_chars:,} characters"
+        )
+    try:
+        statements = duckdb.extract_statements(sql)
+    except duckdb.Error as e:
+        raise QueryRefusedError(f"query refused: {e}") from e
+    if len(statements) != 1:
+        raise QueryRefusedError(f"query refused: one statement per query, found {len(statements)}")
+    (statement,) = statements
+    if statement.type != duckdb.StatementType.SELECT:
+        what = _NAMED.get(statement.type, statement.type.name)
+        raise QueryRefusedError(
+            f"query refused: {what} statements are not allowed; send one SELECT"
+        )
+    leading = _LEADING.match(sql)
+    keyword = leading.group(1).upper() if leading else ""
+    if keyword not in ("SELECT", "WITH", "FROM", "VALUES", "TABLE"):
+        # PRAGMA and SHOW parse as SELECTs over settings; refuse them by name.
+        raise QueryRefusedError(
+            f"query refused: {keyword or 'this'} statements are not allowed; send one SELECT"
+        )
+    return str(statement.query)
+
+
+def lock_down(
+    con: duckdb.DuckDBPyConnection, *, allowed_paths: Sequence[str], limits: QueryLimits
+) -> None:
+    """Make ``con`` read only ``allowed_paths`` and change nothing, for the rest of its life."""
+    paths = "[" + ", ".join(string_literal(p) for p in allowed_paths) + "]"
+    con.execute(f"SET memory_limit = {string_literal(limits.memory_limit)}")
+    con.execute(f"SET threads = {int(limits.threads)}")
+    con.execute("SET python_enable_replacements = false")
+    con.execute("SET autoinstall_known_extensions = false")
+    con.execute("SET autoload_known_extensions = false")
+    con.execute(f"SET allowed_paths = {paths}")
+    con.execute("SET enable_external_access = false")
+    con.execute("SET lock_configuration = true")
+
+
+@contextmanager
+def time_limit(con: duckdb.DuckDBPyConnection, *, seconds: float) -> Iterator[threading.Event]:
+    """Interrupt ``con`` if the block runs longer than ``seconds``; the event tells whether it did."""
+    fired = threading.Event()
+
+    def interrupt() -> None:
+        fired.set()
+        con.interrupt()
+
+    timer = threading.Timer(seconds, interrupt)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield fired
+    finally:
+        timer.cancel()

@@ -1,0 +1,264 @@
+"""Queries against a real Postgres and DuckDB: answers, snapshot pinning, pruning, the sandbox."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+
+import duckdb
+import orjson
+import pytest
+
+from icefloe.errors import InvalidInputError, SnapshotNotFoundError, TableNotFoundError
+from icefloe.ingest import Inserter
+from icefloe.metastore.store import MetaStore
+from icefloe.query import (
+    QueryEngine,
+    QueryFailedError,
+    QueryLimits,
+    QueryRefusedError,
+    QueryTimeoutError,
+    TimeRange,
+)
+from icefloe.sample_events import sample_events
+from icefloe.spec import TableSpec
+from icefloe.storage import LocalObjectStore
+
+pytestmark = pytest.mark.integration
+
+SCHEMA = "ts TIMESTAMP NOT NULL, event VARCHAR NOT NULL, uid VARCHAR, properties JSON"
+ICEDB_QUERY = """
+    SELECT uid, sum(CAST(properties->>'numtime' AS BIGINT)) AS total_numtime
+    FROM {table}
+    WHERE event = 'page_load' AND ts >= '2026-02-01' AND ts < '2026-08-01'
+    GROUP BY uid
+    ORDER BY total_numtime DESC, uid
+"""
+
+
+@pytest.fixture
+def objects(tmp_path: Path) -> LocalObjectStore:
+    return LocalObjectStore(tmp_path / "warehouse")
+
+
+@pytest.fixture
+def lake(meta: MetaStore, objects: LocalObjectStore) -> Iterator[tuple[Inserter, QueryEngine]]:
+    meta.create_table(
+        TableSpec.create(name="events", schema=SCHEMA, partition_by="day(ts)", sort_by="event, ts")
+    )
+    inserter = Inserter(meta=meta, objects=objects)
+    yield inserter, QueryEngine(meta=meta, objects=objects)
+    inserter.close()
+
+
+def events(count: int, *, days: int, start: datetime, seed: int = 7) -> list[dict[str, object]]:
+    rows = sample_events(count, days=days, start=start, users=50, seed=seed)
+    return [{**{k: v for k, v in r.items() if k != "user_id"}, "uid": r["user_id"]} for r in rows]
+
+
+def test_the_icedb_example_equals_duckdb_run_directly_on_the_input(
+    lake: tuple[Inserter, QueryEngine], tmp_path: Path
+) -> None:
+    inserter, engine = lake
+    rows = events(6000, days=240, start=datetime(2026, 1, 1))
+    for offset in range(0, len(rows), 1000):
+        inserter.insert_rows("events", rows[offset : offset + 1000])
+
+    result = engine.query(ICEDB_QUERY.format(table="events"))
+
+    source = tmp_path / "input.json"
+    source.write_bytes(orjson.dumps(rows))
+    direct = duckdb.sql(
+        ICEDB_QUERY.format(
+            table=f"read_json('{source}', columns = {{'ts': 'TIMESTAMP', 'event': 'VARCHAR',"
+            " 'uid': 'VARCHAR', 'properties': 'JSON'})"
+        )
+    ).fetchall()
+    assert [tuple(r.values()) for r in result.rows.to_pylist()] == direct
+    assert len(direct) > 10
+    plan = result.plan("events")
+    # Only February to July's days were listed: 181 of the 240 days' files.
+    assert plan.files_considered == 6 * 181 // 6 or plan.files_considered < 240 * 6
+    assert all(
+        "day=2026-0" in p and not p.startswith("events/data/day=2026-01") for p in plan.paths
+    )
+
+
+def test_a_query_pinned_at_a_snapshot_gives_the_same_answer_after_later_inserts(
+    lake: tuple[Inserter, QueryEngine], meta: MetaStore
+) -> None:
+    inserter, engine = lake
+    inserter.insert_rows("events", events(500, days=3, start=datetime(2026, 3, 1)))
+    pinned = meta.resolve_snapshot("events")
+    sql = "SELECT event, count(*) AS n FROM events GROUP BY event ORDER BY event"
+    before = engine.query(sql, snapshot_id=pinned).rows
+    inserter.insert_rows("events", events(500, days=3, start=datetime(2026, 3, 1), seed=8))
+    assert engine.query(sql, snapshot_id=pinned).rows == before
+    assert engine.query(sql).rows != before
+    as_of = meta.snapshots("events")[0].committed_at
+    assert engine.query(sql, as_of=as_of).rows == before
+
+
+def test_a_one_day_query_on_a_30_day_table_considers_only_that_days_files(
+    lake: tuple[Inserter, QueryEngine],
+) -> None:
+    inserter, engine = lake
+    rows = events(3000, days=30, start=datetime(2026, 4, 1))
+    for offset in range(0, len(rows), 1000):
+        inserter.insert_rows("events", rows[offset : offset + 1000])
+    result = engine.query(
+        "SELECT count(*) AS n FROM events WHERE ts >= '2026-04-10' AND ts < '2026-04-11'"
+    )
+    plan = result.plan("events")
+    assert plan.files_considered == plan.files_scanned == 1
+    assert plan.paths[0].startswith("events/data/day=2026-04-10/")
+    expected = sum(1 for r in rows if str(r["ts"]).startswith("2026-04-10"))
+    assert result.rows.to_pylist() == [{"n": expected}]
+    # An inclusive BETWEEN on whole days lists both days; the statistics keep the second out.
+    two = engine.query(
+        "SELECT count(*) AS n FROM events WHERE ts BETWEEN '2026-04-10' AND '2026-04-10 23:59:59'"
+    ).plan("events")
+    assert two.files_considered == 1
+
+
+def test_statistics_prune_files_whose_ranges_cannot_match(
+    lake: tuple[Inserter, QueryEngine],
+) -> None:
+    inserter, engine = lake
+    for batch in range(4):  # four files in one day, each with its own uid range
+        inserter.insert_rows(
+            "events",
+            [
+                {"ts": "2026-05-01T12:00:00Z", "event": "click", "uid": f"u{batch}-{i:03d}"}
+                for i in range(100)
+            ],
+        )
+    result = engine.query("SELECT count(*) AS n FROM events WHERE uid = 'u2-050'")
+    plan = result.plan("events")
+    assert result.rows.to_pylist() == [{"n": 1}]
+    assert (plan.files_considered, plan.files_scanned) == (4, 1)
+    full = engine.query("SELECT count(*) AS n FROM events").plan("events")
+    assert full.files_scanned == 4 and plan.bytes_scanned < full.bytes_scanned / 3
+
+
+def test_an_explicit_time_range_restricts_the_view(lake: tuple[Inserter, QueryEngine]) -> None:
+    inserter, engine = lake
+    rows = events(1000, days=10, start=datetime(2026, 6, 1))
+    inserter.insert_rows("events", rows)
+    window = TimeRange(start=datetime(2026, 6, 3), end=datetime(2026, 6, 5))
+    result = engine.query("SELECT count(*) AS n FROM events", time_range={"events": window})
+    expected = sum(1 for r in rows if "2026-06-03" <= str(r["ts"])[:10] < "2026-06-05")
+    assert result.rows.to_pylist() == [{"n": expected}]
+    assert result.plan("events").files_considered == 2
+
+
+def test_an_empty_table_answers_with_no_rows(lake: tuple[Inserter, QueryEngine]) -> None:
+    _, engine = lake
+    result = engine.query("SELECT count(*) AS n, max(ts) AS last FROM events")
+    assert result.rows.to_pylist() == [{"n": 0, "last": None}]
+    assert result.plan("events").snapshot_id == 0
+
+
+def test_json_columns_and_row_ids_are_queryable(lake: tuple[Inserter, QueryEngine]) -> None:
+    inserter, engine = lake
+    inserter.insert_rows(
+        "events", [{"ts": "2026-05-01", "event": "e", "properties": {"a": {"b": [1, 2]}}}]
+    )
+    row = engine.query(
+        "SELECT properties.a.b[0] AS first, octet_length(_row_id) AS id_bytes FROM events"
+    ).rows.to_pylist()
+    assert json.loads(row[0]["first"]) == 1 and row[0]["id_bytes"] == 16
+
+
+ESCAPES = [
+    ("SELECT * FROM read_csv('/etc/passwd')", "Cannot access"),
+    ("SELECT * FROM read_text('/etc/hostname')", "Cannot access"),
+    ("SELECT * FROM read_parquet('s3://elsewhere/x.parquet')", "Cannot access"),
+    ("SELECT * FROM read_parquet('https://example.com/x.parquet')", "Cannot access"),
+    ("SELECT * FROM glob('/*')", "Cannot access"),
+    ("SELECT * FROM '/etc/passwd'", "'/etc/passwd'"),
+    ("COPY (SELECT 1) TO '/tmp/icefloe-escape.csv'", "COPY statements are not allowed"),
+    ("ATTACH '/tmp/icefloe-escape.db'", "ATTACH statements are not allowed"),
+    ("INSTALL httpfs", "INSTALL/LOAD statements are not allowed"),
+    ("LOAD httpfs", "INSTALL/LOAD statements are not allowed"),
+    ("SET enable_external_access = true", "SET statements are not allowed"),
+    ("RESET lock_configuration", "statements are not allowed"),
+    ("PRAGMA database_list", "PRAGMA statements are not allowed"),
+    ("CREATE TABLE t AS SELECT 1", "CREATE statements are not allowed"),
+    ("DROP VIEW events", "DROP statements are not allowed"),
+    ("SELECT 1; SELECT 2", "one statement per query"),
+    ("SELECT 1; COPY (SELECT 1) TO '/tmp/x.csv'", "one statement per query"),
+    ("CALL pragma_version()", "CALL statements are not allowed"),
+    ("EXPORT DATABASE '/tmp/icefloe-export'", "statements are not allowed"),
+    ("UPDATE events SET event = 'x'", "UPDATE statements are not allowed"),
+    ("", "empty"),
+]
+
+
+@pytest.mark.parametrize(("sql", "message"), ESCAPES, ids=[e[0][:40] for e in ESCAPES])
+def test_sandbox_escapes_are_refused_with_a_clear_message(
+    lake: tuple[Inserter, QueryEngine], sql: str, message: str
+) -> None:
+    inserter, engine = lake
+    inserter.insert_rows("events", [{"ts": "2026-05-01", "event": "e"}])
+    with pytest.raises((InvalidInputError, TableNotFoundError)) as refused:
+        engine.query(sql)
+    assert message in str(refused.value)
+    assert not Path("/tmp/icefloe-escape.csv").exists()
+
+
+def test_the_sandbox_refuses_other_files_even_next_to_a_lake_table(
+    lake: tuple[Inserter, QueryEngine], objects: LocalObjectStore
+) -> None:
+    inserter, engine = lake
+    first = inserter.insert_rows("events", [{"ts": "2026-05-01", "event": "a"}])
+    inserter.insert_rows("events", [{"ts": "2026-05-02", "event": "b"}])
+    # A file of the head snapshot that the one-day query pruned away is not readable either.
+    other = objects.uri(next(p for p in inserter_files(engine) if p not in first.files))
+    with pytest.raises(QueryFailedError, match="Cannot access"):
+        engine.query(
+            f"SELECT count(*) FROM events WHERE ts < '2026-05-02'"
+            f" AND (SELECT count(*) FROM read_parquet('{other}')) > 0"
+        )
+    # Without the escape, the same query reads only its one pruned file.
+    plan = engine.query("SELECT count(*) FROM events WHERE ts < '2026-05-02'").plan("events")
+    assert plan.paths == first.files
+
+
+def inserter_files(engine: QueryEngine) -> list[str]:
+    return list(engine.query("SELECT 1 AS x FROM events LIMIT 0").plan("events").paths)
+
+
+def test_bad_sql_and_unknown_tables_give_duckdbs_message(
+    lake: tuple[Inserter, QueryEngine],
+) -> None:
+    _, engine = lake
+    with pytest.raises(QueryRefusedError, match="syntax error"):
+        engine.query("SELEC 1")
+    with pytest.raises(QueryFailedError, match="nope"):
+        engine.query("SELECT nope FROM events")
+    with pytest.raises(TableNotFoundError, match="missing"):
+        engine.query("SELECT * FROM missing")
+    with pytest.raises(SnapshotNotFoundError):
+        engine.query("SELECT * FROM events", snapshot_id=42)
+    assert engine.query("WITH q AS (SELECT 1 AS one) SELECT one FROM q").rows.to_pylist() == [
+        {"one": 1}
+    ]
+
+
+def test_a_query_over_its_time_limit_is_interrupted(
+    meta: MetaStore, objects: LocalObjectStore, lake: tuple[Inserter, QueryEngine]
+) -> None:
+    engine = QueryEngine(meta=meta, objects=objects, limits=QueryLimits(timeout_s=0.3))
+    with pytest.raises(QueryTimeoutError, match="time limit"):
+        engine.query("SELECT count(*) FROM range(10000000000) t WHERE hash(t.range) % 7 = 3")
+
+
+def test_a_range_past_the_data_lists_no_files(lake: tuple[Inserter, QueryEngine]) -> None:
+    inserter, engine = lake
+    inserter.insert_rows("events", [{"ts": "2026-05-01", "event": "a"}])
+    result = engine.query("SELECT count(*) AS n FROM events WHERE ts >= '2030-01-01'")
+    assert result.rows.to_pylist() == [{"n": 0}]
+    assert result.plan("events").files_considered == 0
