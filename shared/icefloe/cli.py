@@ -61,6 +61,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--merge", default="append", help="append | replace(KEY[; version=COL]) | ..."
     )
     create.add_argument(
+        "--tenant-column", help="scope tenant queries by this column (an identity partition)"
+    )
+    create.add_argument(
         "--if-not-exists", action="store_true", help="succeed without change if the table exists"
     )
     _add_format(create)
@@ -85,6 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
     query.add_argument("--snapshot", type=int, help="pin this snapshot (the query names one table)")
     query.add_argument("--format", choices=("table", "json", "csv", "parquet"), default="table")
     query.add_argument("--output", help="write the result to this file (parquet needs it)")
+    query.add_argument("--tenant", help="see only this tenant's rows of every table")
 
     files = commands.add_parser("files", help="the files of a table at a snapshot")
     files.add_argument("name")
@@ -167,6 +171,7 @@ def _table_create(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> in
             sort_by=args.sort_by,
             row_group_by=args.row_group_by,
             merge=args.merge,
+            tenant_column=args.tenant_column,
         )
     try:
         info = runtime.meta.create_table(spec)
@@ -306,7 +311,7 @@ def _query(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
     engine = QueryEngine(
         meta=runtime.meta, objects=runtime.objects, configure=_duckdb_configurer(runtime)
     )
-    result = engine.query(args.sql, snapshot_id=args.snapshot)
+    result = engine.query(args.sql, snapshot_id=args.snapshot, tenant=args.tenant)
     write_result(result.rows, fmt=args.format, out=out, output=args.output)
     return 0
 

@@ -262,3 +262,52 @@ def test_a_range_past_the_data_lists_no_files(lake: tuple[Inserter, QueryEngine]
     result = engine.query("SELECT count(*) AS n FROM events WHERE ts >= '2030-01-01'")
     assert result.rows.to_pylist() == [{"n": 0}]
     assert result.plan("events").files_considered == 0
+
+
+@pytest.fixture
+def tenants(meta: MetaStore, objects: LocalObjectStore) -> QueryEngine:
+    meta.create_table(
+        TableSpec.create(
+            name="shared_events",
+            schema="ts TIMESTAMP NOT NULL, tenant VARCHAR NOT NULL, secret VARCHAR",
+            partition_by="tenant, day(ts)",
+            tenant_column="tenant",
+        )
+    )
+    inserter = Inserter(meta=meta, objects=objects)
+    inserter.insert_rows(
+        "shared_events",
+        [
+            {"ts": f"2026-05-0{1 + i % 3}", "tenant": tenant, "secret": f"{tenant}-{i}"}
+            for tenant in ("a", "b", "o'brien")
+            for i in range(10)
+        ],
+    )
+    inserter.close()
+    return QueryEngine(meta=meta, objects=objects)
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT secret FROM shared_events",
+        "SELECT secret FROM shared_events WHERE tenant = 'b' OR 1=1",
+        "SELECT secret FROM shared_events WHERE tenant <> 'a'",
+        "SELECT s.secret FROM shared_events s JOIN shared_events t ON true",
+        "WITH x AS (SELECT * FROM shared_events) SELECT secret FROM x UNION ALL SELECT 'z'",
+    ],
+)
+def test_a_tenant_never_sees_another_tenants_rows(tenants: QueryEngine, sql: str) -> None:
+    for tenant in ("a", "o'brien"):
+        result = tenants.query(sql, tenant=tenant)
+        secrets = {s for s in result.rows.column(0).to_pylist() if s != "z"}
+        assert secrets <= {f"{tenant}-{i}" for i in range(10)}
+        plan = result.plan("shared_events")
+        assert all(f"tenant={tenant.replace(chr(39), '%27')}/" in p for p in plan.paths)
+
+
+def test_a_tenant_query_cannot_read_a_table_without_a_tenant_column(
+    tenants: QueryEngine, lake: tuple[Inserter, QueryEngine]
+) -> None:
+    with pytest.raises(QueryRefusedError, match="no tenant column"):
+        tenants.query("SELECT * FROM shared_events, events", tenant="a")

@@ -20,7 +20,14 @@ from icefloe.ingest.row_ids import ROW_ID_COLUMN
 from icefloe.metastore.models import DataFile
 from icefloe.metastore.store import MetaStore
 from icefloe.query.pruning import ColumnRange, column_ranges, file_may_match, listing_window
-from icefloe.query.sandbox import QueryLimits, QueryTimeoutError, check_sql, lock_down, time_limit
+from icefloe.query.sandbox import (
+    QueryLimits,
+    QueryRefusedError,
+    QueryTimeoutError,
+    check_sql,
+    lock_down,
+    time_limit,
+)
 from icefloe.query.sql_refs import analyze
 from icefloe.spec import TableSpec
 from icefloe.storage import ObjectStore
@@ -81,9 +88,11 @@ class QueryEngine:
         snapshot_id: int | None = None,
         as_of: datetime | None = None,
         time_range: Mapping[str, TimeRange] | None = None,
+        tenant: str | None = None,
     ) -> QueryResult:
         """Run one SELECT. ``snapshot_id`` (one table only) or ``as_of`` pins the snapshot of
-        each table; by default each table's head. ``time_range`` restricts a table's view."""
+        each table; by default each table's head. ``time_range`` restricts a table's view.
+        ``tenant`` scopes every table to that tenant's partition, whatever the SQL says."""
         statement = check_sql(sql, limits=self.limits)
         refs = analyze(statement)
         lake_tables = {t.name: t for t in self._meta.list_tables()}
@@ -93,6 +102,13 @@ class QueryEngine:
         unknown = sorted(refs.tables - set(lake_tables))
         if unknown and not named:
             raise TableNotFoundError(f"no table named {unknown[0]!r}")
+        if tenant is not None:
+            unscoped = [t for t in named if lake_tables[t].spec.tenant_column is None]
+            if unscoped:
+                raise QueryRefusedError(
+                    f"query refused: table {unscoped[0]!r} has no tenant column,"
+                    " so a tenant's query cannot read it"
+                )
         con = duck.connect()
         try:
             if self._configure is not None:
@@ -107,9 +123,11 @@ class QueryEngine:
                     as_of=as_of,
                     bounds=refs.bounds.get(name, ()),
                     window=window,
+                    tenant=tenant,
                     con=con,
                 )
-                con.execute(_view_sql(spec, [self._objects.uri(f.path) for f in files], window))
+                uris = [self._objects.uri(f.path) for f in files]
+                con.execute(_view_sql(spec, uris, window, tenant=tenant))
                 plans.append(plan)
             lock_down(
                 con,
@@ -129,6 +147,7 @@ class QueryEngine:
         as_of: datetime | None,
         bounds: Sequence[Any],
         window: TimeRange | None,
+        tenant: str | None,
         con: duckdb.DuckDBPyConnection,
     ) -> tuple[TablePlan, list[DataFile]]:
         pinned = self._meta.resolve_snapshot(spec.name, snapshot_id=snapshot_id, as_of=as_of)
@@ -149,6 +168,8 @@ class QueryEngine:
             if pinned
             else []
         )
+        if tenant is not None:
+            considered = [f for f in considered if _in_tenant(f, spec, tenant)]
         scanned = [f for f in considered if file_may_match(f, ranges, spec)]
         plan = TablePlan(
             table=spec.name,
@@ -201,7 +222,16 @@ def _caster(con: duckdb.DuckDBPyConnection) -> Any:
     return cast
 
 
-def _view_sql(spec: TableSpec, uris: Sequence[str], window: TimeRange | None) -> str:
+def _in_tenant(file: DataFile, spec: TableSpec, tenant: str) -> bool:
+    field = next(
+        f for f in spec.partition_by if f.transform == "identity" and f.source == spec.tenant_column
+    )
+    return file.partition_values.get(field.name) == field.to_path_value(tenant)
+
+
+def _view_sql(
+    spec: TableSpec, uris: Sequence[str], window: TimeRange | None, *, tenant: str | None = None
+) -> str:
     columns = [(c.name, c.type) for c in spec.columns] + [(ROW_ID_COLUMN, "BLOB")]
     name = ident(spec.name)
     if not uris:
@@ -209,18 +239,19 @@ def _view_sql(spec: TableSpec, uris: Sequence[str], window: TimeRange | None) ->
         return f"CREATE VIEW {name} AS SELECT {nulls} WHERE false"
     select = ", ".join(f"CAST({ident(c)} AS {t}) AS {ident(c)}" for c, t in columns)
     files = "[" + ", ".join(string_literal(u) for u in uris) + "]"
-    where = ""
+    conditions = []
+    if tenant is not None and spec.tenant_column is not None:
+        # Files were chosen by tenant partition already; this filter is a second lock.
+        conditions.append(f"{ident(spec.tenant_column)} = {string_literal(tenant)}")
     field = spec.time_partition_field
     if window is not None and field is not None:
-        conditions = []
         if window.start is not None:
             conditions.append(
                 f"{ident(field.source)} >= {string_literal(window.start.isoformat())}"
             )
         if window.end is not None:
             conditions.append(f"{ident(field.source)} < {string_literal(window.end.isoformat())}")
-        if conditions:
-            where = " WHERE " + " AND ".join(conditions)
+    where = " WHERE " + " AND ".join(conditions) if conditions else ""
     return (
         f"CREATE VIEW {name} AS SELECT {select}"
         f" FROM read_parquet({files}, hive_partitioning = false){where}"
