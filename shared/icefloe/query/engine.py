@@ -127,7 +127,7 @@ class QueryEngine:
                     con=con,
                 )
                 uris = [self._objects.uri(f.path) for f in files]
-                con.execute(_view_sql(spec, uris, window, tenant=tenant))
+                con.execute(view_sql(spec, uris, window, tenant=tenant))
                 plans.append(plan)
             lock_down(
                 con,
@@ -138,6 +138,31 @@ class QueryEngine:
         finally:
             con.close()
         return QueryResult(rows=rows, plans=tuple(plans))
+
+    def plan(
+        self,
+        table: str,
+        *,
+        snapshot_id: int | None = None,
+        as_of: datetime | None = None,
+        time_range: TimeRange | None = None,
+    ) -> TablePlan:
+        """The files a read of ``table`` at a snapshot needs, pruned to ``time_range``."""
+        spec = self._meta.get_table(table).spec
+        con = duck.connect()
+        try:
+            plan, _ = self._plan(
+                spec,
+                snapshot_id=snapshot_id,
+                as_of=as_of,
+                bounds=(),
+                window=time_range,
+                tenant=None,
+                con=con,
+            )
+        finally:
+            con.close()
+        return plan
 
     def _plan(
         self,
@@ -229,14 +254,21 @@ def _in_tenant(file: DataFile, spec: TableSpec, tenant: str) -> bool:
     return file.partition_values.get(field.name) == field.to_path_value(tenant)
 
 
-def _view_sql(
-    spec: TableSpec, uris: Sequence[str], window: TimeRange | None, *, tenant: str | None = None
+def view_sql(
+    spec: TableSpec,
+    uris: Sequence[str],
+    window: TimeRange | None,
+    *,
+    tenant: str | None = None,
+    replace: bool = False,
 ) -> str:
+    """``CREATE VIEW <table>`` over exactly ``uris``, columns cast to the spec's types."""
+    create = "CREATE OR REPLACE VIEW" if replace else "CREATE VIEW"
     columns = [(c.name, c.type) for c in spec.columns] + [(ROW_ID_COLUMN, "BLOB")]
     name = ident(spec.name)
     if not uris:
         nulls = ", ".join(f"CAST(NULL AS {t}) AS {ident(c)}" for c, t in columns)
-        return f"CREATE VIEW {name} AS SELECT {nulls} WHERE false"
+        return f"{create} {name} AS SELECT {nulls} WHERE false"
     select = ", ".join(f"CAST({ident(c)} AS {t}) AS {ident(c)}" for c, t in columns)
     files = "[" + ", ".join(string_literal(u) for u in uris) + "]"
     conditions = []
@@ -253,6 +285,6 @@ def _view_sql(
             conditions.append(f"{ident(field.source)} < {string_literal(window.end.isoformat())}")
     where = " WHERE " + " AND ".join(conditions) if conditions else ""
     return (
-        f"CREATE VIEW {name} AS SELECT {select}"
+        f"{create} {name} AS SELECT {select}"
         f" FROM read_parquet({files}, hive_partitioning = false){where}"
     )

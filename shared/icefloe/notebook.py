@@ -1,0 +1,99 @@
+"""The notebook client: the lake's tables in your own DuckDB, pandas or polars.
+
+Unlike the query service this is not sandboxed: it is the caller's own process. It gives the
+same snapshot-pinned view of the tables::
+
+    from icefloe.notebook import Lake
+    lake = Lake.from_env()
+    con = lake.connect()                          # every table is a view at its head snapshot
+    con.sql("SELECT event, count(*) FROM events GROUP BY ALL").show()
+    lake.table("events", start=datetime(2026, 2, 1), end=datetime(2026, 3, 1)).df()
+    pandas.read_parquet(lake.file_urls("events"))  # or polars.read_parquet(...)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+
+import duckdb
+
+from icefloe import duck
+from icefloe.config import Settings
+from icefloe.duck import ident
+from icefloe.errors import ConfigError
+from icefloe.query.engine import QueryEngine, TimeRange, view_sql
+from icefloe.runtime import Runtime
+
+
+class Lake:
+    """A read-only handle on the lake for interactive use."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        if runtime.settings.warehouse.scheme != "file":
+            raise ConfigError("the notebook client reads local warehouses only so far")
+        self._runtime = runtime
+        self._engine = QueryEngine(meta=runtime.meta, objects=runtime.objects)
+
+    @classmethod
+    def from_env(cls) -> Lake:
+        return cls(Runtime.open(Settings.from_env(), max_connections=2))
+
+    def close(self) -> None:
+        self._runtime.close()
+
+    def file_urls(
+        self,
+        table: str,
+        *,
+        snapshot_id: int | None = None,
+        as_of: datetime | None = None,
+        start: datetime | None = None,
+        end: datetime | None = None,
+    ) -> list[str]:
+        """The Parquet files of ``table`` at a snapshot (default head), pruned to ``[start, end)``."""
+        window = TimeRange(start, end) if start or end else None
+        plan = self._engine.plan(table, snapshot_id=snapshot_id, as_of=as_of, time_range=window)
+        return [self._runtime.objects.uri(p) for p in plan.paths]
+
+    def connect(
+        self,
+        *,
+        as_of: datetime | None = None,
+        snapshots: Mapping[str, int] | None = None,
+        con: duckdb.DuckDBPyConnection | None = None,
+    ) -> duckdb.DuckDBPyConnection:
+        """A DuckDB connection where every lake table is a view at a pinned snapshot (its head,
+        ``snapshots[table]``, or the last one at ``as_of``), plus a table macro
+        ``<table>_between(start, end)`` for tables partitioned by time (IceDB's range macro)."""
+        con = con or duck.connect()
+        for info in self._runtime.meta.list_tables():
+            pinned = (snapshots or {}).get(info.name)
+            urls = self.file_urls(info.name, snapshot_id=pinned, as_of=as_of)
+            con.execute(view_sql(info.spec, urls, None, replace=True))
+            field = info.spec.time_partition_field
+            if field is not None:
+                con.execute(  # names through ident(): validated identifiers
+                    f"CREATE OR REPLACE MACRO {ident(info.name + '_between')}(start_at, end_at) AS TABLE"
+                    f" SELECT * FROM {ident(info.name)}"
+                    f" WHERE {ident(field.source)} >= start_at AND {ident(field.source)} < end_at"
+                )
+        return con
+
+    def table(
+        self,
+        table: str,
+        *,
+        start: datetime | None = None,
+        end: datetime | None = None,
+        snapshot_id: int | None = None,
+        con: duckdb.DuckDBPyConnection | None = None,
+    ) -> duckdb.DuckDBPyRelation:
+        """One table as a DuckDB relation over only the files of ``[start, end)``; call
+        ``.df()``, ``.pl()`` or ``.arrow()`` on it."""
+        spec = self._runtime.meta.get_table(table).spec
+        window = TimeRange(start, end) if start or end else None
+        urls = self.file_urls(table, snapshot_id=snapshot_id, start=start, end=end)
+        con = con or duck.connect()
+        con.execute(view_sql(spec, urls, window, replace=True))
+        return con.table(table)
