@@ -94,7 +94,22 @@ class QueryEngine:
         each table; by default each table's head. ``time_range`` restricts a table's view.
         ``tenant`` scopes every table to that tenant's partition, whatever the SQL says."""
         statement = check_sql(sql, limits=self.limits)
-        refs = analyze(statement)
+        con = duck.connect()
+        try:
+            return self._query(con, statement, snapshot_id, as_of, time_range, tenant)
+        finally:
+            con.close()
+
+    def _query(
+        self,
+        con: duckdb.DuckDBPyConnection,
+        statement: str,
+        snapshot_id: int | None,
+        as_of: datetime | None,
+        time_range: Mapping[str, TimeRange] | None,
+        tenant: str | None,
+    ) -> QueryResult:
+        refs = analyze(statement, con=con)
         lake_tables = {t.name: t for t in self._meta.list_tables()}
         named = sorted(t for t in refs.tables if t in lake_tables)
         if snapshot_id is not None and len(named) != 1:
@@ -109,34 +124,30 @@ class QueryEngine:
                     f"query refused: table {unscoped[0]!r} has no tenant column,"
                     " so a tenant's query cannot read it"
                 )
-        con = duck.connect()
-        try:
-            if self._configure is not None:
-                self._configure(con)
-            plans = []
-            for name in named:
-                spec = lake_tables[name].spec
-                window = (time_range or {}).get(name)
-                plan, files = self._plan(
-                    spec,
-                    snapshot_id=snapshot_id,
-                    as_of=as_of,
-                    bounds=refs.bounds.get(name, ()),
-                    window=window,
-                    tenant=tenant,
-                    con=con,
-                )
-                uris = [self._objects.uri(f.path) for f in files]
-                con.execute(view_sql(spec, uris, window, tenant=tenant))
-                plans.append(plan)
-            lock_down(
-                con,
-                allowed_paths=[self._objects.uri(p) for plan in plans for p in plan.paths],
-                limits=self.limits,
+        if self._configure is not None:
+            self._configure(con)
+        plans = []
+        for name in named:
+            spec = lake_tables[name].spec
+            window = (time_range or {}).get(name)
+            plan, files = self._plan(
+                spec,
+                snapshot_id=snapshot_id,
+                as_of=as_of,
+                bounds=refs.bounds.get(name, ()),
+                window=window,
+                tenant=tenant,
+                con=con,
             )
-            rows = self._run(con, statement)
-        finally:
-            con.close()
+            uris = [self._objects.uri(f.path) for f in files]
+            con.execute(view_sql(spec, uris, window, tenant=tenant))
+            plans.append(plan)
+        lock_down(
+            con,
+            allowed_paths=[self._objects.uri(p) for plan in plans for p in plan.paths],
+            limits=self.limits,
+        )
+        rows = self._run(con, statement)
         return QueryResult(rows=rows, plans=tuple(plans))
 
     def plan(
@@ -149,19 +160,16 @@ class QueryEngine:
     ) -> TablePlan:
         """The files a read of ``table`` at a snapshot needs, pruned to ``time_range``."""
         spec = self._meta.get_table(table).spec
-        con = duck.connect()
-        try:
-            plan, _ = self._plan(
-                spec,
-                snapshot_id=snapshot_id,
-                as_of=as_of,
-                bounds=(),
-                window=time_range,
-                tenant=None,
-                con=con,
-            )
-        finally:
-            con.close()
+        # No bounds to cast, so no DuckDB connection is needed for this plan.
+        plan, _ = self._plan(
+            spec,
+            snapshot_id=snapshot_id,
+            as_of=as_of,
+            bounds=(),
+            window=time_range,
+            tenant=None,
+            con=None,
+        )
         return plan
 
     def _plan(
@@ -173,10 +181,10 @@ class QueryEngine:
         bounds: Sequence[Any],
         window: TimeRange | None,
         tenant: str | None,
-        con: duckdb.DuckDBPyConnection,
+        con: duckdb.DuckDBPyConnection | None,
     ) -> tuple[TablePlan, list[DataFile]]:
         pinned = self._meta.resolve_snapshot(spec.name, snapshot_id=snapshot_id, as_of=as_of)
-        ranges = column_ranges(spec, bounds, _caster(con))
+        ranges = column_ranges(spec, bounds, _caster(con)) if con is not None else {}
         field = spec.time_partition_field
         if window is not None and field is not None:
             r = ranges.get(field.source, ColumnRange())

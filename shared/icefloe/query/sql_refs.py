@@ -46,13 +46,16 @@ class SqlRefs:
     bounds: dict[str, tuple[Bound, ...]]
 
 
-def analyze(sql: str) -> SqlRefs:
-    """Base tables and pruning bounds of one SELECT statement."""
-    con = duckdb.connect(":memory:")
+def analyze(sql: str, *, con: duckdb.DuckDBPyConnection | None = None) -> SqlRefs:
+    """Base tables and pruning bounds of one SELECT statement (parsed by ``con``, or a
+    throwaway connection: opening one costs several milliseconds)."""
+    own = con is None
+    parser = duckdb.connect(":memory:") if con is None else con
     try:
-        raw = con.execute("SELECT json_serialize_sql(?)", [sql]).fetchone()
+        raw = parser.execute("SELECT json_serialize_sql(?)", [sql]).fetchone()
     finally:
-        con.close()
+        if own:
+            parser.close()
     assert raw is not None
     tree = json.loads(raw[0])
     if tree.get("error"):
