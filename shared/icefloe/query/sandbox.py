@@ -39,7 +39,7 @@ class QueryLimits:
     max_sql_chars: int = 100_000
 
 
-_LEADING = re.compile(r"^\s*(?:(?:--[^\n]*\n)|(?:/\*.*?\*/)|\s)*([A-Za-z]+)", re.DOTALL)
+_LEADING = re.compile(r"^(?:--[^\n]*\n|/\*.*?\*/|\s|\()*([A-Za-z]+)", re.DOTALL)
 _NAMED = {
     duckdb.StatementType.COPY: "COPY",
     duckdb.StatementType.ATTACH: "ATTACH",
