@@ -50,6 +50,7 @@ BENCH_SCALE ?= full
 bench: venv
 	$(PY) -m benchmarks.metastore_bench --scale $(BENCH_SCALE)
 	$(PY) -m benchmarks.insert_bench --scale $(BENCH_SCALE)
+	$(PY) -m benchmarks.query_bench --scale $(BENCH_SCALE)
 
 stop: venv
 	$(BIN)/icefloe db stop
