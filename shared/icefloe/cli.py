@@ -21,7 +21,7 @@ from uuid import UUID
 
 from icefloe import __version__
 from icefloe.config import Settings
-from icefloe.errors import ConfigError, IcefloeError, InvalidInputError, TableExistsError
+from icefloe.errors import IcefloeError, InvalidInputError, TableExistsError
 from icefloe.ingest import INPUT_FORMATS, InputFormat, Inserter, format_from_suffix
 from icefloe.metastore.embedded import stop_embedded
 from icefloe.metastore.models import TableInfo
@@ -319,7 +319,9 @@ def _query(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
 def _duckdb_configurer(runtime: Runtime) -> Callable[[Any], None] | None:
     if runtime.settings.warehouse.scheme != "s3":
         return None
-    raise ConfigError("querying an S3 warehouse is not built yet (DuckDB's S3 access is next)")
+    from icefloe.query.s3_access import configure_s3_from_settings
+
+    return lambda con: configure_s3_from_settings(con, runtime.settings)
 
 
 def _files(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:

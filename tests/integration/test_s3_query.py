@@ -1,0 +1,118 @@
+"""Insert and query through a real HTTP S3 endpoint (moto's server): DuckDB reads with the
+offline httpfs extension, and the sandbox still opens only the snapshot's own objects."""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Iterator
+
+import boto3
+import pytest
+from moto.server import ThreadedMotoServer
+
+from icefloe.cli import main
+from icefloe.config import Settings
+from icefloe.ingest import Inserter
+from icefloe.query import QueryEngine, QueryFailedError
+from icefloe.query.s3_access import S3Credentials, configure_s3, configure_s3_from_settings
+from icefloe.runtime import Runtime
+from icefloe.spec import TableSpec
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def s3_endpoint() -> Iterator[str]:
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    yield f"http://{host}:{port}"
+    server.stop()
+
+
+@pytest.fixture
+def s3_env(
+    monkeypatch: pytest.MonkeyPatch,
+    s3_endpoint: str,
+    postgres_dsn: str,
+    schema_name: str,
+    tmp_path: object,
+) -> Settings:
+    env = {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "ICEFLOE_WAREHOUSE": "s3://lake-bucket/wh",
+        "ICEFLOE_S3_ENDPOINT_URL": s3_endpoint,
+        "ICEFLOE_DATABASE_URL": postgres_dsn,
+        "ICEFLOE_DATABASE_SCHEMA": schema_name,
+        "ICEFLOE_HOME": str(tmp_path),
+    }
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    s3 = boto3.client("s3", endpoint_url=s3_endpoint, region_name="us-east-1")
+    if "lake-bucket" not in [b["Name"] for b in s3.list_buckets()["Buckets"]]:
+        s3.create_bucket(Bucket="lake-bucket")
+    s3.put_object(Bucket="lake-bucket", Key="elsewhere/secret.csv", Body=b"secret\n42\n")
+    return Settings.from_env()
+
+
+def test_insert_and_query_over_s3_with_the_sandbox_on(s3_env: Settings) -> None:
+    with Runtime.open(s3_env) as runtime:
+        runtime.meta.migrate()
+        runtime.meta.create_table(
+            TableSpec.create(
+                name="events", schema="ts TIMESTAMP NOT NULL, event VARCHAR", partition_by="day(ts)"
+            )
+        )
+        inserter = Inserter(meta=runtime.meta, objects=runtime.objects)
+        inserter.insert_rows(
+            "events", [{"ts": f"2026-05-0{d}T10:00:00Z", "event": e} for d in (1, 2) for e in "abc"]
+        )
+        inserter.close()
+        engine = QueryEngine(
+            meta=runtime.meta,
+            objects=runtime.objects,
+            configure=lambda con: configure_s3_from_settings(con, s3_env),
+        )
+        result = engine.query("SELECT count(*) AS n FROM events WHERE ts < '2026-05-02'")
+        assert result.rows.to_pylist() == [{"n": 3}]
+        plan = result.plan("events")
+        assert plan.files_scanned == 1 and plan.paths[0].startswith("events/data/day=2026-05-01/")
+        with pytest.raises(QueryFailedError, match="Cannot access"):
+            engine.query("SELECT * FROM read_csv('s3://lake-bucket/elsewhere/secret.csv')")
+
+
+def test_the_cli_queries_an_s3_warehouse(s3_env: Settings) -> None:
+    out = io.StringIO()
+    assert main(["init"], out=out) == 0
+    assert main(["table", "create", "t", "--schema", "k VARCHAR"], out=out) == 0
+    with Runtime.open(s3_env) as runtime:
+        inserter = Inserter(meta=runtime.meta, objects=runtime.objects)
+        inserter.insert_rows("t", [{"k": "x"}, {"k": "y"}])
+        inserter.close()
+    out = io.StringIO()
+    assert main(["query", "SELECT k FROM t ORDER BY k", "--format", "json"], out=out) == 0
+    assert json.loads(out.getvalue()) == [{"k": "x"}, {"k": "y"}]
+    out = io.StringIO()
+    assert main(["files", "t", "--format", "json"], out=out) == 0
+    assert json.loads(out.getvalue())[0]["path"].startswith("s3://lake-bucket/wh/t/data/")
+
+
+def test_credentials_never_show_in_their_repr() -> None:
+    assert "hunter2" not in repr(S3Credentials("AKIA", "hunter2"))
+
+
+def test_a_quote_in_a_credential_cannot_break_out_of_the_secret(s3_endpoint: str) -> None:
+    import duckdb
+
+    con = duckdb.connect()
+    configure_s3(
+        con,
+        region="us-east-1",
+        endpoint_url=s3_endpoint,
+        credentials=S3Credentials("id', TYPE gcs, KEY_ID 'x", "s"),
+    )
+    secrets = con.execute("SELECT type FROM duckdb_secrets()").fetchall()
+    assert secrets == [("s3",)]
