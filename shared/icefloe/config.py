@@ -69,6 +69,18 @@ class Settings:
     database_schema: str = DEFAULT_SCHEMA
     s3_endpoint_url: str | None = None
     aws_region: str = "us-east-1"
+    # Where large query results go (the query function may write only there).
+    results: WarehouseLocation | None = None
+
+    @property
+    def results_location(self) -> WarehouseLocation:
+        """``ICEFLOE_RESULTS``, else ``results/`` beside the warehouse prefix (S3) or under
+        ``ICEFLOE_HOME`` (local)."""
+        if self.results is not None:
+            return self.results
+        if self.warehouse.scheme == "s3":
+            return WarehouseLocation(scheme="s3", bucket=self.warehouse.bucket, prefix="results")
+        return WarehouseLocation(scheme="file", path=self.home / "results")
 
     def __post_init__(self) -> None:
         if not _SCHEMA_NAME.match(self.database_schema):
@@ -98,4 +110,7 @@ class Settings:
             database_schema=env.get("ICEFLOE_DATABASE_SCHEMA") or DEFAULT_SCHEMA,
             s3_endpoint_url=endpoint,
             aws_region=env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or "us-east-1",
+            results=WarehouseLocation.parse(env["ICEFLOE_RESULTS"])
+            if env.get("ICEFLOE_RESULTS")
+            else None,
         )

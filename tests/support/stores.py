@@ -55,5 +55,8 @@ class FailingAfterPuts(ObjectStore):
     def delete_many(self, keys: Iterable[str]) -> DeleteResult:
         return self.inner.delete_many(keys)
 
+    def download_url(self, key: str, *, expires_s: int) -> str:
+        return self.inner.download_url(key, expires_s=expires_s)
+
     def list_prefix(self, prefix: str) -> Iterator[ObjectInfo]:
         return self.inner.list_prefix(prefix)

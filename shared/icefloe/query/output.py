@@ -56,7 +56,7 @@ def write_result(table: pa.Table, *, fmt: str, out: TextIO, output: str | None =
         text = json.dumps(json_rows(table), indent=None) + "\n"
     elif fmt == "csv":
         buffer = io.BytesIO()
-        pa_csv.write_csv(_csv_safe(table), buffer)
+        pa_csv.write_csv(csv_safe(table), buffer)
         text = buffer.getvalue().decode()
     else:
         text = text_table(table) + "\n"
@@ -66,7 +66,7 @@ def write_result(table: pa.Table, *, fmt: str, out: TextIO, output: str | None =
         out.write(text)
 
 
-def _csv_safe(table: pa.Table) -> pa.Table:
+def csv_safe(table: pa.Table) -> pa.Table:
     """CSV cannot hold nested or binary values: write those as JSON or hex text."""
     for position, field in enumerate(table.schema):
         if (

@@ -138,6 +138,10 @@ class ObjectStore(ABC):
         """Delete every key; missing keys are fine. All keys are validated before any delete."""
 
     @abstractmethod
+    def download_url(self, key: str, *, expires_s: int) -> str:
+        """A URL the caller can fetch the object from: presigned for S3, ``file://`` locally."""
+
+    @abstractmethod
     def list_prefix(self, prefix: str) -> Iterator[ObjectInfo]:
         """Every object whose key starts with ``prefix`` (a plain string prefix), by key order.
 

@@ -61,6 +61,9 @@ class LocalObjectStore(ObjectStore):
     def uri(self, key: str) -> str:
         return str(self._path(key))
 
+    def download_url(self, key: str, *, expires_s: int) -> str:
+        return self._path(key).as_uri()  # local files do not expire
+
     def put(self, key: str, data: bytes) -> ObjectInfo:
         return self._publish(key, self._path(key), lambda out: out.write(data))
 

@@ -178,6 +178,17 @@ class S3ObjectStore(ObjectStore):
             )
         return DeleteResult(deleted=len(distinct))
 
+    def download_url(self, key: str, *, expires_s: int) -> str:
+        s3_key = self._s3_key(key)
+        with self._errors("presign", s3_key):
+            return str(
+                self.client.generate_presigned_url(
+                    "get_object",
+                    Params={"Bucket": self.bucket, "Key": s3_key},
+                    ExpiresIn=expires_s,
+                )
+            )
+
     def list_prefix(self, prefix: str) -> Iterator[ObjectInfo]:
         validate_prefix(prefix)
         return self._list(prefix)

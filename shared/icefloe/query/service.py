@@ -1,0 +1,160 @@
+"""The query service: a request in, small results inline, large ones as a download link.
+
+Shared by the query Lambda and any other front end. The caller's program gets a typed
+:class:`QueryAnswer`; bad SQL and refusals surface as :class:`icefloe.errors.InvalidInputError`.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal
+
+import pyarrow as pa
+import pyarrow.csv as pa_csv
+import pyarrow.parquet as pq
+
+from icefloe.errors import InvalidInputError
+from icefloe.query.engine import QueryEngine, QueryResult
+from icefloe.query.output import csv_safe, json_rows
+from icefloe.storage import ObjectStore
+
+ResultFormat = Literal["json", "csv", "parquet"]
+REQUEST_KEYS = frozenset({"sql", "snapshot_id", "as_of", "format", "max_rows", "tenant"})
+DEFAULT_MAX_INLINE_ROWS = 1_000
+# Lambda's synchronous response limit is 6 MB; leave room for the envelope.
+MAX_INLINE_BYTES = 4 * 2**20
+
+
+@dataclass(frozen=True, slots=True)
+class QueryRequest:
+    sql: str
+    snapshot_id: int | None = None
+    as_of: datetime | None = None
+    format: ResultFormat = "json"
+    max_rows: int = DEFAULT_MAX_INLINE_ROWS
+    tenant: str | None = None
+
+    @classmethod
+    def parse(cls, event: object) -> QueryRequest:
+        """Validate a request object; every problem names the key at fault."""
+        if not isinstance(event, Mapping):
+            raise InvalidInputError('the request must be an object {"sql", ...}')
+        unknown = sorted(set(event) - REQUEST_KEYS)
+        if unknown:
+            raise InvalidInputError(
+                f"unknown request keys {unknown}; expected {sorted(REQUEST_KEYS)}"
+            )
+        sql = event.get("sql")
+        if not isinstance(sql, str) or not sql.strip():
+            raise InvalidInputError("'sql' must be a non-empty string")
+        fmt = event.get("format", "json")
+        if fmt not in ("json", "csv", "parquet"):
+            raise InvalidInputError("'format' must be one of json, csv, parquet")
+        snapshot_id = event.get("snapshot_id")
+        if snapshot_id is not None and (
+            not isinstance(snapshot_id, int) or isinstance(snapshot_id, bool) or snapshot_id < 1
+        ):
+            raise InvalidInputError("'snapshot_id' must be a positive integer")
+        as_of = event.get("as_of")
+        parsed_as_of = None
+        if as_of is not None:
+            try:
+                parsed_as_of = datetime.fromisoformat(str(as_of))
+            except ValueError as e:
+                raise InvalidInputError("'as_of' must be an ISO-8601 timestamp") from e
+            if parsed_as_of.tzinfo is None:
+                parsed_as_of = parsed_as_of.replace(tzinfo=UTC)
+        max_rows = event.get("max_rows", DEFAULT_MAX_INLINE_ROWS)
+        if not isinstance(max_rows, int) or isinstance(max_rows, bool) or max_rows < 0:
+            raise InvalidInputError("'max_rows' must be a non-negative integer")
+        tenant = event.get("tenant")
+        if tenant is not None and not isinstance(tenant, str):
+            raise InvalidInputError("'tenant' must be a string")
+        return cls(sql, snapshot_id, parsed_as_of, fmt, max_rows, tenant)
+
+
+@dataclass(frozen=True, slots=True)
+class QueryAnswer:
+    """Inline ``columns``/``rows`` (JSON-safe) or a ``url`` to the written result."""
+
+    row_count: int
+    snapshots: dict[str, int]
+    files_scanned: int
+    bytes_scanned: int
+    columns: list[str] | None = None
+    rows: list[list[Any]] | None = None
+    text: str | None = None
+    url: str | None = None
+    expires_at: str | None = None
+    result_bytes: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: v for k, v in _fields(self).items() if v is not None}
+
+
+def _fields(answer: QueryAnswer) -> dict[str, Any]:
+    return {name: getattr(answer, name) for name in answer.__slots__}
+
+
+def answer_query(
+    engine: QueryEngine,
+    request: QueryRequest,
+    *,
+    results: ObjectStore,
+    url_expires_s: int = 3600,
+) -> QueryAnswer:
+    """Run the request; inline when small (json/csv, at most ``max_rows`` rows and 4 MiB),
+    else written under the results store and returned as a link."""
+    result = engine.query(
+        request.sql, snapshot_id=request.snapshot_id, as_of=request.as_of, tenant=request.tenant
+    )
+    table = result.rows
+    base = _summary(result)
+    if request.format != "parquet" and table.num_rows <= request.max_rows:
+        if request.format == "json":
+            rows = [list(r.values()) for r in json_rows(table)]
+            if len(json.dumps(rows)) <= MAX_INLINE_BYTES:
+                return QueryAnswer(**base, columns=table.column_names, rows=rows)
+        else:
+            text = _encode(table, "csv").decode()
+            if len(text) <= MAX_INLINE_BYTES:
+                return QueryAnswer(**base, columns=table.column_names, text=text)
+    data = _encode(table, request.format)
+    key = f"{datetime.now(UTC):%Y/%m/%d}/{uuid.uuid4().hex}.{request.format}"
+    results.put(key, data)
+    expires = datetime.now(UTC) + timedelta(seconds=url_expires_s)
+    return QueryAnswer(
+        **base,
+        columns=table.column_names,
+        url=results.download_url(key, expires_s=url_expires_s),
+        expires_at=expires.isoformat(timespec="seconds"),
+        result_bytes=len(data),
+    )
+
+
+def _summary(result: QueryResult) -> dict[str, Any]:
+    return {
+        "row_count": result.rows.num_rows,
+        "snapshots": {p.table: p.snapshot_id for p in result.plans},
+        "files_scanned": sum(p.files_scanned for p in result.plans),
+        "bytes_scanned": sum(p.bytes_scanned for p in result.plans),
+    }
+
+
+def _encode(table: pa.Table, fmt: str) -> bytes:
+    buffer = io.BytesIO()
+    if fmt == "parquet":
+        pq.write_table(table, buffer, compression="zstd")
+    elif fmt == "csv":
+        pa_csv.write_csv(csv_safe(table), buffer)
+    else:
+        buffer.write(json.dumps(json_rows(table)).encode())
+    return buffer.getvalue()
+
+
+__all__ = ["QueryAnswer", "QueryRequest", "answer_query"]

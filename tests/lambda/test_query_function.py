@@ -1,0 +1,156 @@
+"""The query function end to end: real Postgres and DuckDB (httpfs over HTTP to moto's server),
+the function's environment and bucket as template.yaml declares them."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+from collections.abc import Iterator
+from types import ModuleType
+from typing import Any
+
+import boto3
+import pytest
+from moto.server import ThreadedMotoServer
+
+from icefloe.aws.lambda_runtime import reset_for_tests, runtime_from_environment
+from icefloe.ingest import Inserter
+from icefloe.metastore.store import MetaStore
+from icefloe.spec import TableSpec
+from support.aws import (
+    FAKE_AWS_ENVIRONMENT,
+    REGION,
+    UNSET_AWS_VARIABLES,
+    FakeLambdaContext,
+    create_bucket,
+    function_environment,
+)
+from support.template import import_handler_module, load_template
+
+pytestmark = pytest.mark.e2e
+
+TEMPLATE = load_template()
+QUERY = TEMPLATE.functions()["QueryFunction"]
+BUCKET = "icefloe-e2e-query"
+
+
+@pytest.fixture(scope="module")
+def endpoint() -> Iterator[str]:
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    yield f"http://{host}:{port}"
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def app() -> ModuleType:
+    return import_handler_module(QUERY)
+
+
+@pytest.fixture
+def deployed(
+    monkeypatch: pytest.MonkeyPatch,
+    endpoint: str,
+    postgres_dsn: str,
+    schema_name: str,
+    meta: MetaStore,
+    app: ModuleType,
+    tmp_path: Any,
+) -> Iterator[None]:
+    for name in (*UNSET_AWS_VARIABLES, "ICEFLOE_DATABASE_SECRET_ARN"):
+        monkeypatch.delenv(name, raising=False)
+    environment = {**FAKE_AWS_ENVIRONMENT}
+    environment.pop("AWS_SECURITY_TOKEN", None)
+    environment.pop("AWS_SESSION_TOKEN", None)
+    monkeypatch.delenv("AWS_SECURITY_TOKEN", raising=False)
+    monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
+    environment.update(function_environment(TEMPLATE, QUERY, resources={"DataBucket": BUCKET}))
+    environment.update(
+        ICEFLOE_DATABASE_URL=postgres_dsn,
+        ICEFLOE_DATABASE_SCHEMA=schema_name,
+        ICEFLOE_S3_ENDPOINT_URL=endpoint,
+        ICEFLOE_HOME=str(tmp_path / "home"),
+        POWERTOOLS_TRACE_DISABLED="1",
+    )
+    assert environment["ICEFLOE_RESULTS"] == f"s3://{BUCKET}/results"
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    s3 = boto3.client("s3", endpoint_url=endpoint, region_name=REGION)
+    if BUCKET not in [b["Name"] for b in s3.list_buckets()["Buckets"]]:
+        create_bucket(s3, TEMPLATE, BUCKET)
+    meta.create_table(
+        TableSpec.create(
+            name="events",
+            schema="ts TIMESTAMP NOT NULL, event VARCHAR, n BIGINT",
+            partition_by="day(ts)",
+        )
+    )
+    reset_for_tests()
+    app.reset_for_tests()
+    runtime = runtime_from_environment()
+    inserter = Inserter(meta=runtime.meta, objects=runtime.objects)
+    inserter.insert_rows(
+        "events",
+        [
+            {"ts": f"2026-05-0{1 + i % 3}T10:00:00Z", "event": f"e{i % 4}", "n": i}
+            for i in range(3000)
+        ],
+    )
+    inserter.close()
+    yield
+    app.reset_for_tests()
+    reset_for_tests()
+
+
+def invoke(app: ModuleType, event: object) -> dict[str, Any]:
+    response: dict[str, Any] = app.lambda_handler(event, FakeLambdaContext())
+    return response
+
+
+def test_a_small_result_comes_back_inline(app: ModuleType, deployed: None) -> None:
+    response = invoke(
+        app,
+        {
+            "sql": "SELECT event, count(*) AS n FROM events WHERE ts < '2026-05-02' GROUP BY event ORDER BY event"
+        },
+    )
+    assert response["columns"] == ["event", "n"]
+    assert response["rows"] == [["e0", 250], ["e1", 250], ["e2", 250], ["e3", 250]]
+    assert response["row_count"] == 4 and response["snapshots"] == {"events": 1}
+    assert response["files_scanned"] == 1 and "url" not in response
+
+
+def test_a_large_result_is_written_under_results_and_linked(
+    app: ModuleType, deployed: None
+) -> None:
+    response = invoke(app, {"sql": "SELECT ts, event, n FROM events ORDER BY n", "max_rows": 100})
+    assert response["row_count"] == 3000 and "rows" not in response
+    assert "/results/" in response["url"] and response["result_bytes"] > 0
+    with urllib.request.urlopen(response["url"]) as fetched:
+        rows = json.loads(fetched.read())
+    assert len(rows) == 3000 and rows[0] == {"ts": "2026-05-01T10:00:00", "event": "e0", "n": 0}
+
+    parquet = invoke(app, {"sql": "SELECT n FROM events", "format": "parquet"})
+    assert parquet["url"].split("?")[0].endswith(".parquet")
+
+
+@pytest.mark.parametrize(
+    ("event", "message"),
+    [
+        ({"sql": "SELEC 1"}, "syntax error"),
+        ({"sql": "SELECT nope FROM events"}, "nope"),
+        ({"sql": "SELECT * FROM read_csv('/etc/passwd')"}, "Cannot access"),
+        ({"sql": "COPY events TO 's3://x/y'"}, "COPY statements are not allowed"),
+        ({"sql": "SELECT 1", "format": "xml"}, "'format'"),
+        ({"sql": "SELECT * FROM events", "snapshot_id": 99}, "snapshot 99"),
+        ({"query": "SELECT 1"}, "unknown request keys"),
+        ([1, 2], "must be an object"),
+    ],
+)
+def test_bad_requests_get_an_error_payload_not_a_stack_trace(
+    app: ModuleType, deployed: None, event: object, message: str
+) -> None:
+    response = invoke(app, event)
+    assert set(response) == {"error"} and message in response["error"]["message"]
+    assert "Traceback" not in response["error"]["message"]
