@@ -65,3 +65,16 @@ def events_spec() -> TableSpec:
 @pytest.fixture
 def repo_root() -> Path:
     return Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def moto_endpoint() -> Iterator[str]:
+    """One moto S3 server over real HTTP for the run, for code that DuckDB or pyarrow drive
+    (their own HTTP clients are not intercepted by ``mock_aws``)."""
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    yield f"http://{host}:{port}"
+    server.stop()

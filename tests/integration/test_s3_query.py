@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Iterator
 
 import boto3
 import pytest
-from moto.server import ThreadedMotoServer
 
 from icefloe.cli import main
 from icefloe.config import Settings
@@ -22,19 +20,10 @@ from icefloe.spec import TableSpec
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture(scope="module")
-def s3_endpoint() -> Iterator[str]:
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    yield f"http://{host}:{port}"
-    server.stop()
-
-
 @pytest.fixture
 def s3_env(
     monkeypatch: pytest.MonkeyPatch,
-    s3_endpoint: str,
+    moto_endpoint: str,
     postgres_dsn: str,
     schema_name: str,
     tmp_path: object,
@@ -44,14 +33,14 @@ def s3_env(
         "AWS_SECRET_ACCESS_KEY": "testing",
         "AWS_DEFAULT_REGION": "us-east-1",
         "ICEFLOE_WAREHOUSE": "s3://lake-bucket/wh",
-        "ICEFLOE_S3_ENDPOINT_URL": s3_endpoint,
+        "ICEFLOE_S3_ENDPOINT_URL": moto_endpoint,
         "ICEFLOE_DATABASE_URL": postgres_dsn,
         "ICEFLOE_DATABASE_SCHEMA": schema_name,
         "ICEFLOE_HOME": str(tmp_path),
     }
     for key, value in env.items():
         monkeypatch.setenv(key, value)
-    s3 = boto3.client("s3", endpoint_url=s3_endpoint, region_name="us-east-1")
+    s3 = boto3.client("s3", endpoint_url=moto_endpoint, region_name="us-east-1")
     if "lake-bucket" not in [b["Name"] for b in s3.list_buckets()["Buckets"]]:
         s3.create_bucket(Bucket="lake-bucket")
     s3.put_object(Bucket="lake-bucket", Key="elsewhere/secret.csv", Body=b"secret\n42\n")
@@ -104,14 +93,14 @@ def test_credentials_never_show_in_their_repr() -> None:
     assert "hunter2" not in repr(S3Credentials("AKIA", "hunter2"))
 
 
-def test_a_quote_in_a_credential_cannot_break_out_of_the_secret(s3_endpoint: str) -> None:
+def test_a_quote_in_a_credential_cannot_break_out_of_the_secret(moto_endpoint: str) -> None:
     import duckdb
 
     con = duckdb.connect()
     configure_s3(
         con,
         region="us-east-1",
-        endpoint_url=s3_endpoint,
+        endpoint_url=moto_endpoint,
         credentials=S3Credentials("id', TYPE gcs, KEY_ID 'x", "s"),
     )
     secrets = con.execute("SELECT type FROM duckdb_secrets()").fetchall()

@@ -11,7 +11,6 @@ from typing import Any
 
 import boto3
 import pytest
-from moto.server import ThreadedMotoServer
 
 from icefloe.aws.lambda_runtime import reset_for_tests, runtime_from_environment
 from icefloe.ingest import Inserter
@@ -35,15 +34,6 @@ BUCKET = "icefloe-e2e-query"
 
 
 @pytest.fixture(scope="module")
-def endpoint() -> Iterator[str]:
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    yield f"http://{host}:{port}"
-    server.stop()
-
-
-@pytest.fixture(scope="module")
 def app() -> ModuleType:
     return import_handler_module(QUERY)
 
@@ -51,7 +41,7 @@ def app() -> ModuleType:
 @pytest.fixture
 def deployed(
     monkeypatch: pytest.MonkeyPatch,
-    endpoint: str,
+    moto_endpoint: str,
     postgres_dsn: str,
     schema_name: str,
     meta: MetaStore,
@@ -69,14 +59,14 @@ def deployed(
     environment.update(
         ICEFLOE_DATABASE_URL=postgres_dsn,
         ICEFLOE_DATABASE_SCHEMA=schema_name,
-        ICEFLOE_S3_ENDPOINT_URL=endpoint,
+        ICEFLOE_S3_ENDPOINT_URL=moto_endpoint,
         ICEFLOE_HOME=str(tmp_path / "home"),
         POWERTOOLS_TRACE_DISABLED="1",
     )
     assert environment["ICEFLOE_RESULTS"] == f"s3://{BUCKET}/results"
     for name, value in environment.items():
         monkeypatch.setenv(name, value)
-    s3 = boto3.client("s3", endpoint_url=endpoint, region_name=REGION)
+    s3 = boto3.client("s3", endpoint_url=moto_endpoint, region_name=REGION)
     if BUCKET not in [b["Name"] for b in s3.list_buckets()["Buckets"]]:
         create_bucket(s3, TEMPLATE, BUCKET)
     meta.create_table(
