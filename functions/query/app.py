@@ -7,6 +7,7 @@ a stack trace; failures of the system (meta store or S3 down) raise.
 
 from __future__ import annotations
 
+import os
 from functools import cache
 from typing import Any
 
@@ -16,7 +17,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from icefloe.aws.lambda_runtime import runtime_from_environment
 from icefloe.errors import InvalidInputError, NotFoundError
-from icefloe.query import QueryEngine
+from icefloe.query import QueryEngine, QueryLimits
 from icefloe.query.s3_access import configure_s3_from_settings
 from icefloe.query.service import QueryRequest, answer_query
 from icefloe.storage import ObjectStore, open_object_store
@@ -33,6 +34,7 @@ def _services() -> tuple[QueryEngine, ObjectStore]:
     engine = QueryEngine(
         meta=runtime.meta,
         objects=runtime.objects,
+        limits=QueryLimits.from_env(os.environ),
         configure=lambda con: configure_s3_from_settings(con, settings),
     )
     results = open_object_store(

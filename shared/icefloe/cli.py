@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import sys
 import time
@@ -25,7 +26,7 @@ from icefloe.errors import IcefloeError, InvalidInputError, TableExistsError
 from icefloe.ingest import INPUT_FORMATS, InputFormat, Inserter, format_from_suffix
 from icefloe.metastore.embedded import stop_embedded
 from icefloe.metastore.models import TableInfo
-from icefloe.query import QueryEngine
+from icefloe.query import QueryEngine, QueryLimits
 from icefloe.query.output import write_result
 from icefloe.runtime import Runtime
 from icefloe.sample_events import EVENTS_SCHEMA, sample_events
@@ -309,7 +310,10 @@ def _query(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
     if args.format == "parquet" and not args.output:
         raise InvalidInputError("--format parquet needs --output FILE")
     engine = QueryEngine(
-        meta=runtime.meta, objects=runtime.objects, configure=_duckdb_configurer(runtime)
+        meta=runtime.meta,
+        objects=runtime.objects,
+        limits=QueryLimits.from_env(os.environ),
+        configure=_duckdb_configurer(runtime),
     )
     result = engine.query(args.sql, snapshot_id=args.snapshot, tenant=args.tenant)
     write_result(result.rows, fmt=args.format, out=out, output=args.output)

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
 import duckdb
 
 from icefloe.duck import string_literal
-from icefloe.errors import InvalidInputError
+from icefloe.errors import ConfigError, InvalidInputError
 
 
 class QueryRefusedError(InvalidInputError):
@@ -37,6 +37,32 @@ class QueryLimits:
     threads: int = 2
     timeout_s: float = 60.0
     max_sql_chars: int = 100_000
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str]) -> QueryLimits:
+        """``ICEFLOE_QUERY_MEMORY_LIMIT`` (e.g. ``2GB``), ``ICEFLOE_QUERY_THREADS`` and
+        ``ICEFLOE_QUERY_TIMEOUT_S``; in Lambda the defaults follow the function's memory
+        (75% of it for DuckDB, one thread per 1,769 MB, which is one vCPU)."""
+        defaults = cls()
+        memory, threads = defaults.memory_limit, defaults.threads
+        lambda_mb = environ.get("AWS_LAMBDA_FUNCTION_MEMORY_SIZE")
+        if lambda_mb and lambda_mb.isdigit():
+            memory = f"{int(int(lambda_mb) * 0.75)}MB"
+            threads = max(1, min(6, round(int(lambda_mb) / 1769)))
+        try:
+            return cls(
+                memory_limit=environ.get("ICEFLOE_QUERY_MEMORY_LIMIT") or memory,
+                threads=int(environ.get("ICEFLOE_QUERY_THREADS") or threads),
+                timeout_s=float(environ.get("ICEFLOE_QUERY_TIMEOUT_S") or defaults.timeout_s),
+            )
+        except ValueError as e:
+            raise ConfigError(f"ICEFLOE_QUERY_THREADS / ICEFLOE_QUERY_TIMEOUT_S: {e}") from e
+
+    def __post_init__(self) -> None:
+        if not re.match(r"^\d+(\.\d+)?\s*[KMGT]i?B$", self.memory_limit):
+            raise ConfigError(f"query memory limit {self.memory_limit!r} is not like 512MB or 2GB")
+        if self.threads < 1 or self.timeout_s <= 0:
+            raise ConfigError("query threads must be at least 1 and the timeout positive")
 
 
 _LEADING = re.compile(r"^(?:--[^\n]*\n|/\*.*?\*/|\s|\()*([A-Za-z]+)", re.DOTALL)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from icefloe.errors import ConfigError
 from icefloe.query.sandbox import QueryLimits, QueryRefusedError, check_sql
 
 LIMITS = QueryLimits(max_sql_chars=500)
@@ -38,3 +39,32 @@ def test_plain_selects_pass(sql: str) -> None:
 def test_other_statements_are_refused_by_name(sql: str, message: str) -> None:
     with pytest.raises(QueryRefusedError, match=message):
         check_sql(sql, limits=LIMITS)
+
+
+def test_limits_come_from_the_environment_and_the_lambda_memory_size() -> None:
+    assert QueryLimits.from_env({}) == QueryLimits()
+    in_lambda = QueryLimits.from_env({"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "3538"})
+    assert (in_lambda.memory_limit, in_lambda.threads) == ("2653MB", 2)
+    configured = QueryLimits.from_env(
+        {
+            "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "3538",
+            "ICEFLOE_QUERY_MEMORY_LIMIT": "512MB",
+            "ICEFLOE_QUERY_THREADS": "1",
+            "ICEFLOE_QUERY_TIMEOUT_S": "2.5",
+        }
+    )
+    assert configured == QueryLimits(memory_limit="512MB", threads=1, timeout_s=2.5)
+
+
+@pytest.mark.parametrize(
+    "environ",
+    [
+        {"ICEFLOE_QUERY_MEMORY_LIMIT": "lots"},
+        {"ICEFLOE_QUERY_THREADS": "zero"},
+        {"ICEFLOE_QUERY_THREADS": "0"},
+        {"ICEFLOE_QUERY_TIMEOUT_S": "-1"},
+    ],
+)
+def test_bad_limits_are_a_configuration_error(environ: dict[str, str]) -> None:
+    with pytest.raises(ConfigError):
+        QueryLimits.from_env(environ)
