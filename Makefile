@@ -51,6 +51,7 @@ bench: venv
 	$(PY) -m benchmarks.metastore_bench --scale $(BENCH_SCALE)
 	$(PY) -m benchmarks.insert_bench --scale $(BENCH_SCALE)
 	$(PY) -m benchmarks.query_bench --scale $(BENCH_SCALE)
+	$(PY) -m benchmarks.s3_read_bench --scale $(BENCH_SCALE)
 
 stop: venv
 	$(BIN)/icefloe db stop
