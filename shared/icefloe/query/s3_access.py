@@ -1,30 +1,36 @@
-"""DuckDB's access to S3: the offline httpfs extension and an S3 secret, set up before lock-down.
+"""Access to S3 for DuckDB (the offline httpfs extension and an S3 secret) and for pyarrow.
 
 The extension comes from the ``duckdb-extension-httpfs`` wheel (signed, pinned to the duckdb
 version); nothing is ever downloaded. Credentials come from the caller or boto3's default chain
-(the function's role in Lambda).
+(the function's role in Lambda). Call :func:`configure_s3` before the sandbox locks the
+connection down: once ``enable_external_access`` is off, DuckDB refuses to load extensions.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlparse
+from typing import Literal
+from urllib.parse import urlsplit
 
 import duckdb
+from pyarrow import fs
 
 from icefloe.config import Settings
-from icefloe.duck import string_literal
 from icefloe.errors import ConfigError
+
+SECRET_NAME = "icefloe_s3"
 
 
 @dataclass(frozen=True, slots=True)
 class S3Credentials:
+    """An access key pair, with the session token of temporary credentials (a role's)."""
+
     key_id: str
     secret: str
     session_token: str | None = None
 
-    def __repr__(self) -> str:  # never print the secret
+    def __repr__(self) -> str:  # never print the secret or the token
         return f"S3Credentials(key_id={self.key_id!r}, secret=***)"
 
 
@@ -36,7 +42,7 @@ def httpfs_extension_path() -> Path:
         raise ConfigError("reading S3 needs the duckdb-extension-httpfs package") from e
     base = Path(duckdb_extension_httpfs.__file__).parent
     path = base / "extensions" / f"v{duckdb.__version__}" / "httpfs.duckdb_extension"
-    if not path.exists():
+    if not path.is_file():
         raise ConfigError(
             f"no httpfs extension for duckdb {duckdb.__version__} in {base}; pin"
             f" duckdb-extension-httpfs=={duckdb.__version__}"
@@ -45,7 +51,8 @@ def httpfs_extension_path() -> Path:
 
 
 def default_credentials() -> S3Credentials:
-    """Credentials from boto3's default chain (environment, profile, the Lambda role)."""
+    """Credentials from boto3's default chain (environment, profile, the Lambda role), frozen:
+    a role's temporary credentials are copied as they are now and expire with the role session."""
     import boto3
 
     found = boto3.Session().get_credentials()
@@ -54,7 +61,7 @@ def default_credentials() -> S3Credentials:
     frozen = found.get_frozen_credentials()
     if not frozen.access_key or not frozen.secret_key:
         raise ConfigError("incomplete AWS credentials for reading S3")
-    return S3Credentials(frozen.access_key, frozen.secret_key, frozen.token)
+    return S3Credentials(frozen.access_key, frozen.secret_key, frozen.token or None)
 
 
 def configure_s3(
@@ -64,28 +71,30 @@ def configure_s3(
     endpoint_url: str | None = None,
     credentials: S3Credentials | None = None,
 ) -> None:
-    """Load httpfs from the wheel and create the S3 secret DuckDB reads with."""
-    con.execute(f"LOAD {string_literal(str(httpfs_extension_path()))}")
-    creds = credentials or default_credentials()
+    """Load httpfs from the wheel and create the S3 secret DuckDB reads with.
+
+    Must run before the connection is locked down (DuckDB refuses LOAD after that); the secret
+    stays usable afterwards, and ``allowed_paths`` still limits which objects can be read.
+    """
+    endpoint = _endpoint(endpoint_url) if endpoint_url else None
+    con.execute(f"LOAD {_sql_string(str(httpfs_extension_path()))}")
+    creds = credentials if credentials is not None else default_credentials()
     options = [
         "TYPE s3",
-        f"KEY_ID {string_literal(creds.key_id)}",
-        f"SECRET {string_literal(creds.secret)}",
-        f"REGION {string_literal(region)}",
+        f"KEY_ID {_sql_string(creds.key_id)}",
+        f"SECRET {_sql_string(creds.secret)}",
+        f"REGION {_sql_string(region)}",
     ]
     if creds.session_token:
-        options.append(f"SESSION_TOKEN {string_literal(creds.session_token)}")
-    if endpoint_url:
-        parsed = urlparse(endpoint_url)
-        if not parsed.netloc:
-            raise ConfigError(f"S3 endpoint {endpoint_url!r} has no host")
+        options.append(f"SESSION_TOKEN {_sql_string(creds.session_token)}")
+    if endpoint is not None:
+        scheme, host = endpoint
         options += [
-            f"ENDPOINT {string_literal(parsed.netloc)}",
-            f"USE_SSL {'true' if parsed.scheme == 'https' else 'false'}",
+            f"ENDPOINT {_sql_string(host)}",
+            f"USE_SSL {'true' if scheme == 'https' else 'false'}",
             "URL_STYLE 'path'",
         ]
-    # CREATE SECRET takes no prepared parameters; values go through string_literal.
-    con.execute(f"CREATE OR REPLACE TEMPORARY SECRET icefloe_s3 ({', '.join(options)})")
+    con.execute(f"CREATE OR REPLACE TEMPORARY SECRET {SECRET_NAME} ({', '.join(options)})")
 
 
 def configure_s3_from_settings(con: duckdb.DuckDBPyConnection, settings: Settings) -> None:
@@ -93,3 +102,55 @@ def configure_s3_from_settings(con: duckdb.DuckDBPyConnection, settings: Setting
     if settings.warehouse.scheme != "s3":
         return
     configure_s3(con, region=settings.aws_region, endpoint_url=settings.s3_endpoint_url)
+
+
+def pyarrow_s3_filesystem(
+    *, region: str, endpoint_url: str | None = None, credentials: S3Credentials | None = None
+) -> fs.S3FileSystem:
+    """A pyarrow S3 filesystem with the same credentials DuckDB would get.
+
+    pyarrow ignores ``AWS_ENDPOINT_URL``: an endpoint goes in as ``endpoint_override`` (host and
+    port) and ``scheme``, and is addressed path-style.
+    """
+    creds = credentials if credentials is not None else default_credentials()
+    if endpoint_url is None:
+        return fs.S3FileSystem(
+            access_key=creds.key_id,
+            secret_key=creds.secret,
+            session_token=creds.session_token,
+            region=region,
+        )
+    scheme, host = _endpoint(endpoint_url)
+    return fs.S3FileSystem(
+        access_key=creds.key_id,
+        secret_key=creds.secret,
+        session_token=creds.session_token,
+        region=region,
+        endpoint_override=host,
+        scheme=scheme,
+        force_virtual_addressing=False,
+    )
+
+
+def _endpoint(url: str) -> tuple[Literal["http", "https"], str]:
+    """``(scheme, host:port)`` of an ``http(s)://host[:port]`` endpoint; anything more (a path,
+    a user name, a query) is refused rather than silently dropped."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(f"S3 endpoint {url!r} must look like http(s)://host[:port]")
+    if parts.username or parts.password or parts.path not in ("", "/") or parts.query:
+        raise ConfigError(f"S3 endpoint {url!r} must be only a scheme, host and port")
+    scheme: Literal["http", "https"] = "https" if parts.scheme == "https" else "http"
+    return scheme, parts.netloc
+
+
+def _sql_string(value: str) -> str:
+    """A single-quoted SQL literal for a value going into ``LOAD`` or ``CREATE SECRET``.
+
+    Neither statement takes prepared parameters, so values are inlined: a quote is doubled (it
+    stays part of the value) and control characters are refused. The error never echoes the
+    value, which may be a secret.
+    """
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in value):
+        raise ConfigError("an S3 setting or credential contains a control character")
+    return "'" + value.replace("'", "''") + "'"
