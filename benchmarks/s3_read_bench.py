@@ -15,10 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import select
-import socket
 import statistics
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -31,6 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 from moto.server import ThreadedMotoServer
+from tests.support.byte_counter import CountingProxy  # the counter the tests use
 
 from benchmarks.common import write_results
 from icefloe.datafiles import encode_parquet, with_json_columns
@@ -44,54 +42,6 @@ REGION = "us-east-1"
 CREDS = S3Credentials("testing", "testing")
 EVENTS = np.array(["page_load", "click", "signup", "purchase"])
 PATHS = np.array(["/", "/pricing", "/docs", "/blog", "/signup", "/checkout"])
-
-
-class CountingProxy:
-    """A TCP proxy in front of the S3 server counting bytes sent back and HTTP requests made."""
-
-    def __init__(self, upstream: tuple[str, int]) -> None:
-        self._upstream = upstream
-        self._listener = socket.create_server(("127.0.0.1", 0))
-        self.endpoint = f"http://127.0.0.1:{self._listener.getsockname()[1]}"
-        self._lock = threading.Lock()
-        self.bytes_down = 0
-        self.requests = 0
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def reset(self) -> None:
-        with self._lock:
-            self.bytes_down = self.requests = 0
-
-    def close(self) -> None:
-        self._listener.close()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self._listener.accept()
-            except OSError:
-                return
-            server = socket.create_connection(self._upstream)
-            threading.Thread(target=self._pump, args=(client, server), daemon=True).start()
-
-    def _pump(self, client: socket.socket, server: socket.socket) -> None:
-        try:
-            while True:
-                for sock in select.select([client, server], [], [], 5.0)[0]:
-                    data = sock.recv(1 << 20)
-                    if not data:
-                        return
-                    with self._lock:
-                        if sock is server:
-                            self.bytes_down += len(data)
-                        else:  # every request line ends so; bodies of GET/HEAD are empty
-                            self.requests += data.count(b" HTTP/1.1\r\n")
-                    (client if sock is server else server).sendall(data)
-        except OSError:
-            return
-        finally:
-            client.close()
-            server.close()
 
 
 @dataclass(frozen=True)
@@ -251,7 +201,7 @@ def main() -> None:
         )
         s3.create_bucket(Bucket=BUCKET)
         uris, total_bytes, target = write_files(s3, files=scale["files"], rows=scale["rows"])
-        proxy = CountingProxy((host, port))
+        proxy = CountingProxy(host=host, port=port)
         results: dict[str, dict[str, Any]] = {}
         for read, by_reader in readers(uris, target).items():
             row = {

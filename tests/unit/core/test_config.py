@@ -51,3 +51,16 @@ def test_s3_warehouse_and_endpoint_are_parsed() -> None:
 def test_bad_settings_name_the_variable(env: dict[str, str], names: str) -> None:
     with pytest.raises(ConfigError, match=names):
         Settings.from_env(env)
+
+
+def test_query_results_go_beside_the_warehouse_unless_configured(tmp_path: Path) -> None:
+    local = Settings.from_env({"ICEFLOE_HOME": str(tmp_path)})
+    assert local.results_location == WarehouseLocation(
+        scheme="file", path=tmp_path.resolve() / "results"
+    )
+    s3 = Settings.from_env({"ICEFLOE_WAREHOUSE": "s3://bucket/wh"})
+    assert s3.results_location == WarehouseLocation(scheme="s3", bucket="bucket", prefix="results")
+    chosen = Settings.from_env(
+        {"ICEFLOE_WAREHOUSE": "s3://bucket/wh", "ICEFLOE_RESULTS": "s3://out/q"}
+    )
+    assert chosen.results_location == WarehouseLocation(scheme="s3", bucket="out", prefix="q")
