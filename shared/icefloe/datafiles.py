@@ -56,13 +56,18 @@ def with_json_columns(table: pa.Table, json_columns: Sequence[str]) -> pa.Table:
     return table
 
 
+def parquet_writer(sink: pa.NativeFile | str, schema: pa.Schema) -> pq.ParquetWriter:
+    """A Parquet writer with the settings every icefloe file uses."""
+    return pq.ParquetWriter(
+        sink, schema, compression=COMPRESSION, write_statistics=True, version="2.6"
+    )
+
+
 def encode_parquet(table: pa.Table, *, row_group_sizes: int | Sequence[int]) -> EncodedFile:
     """Encode ``table`` as Parquet. ``row_group_sizes`` is a cap, or the exact size of each
     row group in order (how the merge worker aligns row groups to key values)."""
     sink = pa.BufferOutputStream()
-    with pq.ParquetWriter(
-        sink, table.schema, compression=COMPRESSION, write_statistics=True, version="2.6"
-    ) as writer:
+    with parquet_writer(sink, table.schema) as writer:
         if isinstance(row_group_sizes, int):
             writer.write_table(table, row_group_size=max(1, row_group_sizes))
         else:

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal, TypeAlias
+from uuid import UUID
 
 from icefloe.spec import TableSpec
 
@@ -59,6 +60,9 @@ class DataFile:
     column_stats: Mapping[str, ColumnStats]
     begin_snapshot: int
     end_snapshot: int | None
+    created_at: datetime | None = None
+    claim_token: UUID | None = None
+    claimed: bool = False  # a merge holds it under an unexpired lease (by the database's clock)
 
 
 @dataclass(frozen=True, slots=True)

@@ -64,7 +64,8 @@ _TRANSIENT = (pgerrors.SerializationFailure, pgerrors.DeadlockDetected, pgerrors
 
 _FILE_COLUMNS = """
     file_id, path, partition_path, partition_values, partition_start, size_bytes, row_count,
-    row_group_count, column_stats, begin_snapshot, end_snapshot
+    row_group_count, column_stats, begin_snapshot, end_snapshot, created_at, claim_token,
+    coalesce(claim_token IS NOT NULL AND claim_expires_at > now(), false)
 """
 _SNAPSHOT_COLUMNS = """
     snapshot_id, parent_id, operation, committed_at, idempotency_key, files_added, files_removed,
@@ -336,6 +337,19 @@ class MetaStore:
             conn.rollback()
         return [_data_file(row) for row in rows]
 
+    def files_by_id(self, table: str, file_ids: Sequence[int]) -> list[DataFile]:
+        """The rows of these files of ``table``, live or not, in id order (missing ids are
+        simply absent): what a merge worker checks its inputs against."""
+        info = self._table_ref(table)
+        query = sql.SQL(
+            "SELECT {columns} FROM data_files WHERE table_id = %s AND file_id = ANY(%s)"
+            " ORDER BY file_id"
+        ).format(columns=sql.SQL(_FILE_COLUMNS))
+        with self._connection() as conn:
+            rows = conn.execute(query, (info.table_id, sorted(set(file_ids)))).fetchall()
+            conn.rollback()
+        return [_data_file(row) for row in rows]
+
     def status(self, table: str) -> TableStatus:
         """Live files, partitions, rows and bytes at the head."""
         info = self.get_table(table)
@@ -401,6 +415,19 @@ class MetaStore:
             )
         return token
 
+    def renew_claim(self, token: uuid.UUID, *, lease: timedelta) -> int:
+        """Extend the lease of the live files claimed under ``token``; returns how many.
+
+        A lease that expired is renewed too, as long as nobody claimed the files since.
+        """
+        with self._connection() as conn, conn.transaction():
+            cur = conn.execute(
+                "UPDATE data_files SET claim_expires_at = now() + %s"
+                " WHERE claim_token = %s AND end_snapshot IS NULL",
+                (lease, token),
+            )
+            return cur.rowcount
+
     def release_claim(self, token: uuid.UUID) -> int:
         """Free every file claimed under ``token``; returns how many were freed."""
         with self._connection() as conn, conn.transaction():
@@ -463,11 +490,18 @@ class MetaStore:
         remove: Sequence[int],
         add: Sequence[NewFile],
         claim_token: uuid.UUID | None = None,
+        idempotency_key: str | None = None,
     ) -> CommitResult:
         """Swap live files for new ones (a merge). Every input must still be live and, when a
-        token is given, claimed under it; otherwise :class:`CommitConflictError`."""
+        token is given, claimed under it; otherwise :class:`CommitConflictError`. A used
+        ``idempotency_key`` returns the earlier snapshot and changes nothing."""
         return self.commit(
-            table, operation="replace", add=add, remove=remove, claim_token=claim_token
+            table,
+            operation="replace",
+            add=add,
+            remove=remove,
+            claim_token=claim_token,
+            idempotency_key=idempotency_key,
         )
 
     def commit(
@@ -739,4 +773,7 @@ def _data_file(row: Sequence[Any]) -> DataFile:
         column_stats={name: ColumnStats.from_json(value) for name, value in stats.items()},
         begin_snapshot=int(row[9]),
         end_snapshot=None if row[10] is None else int(row[10]),
+        created_at=row[11],
+        claim_token=row[12],
+        claimed=bool(row[13]),
     )

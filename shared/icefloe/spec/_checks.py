@@ -72,6 +72,14 @@ def _check_merge(spec: TableSpec) -> None:
                 f"merge: column {missing[0]!r} is neither a group key nor aggregated; "
                 f"add '{missing[0]}:any' to keep one of its values"
             )
+        # min, max and any return one of the partition's own values; sum and count do not,
+        # and would move rolled-up rows out of the partition they were merged in.
+        for col, fn in mode.aggregates:
+            if fn in ("sum", "count") and col in {f.source for f in spec.partition_by}:
+                raise SpecError(
+                    f"merge: aggregate {col!r} is a partition source and cannot be {fn!r}med; "
+                    f"make it a group key or use min, max or any"
+                )
 
 
 def _check_ingest(spec: TableSpec) -> None:

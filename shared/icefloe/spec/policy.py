@@ -24,9 +24,17 @@ class SizeTargets:
     max_merge_group_bytes: int = 2 * GIB
     max_files_per_merge: int = 100
     lambda_merge_cap_bytes: int = 2 * GIB  # bigger groups go to EMR Serverless
+    # A merge group's bytes must be at least this many times its largest input's: every row
+    # then lands in a file at least this much bigger each time it is rewritten, so it is
+    # rewritten at most log_ratio(target / smallest file) times (ClickHouse's "base").
+    merge_size_ratio: int = 2
+    # Files younger than this are left to gather company (0: merge as soon as planned).
+    min_file_age_seconds: int = 0
 
     def __post_init__(self) -> None:
-        _check_ints(self, minimum=1)
+        _check_ints(self, minimum=1, zero_allowed=("min_file_age_seconds",))
+        if self.merge_size_ratio < 2:
+            raise SpecError(f"sizes: merge_size_ratio must be >= 2, got {self.merge_size_ratio}")
         if self.row_group_target_bytes > self.target_file_bytes:
             raise SpecError(
                 f"sizes: row_group_target_bytes ({self.row_group_target_bytes}) must not exceed "
@@ -62,9 +70,12 @@ class Retention:
         _check_ints(self, minimum=0)
 
 
-def _check_ints(obj: SizeTargets | Retention, *, minimum: int) -> None:
+def _check_ints(
+    obj: SizeTargets | Retention, *, minimum: int, zero_allowed: tuple[str, ...] = ()
+) -> None:
     where = "sizes" if isinstance(obj, SizeTargets) else "retention"
     for f in fields(obj):
         value = getattr(obj, f.name)
-        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-            raise SpecError(f"{where}: {f.name} must be an integer >= {minimum}, got {show(value)}")
+        least = 0 if f.name in zero_allowed else minimum
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise SpecError(f"{where}: {f.name} must be an integer >= {least}, got {show(value)}")

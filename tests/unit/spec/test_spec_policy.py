@@ -27,11 +27,19 @@ def test_default_size_targets() -> None:
         ({"target_file_bytes": 4 * GIB}, "must not exceed max_merge_group_bytes"),
         ({"min_files_to_merge": 1}, "min_files_to_merge must be >= 2"),
         ({"min_files_to_merge": 10, "max_files_per_merge": 5}, "max_files_per_merge"),
+        ({"merge_size_ratio": 1}, "merge_size_ratio must be >= 2"),
+        ({"min_file_age_seconds": -1}, "min_file_age_seconds must be an integer >= 0"),
     ],
 )
 def test_invalid_size_targets_name_the_field(kwargs: dict[str, object], message: str) -> None:
     with pytest.raises(SpecError, match=message):
         SizeTargets(**kwargs)  # type: ignore[arg-type]
+
+
+def test_merge_knobs_default_to_doubling_groups_of_any_age() -> None:
+    sizes = SizeTargets()
+    assert (sizes.merge_size_ratio, sizes.min_file_age_seconds) == (2, 0)
+    assert SizeTargets(min_file_age_seconds=0).min_file_age_seconds == 0
 
 
 def test_retention_accepts_zero_and_refuses_negatives() -> None:

@@ -170,6 +170,14 @@ def test_from_dict_refuses_malformed_input_naming_the_field(
         ({"merge": "aggregate(event; price:count)"}, "'count' cannot apply"),
         ({"merge": "aggregate(event; properties:max)"}, "'max' cannot apply"),
         ({"merge": "aggregate(event; n:sum)"}, "column 'ts' is neither a group key"),
+        (
+            {
+                "partition_by": "truncate[10](n)",
+                "merge": "aggregate(event, tenant; ts:max, messageId:any, user_id:min, "
+                "properties:any, extra:any, price:sum, n:count)",
+            },
+            "'n' is a partition source and cannot be 'count'med",
+        ),
         ({"tenant_column": "nope"}, "tenant_column: unknown column"),
         ({"tenant_column": "tenant"}, "must also be an identity partition source"),
         ({"extra_fields": "keep"}, "needs a JSON overflow column"),

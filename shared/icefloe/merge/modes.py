@@ -1,0 +1,65 @@
+"""Merge modes as DuckDB SQL over the rows being merged (a view named after the table).
+
+Every query returns the table's columns and ``_row_id``, cast to the spec's types, ordered by
+the file sort keys (row-group key first) and then ``_row_id``, so outputs are deterministic.
+"""
+
+from __future__ import annotations
+
+from icefloe.duck import ident
+from icefloe.ingest.row_ids import ROW_ID_COLUMN
+from icefloe.query.sandbox import QueryLimits, QueryRefusedError, check_sql
+from icefloe.spec import AggregateMode, AppendMode, CustomMode, ReplaceMode, TableSpec
+
+_AGGREGATE_SQL = {"sum": "sum", "min": "min", "max": "max", "count": "sum", "any": "any_value"}
+
+
+def merge_sql(spec: TableSpec) -> str:
+    """The SELECT that turns the input rows (view ``spec.name``) into the output rows."""
+    source = ident(spec.name)
+    mode = spec.merge
+    if isinstance(mode, AppendMode):
+        body = f"SELECT * FROM {source}"
+    elif isinstance(mode, ReplaceMode):
+        order = [f"{ident(mode.version)} DESC NULLS LAST"] if mode.version else []
+        order.append(f"{ident(ROW_ID_COLUMN)} DESC")
+        body = (
+            f"SELECT * FROM {source} QUALIFY row_number() OVER ("
+            f"PARTITION BY {', '.join(ident(k) for k in mode.key)} "
+            f"ORDER BY {', '.join(order)}) = 1"
+        )
+    elif isinstance(mode, AggregateMode):
+        functions = dict(mode.aggregates)
+        items = [
+            ident(c.name)
+            if c.name in mode.group_by
+            else f"{_AGGREGATE_SQL[functions[c.name]]}({ident(c.name)}) AS {ident(c.name)}"
+            for c in spec.columns
+        ]
+        # The newest contributing row's id: unique, because each input row is in one group.
+        items.append(f"max({ident(ROW_ID_COLUMN)}) AS {ident(ROW_ID_COLUMN)}")
+        group = ", ".join(ident(k) for k in mode.group_by)
+        body = f"SELECT {', '.join(items)} FROM {source} GROUP BY {group}"
+    elif isinstance(mode, CustomMode):
+        body = custom_select(mode)
+    else:  # pragma: no cover - MergeMode is closed
+        raise TypeError(f"unknown merge mode {mode!r}")
+    return ordered_output(spec, body)
+
+
+def ordered_output(spec: TableSpec, body: str) -> str:
+    """``body``'s rows with the table's columns cast to their types, in file order."""
+    columns = [f"CAST({ident(c.name)} AS {c.type}) AS {ident(c.name)}" for c in spec.columns] + [
+        f"CAST({ident(ROW_ID_COLUMN)} AS BLOB) AS {ident(ROW_ID_COLUMN)}"
+    ]
+    order = [f"{ident(k)} ASC NULLS FIRST" for k in spec.file_sort_keys]
+    order.append(ident(ROW_ID_COLUMN))
+    return f"SELECT {', '.join(columns)} FROM ({body}) ORDER BY {', '.join(order)}"
+
+
+def custom_select(mode: CustomMode) -> str:
+    """The custom query, checked to be one SELECT (it runs on a locked-down connection)."""
+    try:
+        return check_sql(mode.sql, limits=QueryLimits())
+    except QueryRefusedError as e:
+        raise QueryRefusedError(f"custom merge query refused: {e}") from e

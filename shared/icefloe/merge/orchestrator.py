@@ -1,0 +1,185 @@
+"""The merge orchestrator: plan every table, claim each group, send one task per group.
+
+Claims are all or nothing under a lease (``FOR UPDATE SKIP LOCKED``), so two orchestrators
+running at once never hand the same file to two workers: the second one's claim of an
+overlapping group fails and it moves on. Tasks whose send failed have their claims released
+at once rather than waiting for the lease to run out. Groups bigger than the table's Lambda
+cap are left for heavy compaction (EMR Serverless).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Protocol
+
+from icefloe.merge.planner import (
+    MergeCandidate,
+    MergeGroup,
+    MergePolicy,
+    PartitionOrder,
+    plan_table,
+)
+from icefloe.merge.tasks import MergeTask
+from icefloe.merge.worker import DEFAULT_LEASE
+from icefloe.metastore.store import MetaStore
+from icefloe.spec import TableSpec
+
+logger = logging.getLogger(__name__)
+
+
+class TaskSender(Protocol):
+    """Where merge tasks go: the SQS merge queue, or the embedded in-process queue."""
+
+    def send(self, tasks: Sequence[MergeTask]) -> list[MergeTask]:
+        """Send ``tasks``; return those that could not be sent."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class TableMergePlan:
+    """What one orchestrator run did for one table."""
+
+    table: str
+    live_files: int
+    groups_planned: int
+    groups_sent: int
+    groups_contended: int  # another orchestrator claimed some of the files first
+    groups_deferred: int  # above the Lambda cap: left for heavy compaction
+    groups_unsent: int  # the queue refused them; their claims were released
+    files_claimed: int
+    bytes_claimed: int
+
+
+@dataclass(frozen=True, slots=True)
+class OrchestratorSummary:
+    tables: tuple[TableMergePlan, ...] = field(default=())
+
+    @property
+    def groups_sent(self) -> int:
+        return sum(t.groups_sent for t in self.tables)
+
+    @property
+    def groups_planned(self) -> int:
+        return sum(t.groups_planned for t in self.tables)
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "groups_planned": self.groups_planned,
+            "groups_sent": self.groups_sent,
+            "tables": [
+                {
+                    "table": t.table,
+                    "live_files": t.live_files,
+                    "groups_planned": t.groups_planned,
+                    "groups_sent": t.groups_sent,
+                    "groups_contended": t.groups_contended,
+                    "groups_deferred": t.groups_deferred,
+                    "groups_unsent": t.groups_unsent,
+                    "files_claimed": t.files_claimed,
+                    "bytes_claimed": t.bytes_claimed,
+                }
+                for t in self.tables
+            ],
+        }
+
+
+class MergeOrchestrator:
+    """Plans, claims and sends merge tasks."""
+
+    def __init__(
+        self,
+        *,
+        meta: MetaStore,
+        sender: TaskSender,
+        lease: timedelta = DEFAULT_LEASE,
+        order: PartitionOrder = "newest_first",
+        max_groups_per_table: int = 1000,
+    ) -> None:
+        self._meta = meta
+        self._sender = sender
+        self._lease = lease
+        self._order: PartitionOrder = order
+        self._max_groups = max_groups_per_table
+
+    def run(self, *, table: str | None = None) -> OrchestratorSummary:
+        """One pass over ``table``, or over every table."""
+        names = [table] if table is not None else [t.name for t in self._meta.list_tables()]
+        plans = tuple(self._run_table(name) for name in names)
+        summary = OrchestratorSummary(plans)
+        logger.info(
+            "merge orchestration: %d groups planned, %d sent",
+            summary.groups_planned,
+            summary.groups_sent,
+        )
+        return summary
+
+    def plan(self, table: str) -> list[MergeGroup]:
+        """The groups this orchestrator would claim for ``table`` now (nothing is claimed)."""
+        return self._plan(table)[1]
+
+    def _plan(self, table: str) -> tuple[TableSpec, list[MergeGroup], int]:
+        spec = self._meta.get_table(table).spec
+        live = self._meta.files(table)
+        candidates = [
+            MergeCandidate(
+                file_id=f.file_id,
+                partition_path=f.partition_path,
+                partition_start=f.partition_start,
+                size_bytes=f.size_bytes,
+                row_count=f.row_count,
+                created_at=f.created_at or datetime.now(UTC),
+                claimed=f.claimed,
+            )
+            for f in live
+        ]
+        groups = plan_table(
+            candidates,
+            policy=MergePolicy.from_sizes(spec.sizes),
+            now=datetime.now(UTC),
+            order=self._order,
+        )
+        return spec, groups[: self._max_groups], len(live)
+
+    def _run_table(self, table: str) -> TableMergePlan:
+        spec, groups, live_files = self._plan(table)
+        cap = spec.sizes.lambda_merge_cap_bytes
+        tasks: list[tuple[MergeTask, MergeGroup]] = []
+        contended = deferred = 0
+        for group in groups:
+            if group.bytes > cap:
+                deferred += 1
+                continue
+            token = self._meta.claim_files(table, group.file_ids, lease=self._lease)
+            if token is None:
+                contended += 1
+                continue
+            tasks.append(
+                (
+                    MergeTask(
+                        table=table,
+                        partition_path=group.partition_path,
+                        file_ids=group.file_ids,
+                        claim_token=token,
+                    ),
+                    group,
+                )
+            )
+        unsent = self._sender.send([task for task, _ in tasks]) if tasks else []
+        for task in unsent:
+            self._meta.release_claim(task.claim_token)
+        unsent_tokens = {t.claim_token for t in unsent}
+        sent = [(t, g) for t, g in tasks if t.claim_token not in unsent_tokens]
+        return TableMergePlan(
+            table=table,
+            live_files=live_files,
+            groups_planned=len(groups),
+            groups_sent=len(sent),
+            groups_contended=contended,
+            groups_deferred=deferred,
+            groups_unsent=len(unsent),
+            files_claimed=sum(len(g.file_ids) for _, g in sent),
+            bytes_claimed=sum(g.bytes for _, g in sent),
+        )

@@ -1,0 +1,133 @@
+"""Merge queues: SQS in AWS, an in-process queue on one machine.
+
+The in-process queue hands SQS-shaped events (``{"Records": [...]}``) to the same batch handler
+the merge-worker Lambda runs, and behaves like the deployed queue where it matters: failed
+messages come back with a higher receive count, and a message that fails ``max_receives`` times
+goes to the dead letters instead of blocking the queue.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from icefloe.merge.tasks import MergeTask
+
+if TYPE_CHECKING:
+    from mypy_boto3_sqs import SQSClient
+
+SQS_BATCH = 10  # SendMessageBatch takes at most ten entries
+BatchHandler = Callable[[Mapping[str, Any]], Mapping[str, Any]]
+
+
+class SqsTaskSender:
+    """Sends tasks to an SQS queue, ten per request."""
+
+    def __init__(self, *, client: SQSClient, queue_url: str) -> None:
+        self._client = client
+        self._queue_url = queue_url
+
+    def send(self, tasks: Sequence[MergeTask]) -> list[MergeTask]:
+        failed: list[MergeTask] = []
+        for start in range(0, len(tasks), SQS_BATCH):
+            chunk = tasks[start : start + SQS_BATCH]
+            try:
+                response = self._client.send_message_batch(
+                    QueueUrl=self._queue_url,
+                    Entries=[
+                        {
+                            "Id": str(i),
+                            "MessageBody": task.to_json(),
+                            "MessageAttributes": {
+                                "table": {"DataType": "String", "StringValue": task.table}
+                            },
+                        }
+                        for i, task in enumerate(chunk)
+                    ],
+                )
+            except Exception:  # the whole request failed: none of the chunk was sent
+                failed.extend(chunk)
+                continue
+            failed.extend(chunk[int(entry["Id"])] for entry in response.get("Failed", []))
+        return failed
+
+
+@dataclass
+class _Message:
+    message_id: str
+    body: str
+    receives: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class DrainReport:
+    """What :meth:`InProcessQueue.drain` delivered."""
+
+    deliveries: int
+    acknowledged: int
+    dead_letters: tuple[str, ...] = field(default=())
+
+
+class InProcessQueue:
+    """An in-memory merge queue for one process (embedded mode and tests)."""
+
+    def __init__(self, *, max_receives: int = 5, batch_size: int = SQS_BATCH) -> None:
+        self._messages: deque[_Message] = deque()
+        self.max_receives = max_receives
+        self.batch_size = batch_size
+        self.dead_letters: list[str] = []
+
+    def __len__(self) -> int:
+        return len(self._messages)
+
+    def send(self, tasks: Sequence[MergeTask]) -> list[MergeTask]:
+        for task in tasks:
+            self.send_body(task.to_json())
+        return []
+
+    def send_body(self, body: str) -> str:
+        message = _Message(message_id=str(uuid.uuid4()), body=body)
+        self._messages.append(message)
+        return message.message_id
+
+    def drain(self, handler: BatchHandler) -> DrainReport:
+        """Deliver until the queue is empty; failed messages are redelivered, up to
+        ``max_receives`` deliveries each, then dead-lettered."""
+        deliveries = acknowledged = 0
+        dead: list[str] = []
+        while self._messages:
+            batch = [
+                self._messages.popleft() for _ in range(min(self.batch_size, len(self._messages)))
+            ]
+            for message in batch:
+                message.receives += 1
+            response = handler({"Records": [_record(m) for m in batch]})
+            deliveries += 1
+            failed = {item["itemIdentifier"] for item in response.get("batchItemFailures", [])}
+            for message in batch:
+                if message.message_id not in failed:
+                    acknowledged += 1
+                elif message.receives >= self.max_receives:
+                    dead.append(message.body)
+                else:
+                    self._messages.append(message)
+        self.dead_letters.extend(dead)
+        return DrainReport(
+            deliveries=deliveries, acknowledged=acknowledged, dead_letters=tuple(dead)
+        )
+
+
+def _record(message: _Message) -> dict[str, Any]:
+    return {
+        "messageId": message.message_id,
+        "receiptHandle": message.message_id,
+        "body": message.body,
+        "attributes": {"ApproximateReceiveCount": str(message.receives)},
+        "messageAttributes": {},
+        "eventSource": "aws:sqs",
+        "eventSourceARN": "arn:aws:sqs:local:000000000000:icefloe-merge",
+        "awsRegion": "local",
+    }

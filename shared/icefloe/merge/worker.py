@@ -1,0 +1,331 @@
+"""The merge worker: one claimed group of files becomes fewer, bigger, value-aligned files.
+
+For a :class:`MergeTask`: skip it if its commit exists already (a redelivered message) or if
+its claim was lost (the files were merged elsewhere, or another merge took them after the lease
+ran out); renew the lease; read the inputs in DuckDB (which spills to its temp directory past
+its memory limit), apply the table's merge mode, sort; stream value-aligned row groups into
+files of about the target size; upload them; replace-commit under the claim token with the
+task's idempotency key. A conflict deletes this worker's outputs; an unknown commit outcome
+leaves them (the retry finds the commit, or the janitor's orphan sweep removes them).
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Literal
+
+import duckdb
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from icefloe import duck
+from icefloe.datafiles import footer_stats, new_data_key
+from icefloe.errors import CommitConflictError, CommitOutcomeUnknownError, IcefloeError
+from icefloe.merge.modes import merge_sql
+from icefloe.merge.rowgroups import RowGroupCutter
+from icefloe.merge.tasks import MergeTask
+from icefloe.merge.writer import RollingParquetWriter, StagedFile
+from icefloe.metastore.models import DataFile, NewFile
+from icefloe.metastore.store import MetaStore
+from icefloe.query.engine import view_sql
+from icefloe.query.sandbox import QueryLimits, lock_down
+from icefloe.spec import CustomMode, PartitionValue, TableSpec
+from icefloe.storage import ObjectStore
+
+logger = logging.getLogger(__name__)
+
+MergeStatus = Literal["committed", "already_committed", "claim_lost", "conflict"]
+DEFAULT_LEASE = timedelta(minutes=30)
+BATCH_ROWS = 65_536
+
+
+class MergeFailedError(IcefloeError):
+    """The merge could not run (its mode's SQL failed, or its output left the partition)."""
+
+
+@dataclass(frozen=True, slots=True)
+class MergeLimits:
+    """What one merge may use: DuckDB memory and threads, and where it spills."""
+
+    memory_limit: str = "1GB"
+    threads: int = 2
+    temp_directory: Path | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class MergeOutcome:
+    """What became of one task. Only ``committed`` changed the table."""
+
+    table: str
+    partition_path: str
+    status: MergeStatus
+    snapshot_id: int | None = None
+    files_in: int = 0
+    files_out: int = 0
+    rows_in: int = 0
+    rows_out: int = 0
+    bytes_in: int = 0
+    bytes_out: int = 0
+    seconds: float = 0.0
+    reason: str = ""
+
+
+class MergeWorker:
+    """Runs merge tasks against one meta store and object store."""
+
+    def __init__(
+        self,
+        *,
+        meta: MetaStore,
+        objects: ObjectStore,
+        limits: MergeLimits | None = None,
+        lease: timedelta = DEFAULT_LEASE,
+        configure: Callable[[duckdb.DuckDBPyConnection], None] | None = None,
+        before_commit: Callable[[MergeTask], None] | None = None,
+    ) -> None:
+        self._meta = meta
+        self._objects = objects
+        self.limits = limits or MergeLimits()
+        self._lease = lease
+        self._configure = configure
+        # A test seam: runs after the outputs are uploaded and before the commit.
+        self._before_commit = before_commit
+
+    def run(self, task: MergeTask) -> MergeOutcome:
+        started = time.perf_counter()
+        outcome = self._run(task)
+        seconds = time.perf_counter() - started
+        logger.info(
+            "merge %s of %s/%s: %d files -> %d in %.2fs",
+            outcome.status,
+            task.table,
+            task.partition_path,
+            outcome.files_in,
+            outcome.files_out,
+            seconds,
+        )
+        return _with_seconds(outcome, seconds)
+
+    def _run(self, task: MergeTask) -> MergeOutcome:
+        earlier = self._meta.snapshot_for_key(task.table, task.idempotency_key)
+        if earlier is not None:
+            return MergeOutcome(
+                task.table,
+                task.partition_path,
+                "already_committed",
+                snapshot_id=earlier.snapshot_id,
+                reason=f"committed by an earlier delivery as snapshot {earlier.snapshot_id}",
+            )
+        inputs = self._meta.files_by_id(task.table, task.file_ids)
+        lost = _claim_problem(task, inputs)
+        if lost is None and self._meta.renew_claim(task.claim_token, lease=self._lease) != len(
+            task.file_ids
+        ):
+            lost = "the claim was taken over while renewing it"
+        if lost is not None:
+            return MergeOutcome(task.table, task.partition_path, "claim_lost", reason=lost)
+        spec = self._meta.get_table(task.table).spec
+        scratch = Path(tempfile.mkdtemp(prefix="icefloe-merge-", dir=self.limits.temp_directory))
+        written: list[str] = []
+        try:
+            staged = self._merge_to_files(spec, inputs, scratch)
+            new_files = self._upload(spec, inputs[0], staged, written)
+            if self._before_commit is not None:
+                self._before_commit(task)
+            result = self._meta.commit_replace(
+                task.table,
+                remove=list(task.file_ids),
+                add=new_files,
+                claim_token=task.claim_token,
+                idempotency_key=task.idempotency_key,
+            )
+        except CommitConflictError as e:
+            self._discard(written)
+            return MergeOutcome(task.table, task.partition_path, "conflict", reason=str(e))
+        except CommitOutcomeUnknownError:
+            logger.warning("merge commit outcome unknown; leaving %d objects", len(written))
+            raise
+        except BaseException:
+            self._discard(written)
+            raise
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+        if not result.committed:
+            self._discard(written)
+            return MergeOutcome(
+                task.table, task.partition_path, "already_committed", result.snapshot_id
+            )
+        return MergeOutcome(
+            table=task.table,
+            partition_path=task.partition_path,
+            status="committed",
+            snapshot_id=result.snapshot_id,
+            files_in=len(inputs),
+            files_out=len(new_files),
+            rows_in=sum(f.row_count for f in inputs),
+            rows_out=result.rows_added,
+            bytes_in=sum(f.size_bytes for f in inputs),
+            bytes_out=sum(f.size_bytes for f in new_files),
+        )
+
+    def _merge_to_files(
+        self, spec: TableSpec, inputs: Sequence[DataFile], scratch: Path
+    ) -> list[StagedFile]:
+        uris = [self._objects.uri(f.path) for f in inputs]
+        con = duck.connect()
+        try:
+            con.execute(f"SET temp_directory = {duck.string_literal(str(scratch / 'spill'))}")
+            con.execute("SET preserve_insertion_order = false")
+            if self._configure is not None:
+                self._configure(con)
+            con.execute(view_sql(spec, uris, None))
+            lock_down(
+                con,
+                allowed_paths=uris,
+                limits=QueryLimits(
+                    memory_limit=self.limits.memory_limit, threads=self.limits.threads
+                ),
+            )
+            try:
+                reader = con.execute(merge_sql(spec)).to_arrow_reader(BATCH_ROWS)
+            except duckdb.Error as e:
+                raise MergeFailedError(
+                    f"merge of {spec.name!r} ({spec.merge.to_text()}) failed: {e}"
+                ) from e
+            return self._write(spec, inputs, reader, scratch)
+        finally:
+            con.close()
+
+    def _write(
+        self,
+        spec: TableSpec,
+        inputs: Sequence[DataFile],
+        reader: pa.RecordBatchReader,
+        scratch: Path,
+    ) -> list[StagedFile]:
+        sizes = spec.sizes
+        rows_in = max(1, sum(f.row_count for f in inputs))
+        bytes_per_row = max(1.0, sum(f.size_bytes for f in inputs) / rows_in)
+        target_rows = max(
+            1, min(sizes.row_group_max_rows, int(sizes.row_group_target_bytes / bytes_per_row))
+        )
+        cutter = RowGroupCutter(
+            key=spec.row_group_by, target_rows=target_rows, max_rows=sizes.row_group_max_rows
+        )
+        writer = RollingParquetWriter(
+            directory=scratch,
+            target_file_bytes=sizes.target_file_bytes,
+            json_columns=[c.name for c in spec.columns if c.type == "JSON"],
+        )
+        guard = (
+            _PartitionGuard(spec, inputs[0].partition_path)
+            if isinstance(spec.merge, CustomMode)
+            else None
+        )
+        try:
+            for batch in reader:
+                if guard is not None:
+                    guard.check(batch)
+                for group in cutter.push(batch):
+                    writer.write_group(group)
+            for group in cutter.finish():
+                writer.write_group(group)
+        except duckdb.Error as e:
+            raise MergeFailedError(
+                f"merge of {spec.name!r} ({spec.merge.to_text()}) failed: {e}"
+            ) from e
+        return writer.close()
+
+    def _upload(
+        self, spec: TableSpec, model: DataFile, staged: Sequence[StagedFile], written: list[str]
+    ) -> list[NewFile]:
+        files = []
+        for item in staged:
+            key = new_data_key(table=spec.name, partition_path=model.partition_path)
+            self._objects.put_file(key, item.path)
+            written.append(key)
+            metadata = pq.read_metadata(item.path)
+            files.append(
+                NewFile(
+                    path=key,
+                    partition_path=model.partition_path,
+                    partition_values=dict(model.partition_values),
+                    partition_start=model.partition_start,
+                    size_bytes=item.size_bytes,
+                    row_count=metadata.num_rows,
+                    row_group_count=metadata.num_row_groups,
+                    column_stats=footer_stats(metadata),
+                )
+            )
+        return files
+
+    def _discard(self, keys: list[str]) -> None:
+        if not keys:
+            return
+        try:
+            self._objects.delete_many(keys)
+        except Exception:  # the orphan sweep removes what this could not
+            logger.exception("could not delete %d uncommitted merge outputs", len(keys))
+
+
+def _claim_problem(task: MergeTask, inputs: Sequence[DataFile]) -> str | None:
+    """Why this task may not run, or None if every input is live and still ours."""
+    found = {f.file_id for f in inputs}
+    missing = sorted(set(task.file_ids) - found)
+    if missing:
+        return f"input file {missing[0]} does not exist"
+    for f in inputs:
+        if f.partition_path != task.partition_path:
+            return f"input file {f.file_id} is in partition {f.partition_path!r}"
+        if f.end_snapshot is not None:
+            return f"input file {f.file_id} was removed by snapshot {f.end_snapshot}"
+        if f.claim_token != task.claim_token:
+            return f"input file {f.file_id} is no longer claimed by this task"
+    return None
+
+
+class _PartitionGuard:
+    """Checks that a custom query's rows stay in the partition being merged."""
+
+    def __init__(self, spec: TableSpec, partition_path: str) -> None:
+        self._spec = spec
+        self._expected = spec.parse_partition_path(partition_path)
+        self._path = partition_path
+
+    def check(self, batch: pa.RecordBatch) -> None:
+        for field, expected in zip(self._spec.partition_by, self._expected, strict=True):
+            column = batch.column(batch.schema.get_field_index(field.source))
+            # Time and truncate transforms are monotone: the extremes decide. Identity and
+            # bucket values are checked one distinct value at a time.
+            if field.is_time or field.transform == "truncate":
+                extremes = pc.min_max(column)
+                values = [extremes["min"].as_py(), extremes["max"].as_py()]
+                if column.null_count:
+                    values.append(None)
+            else:
+                values = pc.unique(column).to_pylist()
+            for value in values:
+                got: PartitionValue = field.apply(value)
+                if _naive(got) != _naive(expected):
+                    raise MergeFailedError(
+                        f"custom merge query of {self._spec.name!r} moved a row out of partition "
+                        f"{self._path!r}: {field.source} = {value!r}"
+                    )
+
+
+def _naive(value: object) -> object:
+    if isinstance(value, datetime) and value.tzinfo is not None:
+        return value.replace(tzinfo=None)
+    return value
+
+
+def _with_seconds(outcome: MergeOutcome, seconds: float) -> MergeOutcome:
+    return replace(outcome, seconds=seconds)

@@ -1,0 +1,91 @@
+"""Stream row groups into local Parquet files of about the target size.
+
+Row groups arrive already cut (see :mod:`icefloe.merge.rowgroups`); a file is closed once its
+bytes on disk reach the target, so memory holds one row group at a time, whatever the total.
+Files use the same encoding as every other writer (:mod:`icefloe.datafiles`).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from icefloe.datafiles import parquet_writer, with_json_columns
+from icefloe.ingest.row_ids import ROW_ID_COLUMN, ROW_ID_TYPE
+
+
+@dataclass(frozen=True, slots=True)
+class StagedFile:
+    """A finished local Parquet file, not uploaded yet."""
+
+    path: Path
+    size_bytes: int
+    row_count: int
+    row_group_count: int
+
+
+class RollingParquetWriter:
+    """Writes row groups to ``directory``, starting a new file past ``target_file_bytes``."""
+
+    def __init__(
+        self, *, directory: Path, target_file_bytes: int, json_columns: Sequence[str]
+    ) -> None:
+        self._directory = directory
+        self._target = target_file_bytes
+        self._json_columns = tuple(json_columns)
+        self._writer: pq.ParquetWriter | None = None
+        self._sink: pa.NativeFile | None = None
+        self._path: Path | None = None
+        self._rows = self._groups = 0
+        self.files: list[StagedFile] = []
+
+    def write_group(self, group: pa.Table) -> None:
+        """Write ``group`` as exactly one row group."""
+        if group.num_rows == 0:
+            return
+        group = self._normalize(group)
+        if self._writer is None:
+            self._path = self._directory / f"{uuid.uuid4().hex}.parquet"
+            self._sink = pa.OSFile(str(self._path), "wb")
+            self._writer = parquet_writer(self._sink, group.schema)
+        self._writer.write_table(group, row_group_size=group.num_rows)
+        self._rows += group.num_rows
+        self._groups += 1
+        assert self._sink is not None
+        if self._sink.tell() >= self._target:
+            self._close_file()
+
+    def close(self) -> list[StagedFile]:
+        """Finish the open file; returns every file written."""
+        if self._writer is not None:
+            self._close_file()
+        return self.files
+
+    def _close_file(self) -> None:
+        assert self._writer is not None and self._sink is not None and self._path is not None
+        self._writer.close()
+        self._sink.close()
+        self.files.append(
+            StagedFile(
+                path=self._path,
+                size_bytes=self._path.stat().st_size,
+                row_count=self._rows,
+                row_group_count=self._groups,
+            )
+        )
+        self._writer = self._sink = self._path = None
+        self._rows = self._groups = 0
+
+    def _normalize(self, group: pa.Table) -> pa.Table:
+        """The types insert writes: JSON columns marked JSON, ``_row_id`` as 16 fixed bytes."""
+        position = group.schema.get_field_index(ROW_ID_COLUMN)
+        if position >= 0 and group.schema.field(position).type != ROW_ID_TYPE:
+            group = group.set_column(
+                position, ROW_ID_COLUMN, group.column(position).cast(ROW_ID_TYPE)
+            )
+        return with_json_columns(group, self._json_columns)

@@ -1,0 +1,72 @@
+"""Merging until quiet through the orchestrator, the in-process queue and the real handler."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pyarrow.parquet as pq
+import pytest
+
+from icefloe.merge import InProcessQueue, MergeOrchestrator
+from support.merge_lake import Lake
+
+pytestmark = pytest.mark.integration
+
+
+def row_ids(lake: Lake, table: str, snapshot_id: int | None = None) -> Counter[bytes]:
+    rows = lake.rows(f"SELECT _row_id FROM {table}", snapshot_id=snapshot_id)
+    return Counter(r["_row_id"] for r in rows)
+
+
+def test_many_small_inserts_merge_to_the_planners_floor_keeping_every_row(lake: Lake) -> None:
+    # Given 12 small inserts, each touching the same 3 day partitions
+    lake.create()
+    lake.insert_batches("events", batches=12, rows=300, days=3)
+    before = lake.meta.get_table("events").head_snapshot_id
+    ids_before = row_ids(lake, "events")
+    answer_sql = (
+        "SELECT event, count(*) AS n, sum(length(user_id)) AS l FROM events GROUP BY 1 ORDER BY 1"
+    )
+    answer_before = lake.rows(answer_sql)
+    assert set(lake.live_files_per_partition("events").values()) == {12}
+
+    # When merging until the orchestrator plans nothing
+    report = lake.merge("events")
+
+    # Then each partition holds one file, the planner is quiet, and no row was lost or doubled
+    assert report.count("committed") == 3 and not report.dead_letters
+    assert lake.live_files_per_partition("events") == {
+        p: 1 for p in lake.live_files_per_partition("events")
+    }
+    assert len(lake.live_files_per_partition("events")) == 3
+    assert MergeOrchestrator(meta=lake.meta, sender=InProcessQueue()).plan("events") == []
+    assert row_ids(lake, "events") == ids_before
+    assert lake.rows(answer_sql) == answer_before
+    # And the pre-merge snapshot still answers from the small files
+    plan = lake.engine.query("SELECT count(*) AS n FROM events", snapshot_id=before)
+    assert plan.plans[0].files_scanned == 36
+    assert (
+        lake.rows(answer_sql.replace("FROM events", "FROM events"), snapshot_id=None)
+        == answer_before
+    )
+    assert row_ids(lake, "events", snapshot_id=before) == ids_before
+
+
+def test_merged_files_are_sorted_by_the_file_sort_keys(lake: Lake) -> None:
+    lake.create()
+    lake.insert_batches("events", batches=5, rows=200, days=1)
+    lake.merge("events")
+    (merged,) = lake.meta.files("events")
+    table = pq.read_table(lake.objects.uri(merged.path))
+    keys = list(zip(table.column("event").to_pylist(), table.column("ts").to_pylist(), strict=True))
+    assert keys == sorted(keys)
+    assert merged.row_count == 1000 and merged.column_stats["event"].min == "click"
+
+
+def test_a_single_merge_round_leaves_partitions_below_the_group_floor_alone(lake: Lake) -> None:
+    # Given a partition with three files: fewer than min_files_to_merge (4)
+    lake.create()
+    lake.insert_batches("events", batches=3, rows=100, days=1)
+    report = lake.merge("events")
+    assert report.outcomes == () and report.rounds[0].groups_planned == 0
+    assert lake.live_files_per_partition("events") == {"day=2026-03-01": 3}

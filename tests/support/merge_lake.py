@@ -1,0 +1,60 @@
+"""A small lake for merge tests and what they ask of it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from icefloe.ingest import Inserter
+from icefloe.merge import LocalMergeReport, MergeWorker, merge_locally
+from icefloe.metastore.store import MetaStore
+from icefloe.query import QueryEngine
+from icefloe.sample_events import sample_events
+from icefloe.spec import SizeTargets, TableSpec
+from icefloe.storage import LocalObjectStore
+
+SCHEMA = "ts TIMESTAMP NOT NULL, event VARCHAR NOT NULL, user_id VARCHAR, properties JSON"
+START = datetime(2026, 3, 1)
+
+
+@dataclass
+class Lake:
+    meta: MetaStore
+    objects: LocalObjectStore
+    inserter: Inserter
+    worker: MergeWorker
+    engine: QueryEngine
+
+    def create(self, **overrides: object) -> TableSpec:
+        kwargs: dict[str, object] = {
+            "name": "events",
+            "schema": SCHEMA,
+            "partition_by": "day(ts)",
+            "sort_by": "event, ts",
+            "sizes": SizeTargets(min_files_to_merge=4),
+        }
+        kwargs.update(overrides)
+        spec = TableSpec.create(**kwargs)  # type: ignore[arg-type]
+        self.meta.create_table(spec)
+        return spec
+
+    def insert_batches(
+        self, table: str, *, batches: int, rows: int, days: int, seed: int = 1
+    ) -> None:
+        for n in range(batches):
+            events = sample_events(rows, days=days, start=START, users=40, seed=seed + n)
+            self.inserter.insert_rows(table, events)
+
+    def merge(self, table: str | None = None, *, until_quiet: bool = True) -> LocalMergeReport:
+        return merge_locally(
+            meta=self.meta, worker=self.worker, table=table, until_quiet=until_quiet
+        )
+
+    def rows(self, sql: str, *, snapshot_id: int | None = None) -> list[dict[str, object]]:
+        return self.engine.query(sql, snapshot_id=snapshot_id).rows.to_pylist()
+
+    def live_files_per_partition(self, table: str) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for f in self.meta.files(table):
+            counts[f.partition_path] = counts.get(f.partition_path, 0) + 1
+        return counts
