@@ -42,6 +42,8 @@ DEMO_BATCH  ?= 2000
 demo: venv
 	$(BIN)/icefloe init
 	$(BIN)/icefloe demo --events $(DEMO_EVENTS) --batch-size $(DEMO_BATCH)
+	$(BIN)/icefloe status events
+	$(BIN)/icefloe merge events --wait
 	$(BIN)/icefloe table show events
 	$(BIN)/icefloe status events
 

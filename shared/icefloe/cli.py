@@ -24,6 +24,7 @@ from icefloe import __version__
 from icefloe.config import Settings
 from icefloe.errors import IcefloeError, InvalidInputError, TableExistsError
 from icefloe.ingest import INPUT_FORMATS, InputFormat, Inserter, format_from_suffix
+from icefloe.merge import MergeWorker, merge_locally
 from icefloe.metastore.embedded import stop_embedded
 from icefloe.metastore.models import TableInfo
 from icefloe.query import QueryEngine, QueryLimits
@@ -103,6 +104,15 @@ def build_parser() -> argparse.ArgumentParser:
     status = commands.add_parser("status", help="live files, partitions, rows and bytes")
     status.add_argument("name", nargs="?")
     _add_format(status)
+
+    merge = commands.add_parser(
+        "merge", help="merge small files: one orchestration round, or rounds until quiet"
+    )
+    merge.add_argument("name", nargs="?", help="one table (default: every table)")
+    merge.add_argument(
+        "--wait", action="store_true", help="repeat rounds until the planner finds nothing"
+    )
+    _add_format(merge)
 
     demo = commands.add_parser("demo", help="create an events table and insert sample events")
     demo.add_argument(
@@ -302,6 +312,47 @@ def _demo(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+def _merge(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
+    if args.name is not None:
+        runtime.meta.get_table(args.name)  # a clear error for a wrong name
+    worker = MergeWorker(
+        meta=runtime.meta, objects=runtime.objects, configure=_duckdb_configurer(runtime)
+    )
+    started = time.perf_counter()
+    report = merge_locally(meta=runtime.meta, worker=worker, table=args.name, until_quiet=args.wait)
+    elapsed = time.perf_counter() - started
+    committed = [o for o in report.outcomes if o.status == "committed"]
+    row = {
+        "rounds": len(report.rounds),
+        "merges": len(committed),
+        "files_in": sum(o.files_in for o in committed),
+        "files_out": sum(o.files_out for o in committed),
+        "rows_in": sum(o.rows_in for o in committed),
+        "rows_out": sum(o.rows_out for o in committed),
+        "bytes_in": sum(o.bytes_in for o in committed),
+        "bytes_out": sum(o.bytes_out for o in committed),
+        "skipped": len(report.outcomes) - len(committed),
+        "failed": len(report.dead_letters),
+        "seconds": round(elapsed, 3),
+    }
+
+    def text() -> str:
+        line = (
+            f"{_count(int(row['merges']), 'merge')} in {_count(int(row['rounds']), 'round')}:"
+            f" {row['files_in']:,} files -> {row['files_out']:,},"
+            f" {row['bytes_in'] / 1e6:,.1f} MB -> {row['bytes_out'] / 1e6:,.1f} MB,"
+            f" {row['rows_in']:,} rows -> {row['rows_out']:,} in {elapsed:.1f} s"
+        )
+        if row["skipped"]:
+            line += f"; {row['skipped']} skipped (claimed or merged elsewhere)"
+        if row["failed"]:
+            line += f"; {row['failed']} FAILED (see the log)"
+        return line
+
+    _emit(out, args.format, row, text)
+    return EXIT_ERROR if report.dead_letters else 0
+
+
 def _count(n: int, noun: str, plural: str | None = None) -> str:
     return f"{n:,} {noun if n == 1 else (plural or noun + 's')}"
 
@@ -404,6 +455,7 @@ _COMMANDS: dict[str, Callable[[Runtime, argparse.Namespace, TextIO], int]] = {
     "table show": _table_show,
     "insert": _insert,
     "demo": _demo,
+    "merge": _merge,
     "query": _query,
     "files": _files,
     "snapshots": _snapshots,

@@ -283,3 +283,41 @@ def test_query_errors_are_one_line(
     code, _ = run(*argv)
     err = capsys.readouterr().err
     assert code != 0 and message in err and err.count("\n") == 1
+
+
+def test_merge_until_quiet_through_the_in_process_queue(cli_env: str, tmp_path: Path) -> None:
+    # Given six small inserts into one day
+    assert run("init")[0] == 0
+    create_events()
+    for n in range(6):
+        source = tmp_path / f"batch{n}.ndjson"
+        source.write_text(
+            "\n".join(
+                json.dumps({"ts": f"2026-03-01T0{n}:00:0{i}", "event": "e", "user_id": f"u{i}"})
+                for i in range(5)
+            )
+        )
+        assert run("insert", "events", str(source))[0] == 0
+
+    # When merging with --wait
+    code, out = run("merge", "events", "--wait", "--format", "json")
+
+    # Then one merge took six files to one, keeping every row
+    assert code == 0
+    report = json.loads(out)
+    assert report["merges"] == 1 and report["failed"] == 0
+    assert (report["files_in"], report["files_out"]) == (6, 1)
+    assert report["rows_in"] == report["rows_out"] == 30
+    code, files = run("files", "events", "--format", "json")
+    assert code == 0 and len(json.loads(files)) == 1
+    # And a second run finds nothing to do, saying so in one line
+    code, text = run("merge")
+    assert code == 0 and text.startswith("0 merges in 1 round")
+
+
+def test_merge_of_an_unknown_table_is_a_one_line_error(
+    cli_env: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run("init")[0] == 0
+    assert run("merge", "nope")[0] == 1
+    assert capsys.readouterr().err.strip() == "icefloe: error: no table named 'nope'"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pyarrow.parquet as pq
 import pytest
 
@@ -50,7 +52,7 @@ def test_each_row_group_key_value_lies_in_exactly_one_row_group(lake: Lake) -> N
         )
         for i in range(metadata.num_row_groups)
     ]
-    assert all(high < low for (_, high), (low, _) in zip(bounds, bounds[1:]))
+    assert all(high < low for (_, high), (low, _) in itertools.pairwise(bounds))
 
 
 def test_a_point_query_on_the_key_reads_one_row_group_per_file(lake: Lake) -> None:
