@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -21,6 +23,12 @@ QUEUES = TEMPLATE.queues()
 CONSUMERS = TEMPLATE.consumers()
 SQS_DEFAULT_VISIBILITY_TIMEOUT = 30
 SQS_DEFAULT_RETENTION = 345_600
+# Functions that only a schedule runs (besides direct invokes by an operator).
+SCHEDULED_FUNCTIONS = ("MergeOrchestratorFunction", "JanitorFunction")
+MERGE_FUNCTIONS = ("MergeOrchestratorFunction", "MergeWorkerFunction")
+SCHEDULE_EXPRESSION = re.compile(
+    r"^(rate\(\d+ (minute|minutes|hour|hours|day|days)\)|cron\(.+\)|at\(.+\))$"
+)
 
 
 def test_the_template_declares_functions_and_consumed_queues() -> None:
@@ -40,6 +48,53 @@ def test_sqs_batches_over_ten_messages_have_a_batching_window(function: Function
     for event in function.sqs_events:
         if (event.batch_size or 10) > 10:
             assert (event.batching_window or 0) >= 1, event.name
+
+
+@pytest.mark.parametrize("function", FUNCTIONS.values(), ids=list(FUNCTIONS))
+def test_every_sqs_event_source_caps_its_concurrency(function: FunctionDecl) -> None:
+    # Without a cap a backlog scales pollers up to the account's limit, and every invocation
+    # holds meta store connections: the database, not Lambda, would give out first.
+    for event in function.sqs_events:
+        assert event.maximum_concurrency is not None, (function.logical_id, event.name)
+        assert 2 <= event.maximum_concurrency <= 1000, (function.logical_id, event.name)
+
+
+def test_the_merge_worker_reads_the_queue_the_orchestrator_sends_to() -> None:
+    orchestrator = FUNCTIONS["MergeOrchestratorFunction"]
+    (source,) = FUNCTIONS["MergeWorkerFunction"].sqs_events
+    assert TEMPLATE.logical_id_of(orchestrator.environment["ICEFLOE_MERGE_QUEUE_URL"]) == (
+        source.queue
+    )
+    assert source.maximum_concurrency is not None  # the merge worker is capped too
+    assert source.batch_size == 1  # one merge per invocation: a merge takes minutes and memory
+
+
+def test_scheduled_functions_have_a_schedule_event() -> None:
+    assert "MergeOrchestratorFunction" in FUNCTIONS
+    for logical_id in SCHEDULED_FUNCTIONS:
+        if logical_id not in FUNCTIONS:
+            continue
+        schedules = FUNCTIONS[logical_id].schedules
+        assert schedules, f"{logical_id} has no Schedule or ScheduleV2 event"
+        for schedule in schedules:
+            assert SCHEDULE_EXPRESSION.match(schedule.expression), schedule.expression
+            if schedule.input is not None:  # what the handler is invoked with
+                assert isinstance(json.loads(schedule.input), dict), schedule.name
+
+
+def test_the_merge_lease_outlasts_the_merge_worker_timeout() -> None:
+    # A claim that ran out during a merge lets the orchestrator hand the same files to a
+    # second worker; one of the two then fails its commit and its work is wasted.
+    worker_timeout = FUNCTIONS["MergeWorkerFunction"].timeout
+    leases = set()
+    for logical_id in MERGE_FUNCTIONS:
+        value = FUNCTIONS[logical_id].environment["ICEFLOE_MERGE_LEASE_SECONDS"]
+        leases.add(int(TEMPLATE.resolve(value)))
+        parameter = TEMPLATE.raw["Parameters"].get(TEMPLATE.logical_id_of(value))
+        if parameter is not None:  # whatever a deployer chooses
+            assert int(parameter["MinValue"]) > worker_timeout
+    (lease,) = leases  # the orchestrator claims with the lease the worker renews with
+    assert lease > worker_timeout
 
 
 @pytest.mark.parametrize("queue", sorted(CONSUMERS))

@@ -232,13 +232,20 @@ class FakeLambdaContext:
     function_name: str = "icefloe-insert"
     function_version: str = "$LATEST"
     memory_limit_in_mb: int = 2048
-    invoked_function_arn: str = f"arn:aws:lambda:{REGION}:{ACCOUNT_ID}:function:icefloe-insert"
     aws_request_id: str = "00000000-0000-0000-0000-000000000000"
-    log_group_name: str = "/aws/lambda/icefloe-insert"
     log_stream_name: str = "test"
+    remaining_millis: int = 120_000
+
+    @property
+    def invoked_function_arn(self) -> str:
+        return f"arn:aws:lambda:{REGION}:{ACCOUNT_ID}:function:{self.function_name}"
+
+    @property
+    def log_group_name(self) -> str:
+        return f"/aws/lambda/{self.function_name}"
 
     def get_remaining_time_in_millis(self) -> int:
-        return 120_000
+        return self.remaining_millis
 
 
 def function_environment(

@@ -1,4 +1,5 @@
-"""What ``template.yaml`` declares, read for tests: queues, functions, the data bucket.
+"""What ``template.yaml`` declares, read for tests: queues, functions and their event sources
+(SQS, schedules), the data bucket.
 
 Tests build their moto resources from these declarations (see :mod:`support.aws`) and check
 rules over them, so tests and infrastructure cannot drift apart.
@@ -99,6 +100,22 @@ class SqsEventDecl:
     batching_window: int | None
     function_response_types: tuple[str, ...]
     properties: Mapping[str, Any]
+    maximum_concurrency: int | None = None  # ScalingConfig.MaximumConcurrency
+
+
+SCHEDULE_EVENT_TYPES = ("ScheduleV2", "Schedule")
+
+
+@dataclass(frozen=True)
+class ScheduleEventDecl:
+    """A schedule event of a function: EventBridge Scheduler (``ScheduleV2``) or an
+    EventBridge rule (``Schedule``)."""
+
+    name: str
+    type: str
+    expression: str  # parameters resolved to their defaults
+    input: str | None  # the JSON the function is invoked with, when declared
+    properties: Mapping[str, Any]
 
 
 @dataclass(frozen=True)
@@ -112,6 +129,8 @@ class FunctionDecl:
     environment: Mapping[str, Any]
     events: Mapping[str, Any]
     sqs_events: tuple[SqsEventDecl, ...] = field(default=())
+    schedules: tuple[ScheduleEventDecl, ...] = field(default=())
+    memory_size: int | None = None  # MB; None where SAM's default applies
 
     @property
     def handler_file(self) -> Path:
@@ -205,8 +224,27 @@ class Template:
                     for name, event in events.items()
                     if event.get("Type") == "SQS"
                 ),
+                schedules=tuple(
+                    self._schedule_event(name, event)
+                    for name, event in events.items()
+                    if event.get("Type") in SCHEDULE_EVENT_TYPES
+                ),
+                memory_size=_int_or_none(
+                    self.resolve(props.get("MemorySize", globals_.get("MemorySize")))
+                ),
             )
         return functions
+
+    def _schedule_event(self, name: str, event: Mapping[str, Any]) -> ScheduleEventDecl:
+        props = event.get("Properties") or {}
+        raw_input = self.resolve(props.get("Input"))
+        return ScheduleEventDecl(
+            name=name,
+            type=str(event["Type"]),
+            expression=str(self.resolve(props.get("ScheduleExpression") or props.get("Schedule"))),
+            input=None if raw_input is None else str(raw_input),
+            properties=props,
+        )
 
     def _sqs_event(self, name: str, props: Mapping[str, Any]) -> SqsEventDecl:
         return SqsEventDecl(
@@ -216,6 +254,9 @@ class Template:
             batching_window=_int_or_none(self.resolve(props.get("MaximumBatchingWindowInSeconds"))),
             function_response_types=tuple(props.get("FunctionResponseTypes") or ()),
             properties=props,
+            maximum_concurrency=_int_or_none(
+                self.resolve((props.get("ScalingConfig") or {}).get("MaximumConcurrency"))
+            ),
         )
 
     def consumers(self) -> dict[str, list[FunctionDecl]]:

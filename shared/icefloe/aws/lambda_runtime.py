@@ -2,6 +2,8 @@
 
 A container serves many invocations one at a time; opening the meta store's pool and the S3
 client once per container (not per invocation, and never at import) keeps warm starts cheap.
+The merge functions' knobs (DuckDB memory and threads, the claim lease) are read here too, so
+that the orchestrator and the worker agree on them.
 """
 
 from __future__ import annotations
@@ -12,12 +14,16 @@ import tempfile
 import threading
 from collections.abc import Mapping
 from dataclasses import replace
+from datetime import timedelta
 from pathlib import Path
 
 from icefloe.aws.secrets import database_url_from_secret
 from icefloe.config import Settings
 from icefloe.errors import ConfigError
 from icefloe.ingest.insert import Inserter
+from icefloe.merge.worker import DEFAULT_LEASE, MergeLimits, MergeWorker
+from icefloe.query.s3_access import configure_s3_from_settings
+from icefloe.query.sandbox import QueryLimits
 from icefloe.runtime import Runtime
 
 logger = logging.getLogger(__name__)
@@ -27,9 +33,20 @@ SECRET_ARN_VARIABLE = "ICEFLOE_DATABASE_SECRET_ARN"
 # the database's connection limit.
 LAMBDA_MAX_CONNECTIONS = 2
 
+MERGE_LEASE_VARIABLE = "ICEFLOE_MERGE_LEASE_SECONDS"
+MERGE_MEMORY_VARIABLE = "ICEFLOE_MERGE_MEMORY_LIMIT"
+MERGE_THREADS_VARIABLE = "ICEFLOE_MERGE_THREADS"
+# Lambda gives one vCPU per 1,769 MB of memory, and at most six.
+LAMBDA_MB_PER_VCPU = 1769
+LAMBDA_MAX_VCPUS = 6
+# DuckDB's share of the function's memory; the rest is Python, pyarrow's write buffers and
+# the runtime. DuckDB spills to the temp directory past its limit instead of failing.
+MERGE_MEMORY_SHARE = 0.75
+
 _lock = threading.Lock()
 _runtime: Runtime | None = None
 _inserter: Inserter | None = None
+_merge_worker: MergeWorker | None = None
 
 
 def settings_from_environment(environ: Mapping[str, str] | None = None) -> Settings:
@@ -79,12 +96,84 @@ def inserter_from_environment() -> Inserter:
         return _inserter
 
 
+def merge_lease_from_environment(environ: Mapping[str, str] | None = None) -> timedelta:
+    """``ICEFLOE_MERGE_LEASE_SECONDS`` (default 1800): how long a claim on a merge group holds.
+
+    The orchestrator claims with it and the worker renews with it; it must outlast the worker
+    function's timeout, so that a running merge never loses its files to a new claim.
+    """
+    env = os.environ if environ is None else environ
+    value = env.get(MERGE_LEASE_VARIABLE) or None
+    if value is None:
+        return DEFAULT_LEASE
+    if not value.isdigit() or int(value) < 1:
+        raise ConfigError(f"{MERGE_LEASE_VARIABLE}: {value!r} is not a positive whole number")
+    return timedelta(seconds=int(value))
+
+
+def merge_limits_from_environment(environ: Mapping[str, str] | None = None) -> MergeLimits:
+    """What one merge may use in this container.
+
+    In Lambda the defaults follow ``AWS_LAMBDA_FUNCTION_MEMORY_SIZE``: 75% of it for DuckDB and
+    one thread per vCPU (1,769 MB each); elsewhere :class:`MergeLimits`' defaults.
+    ``ICEFLOE_MERGE_MEMORY_LIMIT`` (e.g. ``2GB``) and ``ICEFLOE_MERGE_THREADS`` override them.
+    DuckDB spills under the temporary directory (``/tmp``, the ephemeral storage, in Lambda).
+    """
+    env = os.environ if environ is None else environ
+    defaults = MergeLimits()
+    memory, threads = defaults.memory_limit, defaults.threads
+    lambda_mb = env.get("AWS_LAMBDA_FUNCTION_MEMORY_SIZE") or ""
+    if lambda_mb.isdigit() and int(lambda_mb) > 0:
+        memory = f"{int(int(lambda_mb) * MERGE_MEMORY_SHARE)}MB"
+        threads = max(1, min(LAMBDA_MAX_VCPUS, round(int(lambda_mb) / LAMBDA_MB_PER_VCPU)))
+    memory = env.get(MERGE_MEMORY_VARIABLE) or memory
+    threads_value = env.get(MERGE_THREADS_VARIABLE) or str(threads)
+    if not threads_value.isdigit() or int(threads_value) < 1:
+        raise ConfigError(f"{MERGE_THREADS_VARIABLE}: {threads_value!r} is not a positive integer")
+    # The same rules as a query's limits: refuse a bad value now, not at every merge.
+    try:
+        QueryLimits(memory_limit=memory, threads=int(threads_value))
+    except ConfigError as e:
+        raise ConfigError(f"{MERGE_MEMORY_VARIABLE}: {e}") from e
+    return MergeLimits(
+        memory_limit=memory,
+        threads=int(threads_value),
+        temp_directory=Path(tempfile.gettempdir()) / "icefloe-merge",
+    )
+
+
+def merge_worker_from_environment() -> MergeWorker:
+    """The container's :class:`MergeWorker` over :func:`runtime_from_environment`, its limits
+    from :func:`merge_limits_from_environment`, reading S3 through DuckDB's httpfs."""
+    global _merge_worker
+    runtime = runtime_from_environment()
+    with _lock:
+        if _merge_worker is None:
+            limits = merge_limits_from_environment()
+            assert limits.temp_directory is not None
+            limits.temp_directory.mkdir(parents=True, exist_ok=True)
+            settings = runtime.settings
+            _merge_worker = MergeWorker(
+                meta=runtime.meta,
+                objects=runtime.objects,
+                limits=limits,
+                lease=merge_lease_from_environment(),
+                configure=lambda con: configure_s3_from_settings(con, settings),
+            )
+            logger.info(
+                "merge worker ready (memory %s, %d threads)", limits.memory_limit, limits.threads
+            )
+        return _merge_worker
+
+
 def reset_for_tests() -> None:
     """Close and forget the cached collaborators (tests change the environment between cases)."""
-    global _runtime, _inserter
+    global _runtime, _inserter, _merge_worker
     with _lock:
         inserter, runtime = _inserter, _runtime
-        _inserter = _runtime = None
+        # The worker holds no resources of its own (a DuckDB connection lives for one merge);
+        # closing the runtime closes the meta store it uses.
+        _inserter = _runtime = _merge_worker = None
     if inserter is not None:
         inserter.close()
     if runtime is not None:

@@ -10,11 +10,12 @@ cap are left for heavy compaction (EMR Serverless).
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
+from icefloe.errors import CommitOutcomeUnknownError, IcefloeError, MetaStoreUnavailableError
 from icefloe.merge.planner import (
     MergeCandidate,
     MergeGroup,
@@ -28,6 +29,8 @@ from icefloe.metastore.store import MetaStore
 from icefloe.spec import TableSpec
 
 logger = logging.getLogger(__name__)
+
+SEND_CHUNK = 10  # one SQS SendMessageBatch
 
 
 class TaskSender(Protocol):
@@ -56,6 +59,7 @@ class TableMergePlan:
 @dataclass(frozen=True, slots=True)
 class OrchestratorSummary:
     tables: tuple[TableMergePlan, ...] = field(default=())
+    failed_tables: Mapping[str, str] = field(default_factory=dict)  # table -> error
 
     @property
     def groups_sent(self) -> int:
@@ -69,6 +73,7 @@ class OrchestratorSummary:
         return {
             "groups_planned": self.groups_planned,
             "groups_sent": self.groups_sent,
+            "failed_tables": dict(self.failed_tables),
             "tables": [
                 {
                     "table": t.table,
@@ -106,15 +111,33 @@ class MergeOrchestrator:
 
     def run(self, *, table: str | None = None) -> OrchestratorSummary:
         """One pass over ``table``, or over every table."""
-        names = [table] if table is not None else [t.name for t in self._meta.list_tables()]
-        plans = tuple(self._run_table(name) for name in names)
-        summary = OrchestratorSummary(plans)
+        if table is not None:
+            plans: tuple[TableMergePlan, ...] = (self._run_table(table),)
+            failures: dict[str, str] = {}
+        else:
+            plans, failures = self._run_every_table()
+        summary = OrchestratorSummary(plans, failed_tables=failures)
         logger.info(
             "merge orchestration: %d groups planned, %d sent",
             summary.groups_planned,
             summary.groups_sent,
         )
         return summary
+
+    def _run_every_table(self) -> tuple[tuple[TableMergePlan, ...], dict[str, str]]:
+        """Every table; one table's failure (dropped meanwhile, a broken spec) is recorded and
+        the others still run. A meta store that is down fails the run."""
+        plans: list[TableMergePlan] = []
+        failures: dict[str, str] = {}
+        for info in self._meta.list_tables():
+            try:
+                plans.append(self._run_table(info.name))
+            except (MetaStoreUnavailableError, CommitOutcomeUnknownError):
+                raise
+            except IcefloeError as e:
+                logger.warning("merge orchestration of %s failed: %s", info.name, e)
+                failures[info.name] = f"{type(e).__name__}: {e}"
+        return tuple(plans), failures
 
     def plan(self, table: str) -> list[MergeGroup]:
         """The groups this orchestrator would claim for ``table`` now (nothing is claimed)."""
@@ -146,8 +169,22 @@ class MergeOrchestrator:
     def _run_table(self, table: str) -> TableMergePlan:
         spec, groups, live_files = self._plan(table)
         cap = spec.sizes.lambda_merge_cap_bytes
-        tasks: list[tuple[MergeTask, MergeGroup]] = []
-        contended = deferred = 0
+        sent: list[MergeGroup] = []
+        contended = deferred = unsent = 0
+        pending: list[tuple[MergeTask, MergeGroup]] = []
+
+        def flush() -> None:
+            # Claim and send in small chunks: if this run dies, at most one chunk of claims is
+            # left without a message (until its lease runs out).
+            nonlocal unsent
+            failed = self._sender.send([task for task, _ in pending])
+            failed_tokens = {task.claim_token for task in failed}
+            for task in failed:
+                self._meta.release_claim(task.claim_token)
+            unsent += len(failed)
+            sent.extend(g for t, g in pending if t.claim_token not in failed_tokens)
+            pending.clear()
+
         for group in groups:
             if group.bytes > cap:
                 deferred += 1
@@ -156,22 +193,17 @@ class MergeOrchestrator:
             if token is None:
                 contended += 1
                 continue
-            tasks.append(
-                (
-                    MergeTask(
-                        table=table,
-                        partition_path=group.partition_path,
-                        file_ids=group.file_ids,
-                        claim_token=token,
-                    ),
-                    group,
-                )
+            task = MergeTask(
+                table=table,
+                partition_path=group.partition_path,
+                file_ids=group.file_ids,
+                claim_token=token,
             )
-        unsent = self._sender.send([task for task, _ in tasks]) if tasks else []
-        for task in unsent:
-            self._meta.release_claim(task.claim_token)
-        unsent_tokens = {t.claim_token for t in unsent}
-        sent = [(t, g) for t, g in tasks if t.claim_token not in unsent_tokens]
+            pending.append((task, group))
+            if len(pending) >= SEND_CHUNK:
+                flush()
+        if pending:
+            flush()
         return TableMergePlan(
             table=table,
             live_files=live_files,
@@ -179,7 +211,7 @@ class MergeOrchestrator:
             groups_sent=len(sent),
             groups_contended=contended,
             groups_deferred=deferred,
-            groups_unsent=len(unsent),
-            files_claimed=sum(len(g.file_ids) for _, g in sent),
-            bytes_claimed=sum(g.bytes for _, g in sent),
+            groups_unsent=unsent,
+            files_claimed=sum(len(g.file_ids) for g in sent),
+            bytes_claimed=sum(g.bytes for g in sent),
         )

@@ -8,6 +8,7 @@ goes to the dead letters instead of blocking the queue.
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
@@ -18,6 +19,8 @@ from icefloe.merge.tasks import MergeTask
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
+
+logger = logging.getLogger(__name__)
 
 SQS_BATCH = 10  # SendMessageBatch takes at most ten entries
 BatchHandler = Callable[[Mapping[str, Any]], Mapping[str, Any]]
@@ -48,10 +51,16 @@ class SqsTaskSender:
                         for i, task in enumerate(chunk)
                     ],
                 )
-            except Exception:  # the whole request failed: none of the chunk was sent
+            except Exception as e:  # the whole request failed: none of the chunk was sent
+                code = getattr(e, "response", {}).get("Error", {}).get("Code", type(e).__name__)
+                logger.warning("sending %d merge tasks failed: %s: %s", len(chunk), code, e)
                 failed.extend(chunk)
                 continue
-            failed.extend(chunk[int(entry["Id"])] for entry in response.get("Failed", []))
+            for entry in response.get("Failed", []):
+                logger.warning(
+                    "merge task not sent: %s: %s", entry.get("Code"), entry.get("Message")
+                )
+                failed.append(chunk[int(entry["Id"])])
         return failed
 
 

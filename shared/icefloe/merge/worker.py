@@ -133,6 +133,8 @@ class MergeWorker:
         if lost is not None:
             return MergeOutcome(task.table, task.partition_path, "claim_lost", reason=lost)
         spec = self._meta.get_table(task.table).spec
+        if self.limits.temp_directory is not None:
+            self.limits.temp_directory.mkdir(parents=True, exist_ok=True)
         scratch = Path(tempfile.mkdtemp(prefix="icefloe-merge-", dir=self.limits.temp_directory))
         written: list[str] = []
         try:

@@ -70,3 +70,40 @@ def test_a_single_merge_round_leaves_partitions_below_the_group_floor_alone(lake
     report = lake.merge("events")
     assert report.outcomes == () and report.rounds[0].groups_planned == 0
     assert lake.live_files_per_partition("events") == {"day=2026-03-01": 3}
+
+
+def test_a_table_dropped_during_orchestration_is_reported_and_the_others_still_merge(
+    lake: Lake, postgres_dsn: str
+) -> None:
+    import psycopg
+    from psycopg import sql
+
+    from icefloe.merge import MergeTask
+
+    # Given two tables with work, the second dropped while the first's tasks are being sent
+    lake.create(name="a_events")
+    lake.create(name="b_events")
+    lake.insert_batches("a_events", batches=4, rows=50, days=1)
+    lake.insert_batches("b_events", batches=4, rows=50, days=1)
+
+    class DropsTheOtherTable:
+        sent: list[MergeTask] = []
+
+        def send(self, tasks: list[MergeTask]) -> list[MergeTask]:
+            with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+                conn.execute(
+                    sql.SQL("DELETE FROM {}.lake_tables WHERE name = 'b_events'").format(
+                        sql.Identifier(lake.meta.schema)
+                    )
+                )
+            self.sent.extend(tasks)
+            return []
+
+    sender = DropsTheOtherTable()
+    summary = MergeOrchestrator(meta=lake.meta, sender=sender).run()
+
+    # Then a_events was orchestrated, and b_events is reported, not fatal
+    assert [t.table for t in summary.tables] == ["a_events"]
+    assert summary.groups_sent == 1 and len(sender.sent) == 1
+    assert set(summary.failed_tables) == {"b_events"}
+    assert "TableNotFoundError" in summary.failed_tables["b_events"]

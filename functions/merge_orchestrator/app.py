@@ -1,0 +1,140 @@
+"""Merge orchestrator function: plan merge groups, claim them, send one task per group.
+
+Invoked by the schedule (``{}``, or an EventBridge scheduled event: every table) or directly
+with ``{"table"?: str}`` (one table). Returns the run's summary (``groups_planned``,
+``groups_sent`` and one entry per table), or ``{"error": {"type", "message"}}`` when the event
+is refused (unknown keys, a table that does not exist). Failures of the system (meta store or
+SQS down, the queue URL not configured) raise.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from functools import cache
+from typing import TYPE_CHECKING, Any
+
+import boto3
+from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from icefloe.aws.lambda_runtime import merge_lease_from_environment, runtime_from_environment
+from icefloe.errors import ConfigError, InvalidInputError, NotFoundError
+from icefloe.merge import MergeOrchestrator, OrchestratorSummary, SqsTaskSender
+from icefloe.spec import validate_table_name
+
+if TYPE_CHECKING:
+    from mypy_boto3_sqs import SQSClient
+
+logger = Logger(service="icefloe-merge-orchestrator")
+metrics = Metrics(namespace="icefloe")
+tracer = Tracer()
+
+QUEUE_URL_VARIABLE = "ICEFLOE_MERGE_QUEUE_URL"
+DIRECT_KEYS = frozenset({"table"})
+
+
+@cache
+def _sqs(region: str) -> SQSClient:
+    # Once per container, on first use; the endpoint follows boto3's own configuration
+    # (AWS_ENDPOINT_URL_SQS points it at a local stack).
+    client: SQSClient = boto3.client("sqs", region_name=region)
+    return client
+
+
+@logger.inject_lambda_context
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+def lambda_handler(event: Any, context: LambdaContext) -> dict[str, Any]:
+    try:
+        table = _parse(event)
+        summary = _orchestrator().run(table=table)
+    except (InvalidInputError, NotFoundError) as e:
+        logger.warning("orchestration refused", extra={"error": type(e).__name__})
+        metrics.add_metric(name="OrchestrationsRefused", unit=MetricUnit.Count, value=1)
+        return {"error": {"type": type(e).__name__, "message": str(e)}}
+    _report(summary)
+    return summary.to_json()
+
+
+def _parse(event: object) -> str | None:
+    """The table to orchestrate, or None for every table."""
+    if event is None:
+        return None
+    if not isinstance(event, Mapping):
+        raise InvalidInputError('event must be an object {"table"?: str}')
+    if "detail-type" in event and "source" in event:
+        return None  # an EventBridge scheduled event: the schedule means every table
+    unknown = sorted(set(event) - DIRECT_KEYS)
+    if unknown:
+        raise InvalidInputError(f"unknown event keys {unknown}; expected {sorted(DIRECT_KEYS)}")
+    table = event.get("table")
+    if table is None:
+        return None
+    if not isinstance(table, str):
+        raise InvalidInputError("event 'table' must be a string")
+    return validate_table_name(table)
+
+
+def _orchestrator() -> MergeOrchestrator:
+    runtime = runtime_from_environment()
+    queue_url = os.environ.get(QUEUE_URL_VARIABLE)
+    if not queue_url:
+        raise ConfigError(f"{QUEUE_URL_VARIABLE} is not set: the merge queue is unknown")
+    return MergeOrchestrator(
+        meta=runtime.meta,
+        sender=SqsTaskSender(client=_sqs(runtime.settings.aws_region), queue_url=queue_url),
+        lease=merge_lease_from_environment(),
+    )
+
+
+def _report(summary: OrchestratorSummary) -> None:
+    for plan in summary.tables:
+        logger.info(
+            "table orchestrated",
+            extra={
+                "table": plan.table,
+                "live_files": plan.live_files,
+                "groups_planned": plan.groups_planned,
+                "groups_sent": plan.groups_sent,
+                "groups_contended": plan.groups_contended,
+                "groups_deferred": plan.groups_deferred,
+                "groups_unsent": plan.groups_unsent,
+                "files_claimed": plan.files_claimed,
+                "bytes_claimed": plan.bytes_claimed,
+            },
+        )
+        if plan.groups_unsent:
+            # The queue refused them (the core does not say why): their claims were released
+            # and the next run plans them again.
+            logger.warning(
+                "merge tasks not sent", extra={"table": plan.table, "groups": plan.groups_unsent}
+            )
+    logger.info(
+        "merge orchestration done",
+        extra={
+            "tables": len(summary.tables),
+            "groups_planned": summary.groups_planned,
+            "groups_sent": summary.groups_sent,
+        },
+    )
+    totals = {
+        "GroupsPlanned": summary.groups_planned,
+        "GroupsSent": summary.groups_sent,
+        "GroupsContended": sum(t.groups_contended for t in summary.tables),
+        "GroupsDeferred": sum(t.groups_deferred for t in summary.tables),
+        "GroupsUnsent": sum(t.groups_unsent for t in summary.tables),
+        "FilesClaimed": sum(t.files_claimed for t in summary.tables),
+    }
+    for name, value in totals.items():
+        metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)
+    metrics.add_metric(
+        name="BytesClaimed",
+        unit=MetricUnit.Bytes,
+        value=sum(t.bytes_claimed for t in summary.tables),
+    )
+
+
+def reset_for_tests() -> None:
+    _sqs.cache_clear()

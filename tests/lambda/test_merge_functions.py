@@ -1,0 +1,625 @@
+"""The merge functions end to end: the orchestrator claims groups and sends tasks to the merge
+queue, the worker merges them. Real Postgres and DuckDB; S3 and SQS are one moto server over
+HTTP (DuckDB reads the inputs with its own HTTP client, which ``mock_aws`` does not intercept),
+with the queues, bucket and environments built from template.yaml."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+import boto3
+import pytest
+
+from icefloe.aws import lambda_runtime
+from icefloe.aws.lambda_runtime import (
+    merge_lease_from_environment,
+    merge_limits_from_environment,
+    merge_worker_from_environment,
+    reset_for_tests,
+    runtime_from_environment,
+)
+from icefloe.errors import ConfigError
+from icefloe.ingest import Inserter
+from icefloe.merge import InProcessQueue, MergeOrchestrator, MergeTask
+from icefloe.metastore.store import MetaStore
+from icefloe.spec import TableSpec
+from support.aws import (
+    FAKE_AWS_ENVIRONMENT,
+    REGION,
+    UNSET_AWS_VARIABLES,
+    CreatedQueue,
+    FakeLambdaContext,
+    create_bucket,
+    create_queues,
+    delete_succeeded,
+    function_environment,
+    receive,
+    send_messages,
+    sqs_event,
+)
+from support.template import FunctionDecl, import_handler_module, load_template
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
+    from mypy_boto3_sqs import SQSClient
+    from mypy_boto3_sqs.type_defs import MessageTypeDef
+
+pytestmark = pytest.mark.e2e
+
+TEMPLATE = load_template()
+FUNCTIONS = TEMPLATE.functions()
+ORCHESTRATOR = FUNCTIONS["MergeOrchestratorFunction"]
+WORKER = FUNCTIONS["MergeWorkerFunction"]
+(WORKER_SOURCE,) = WORKER.sqs_events
+MERGE_QUEUE = TEMPLATE.queues()[WORKER_SOURCE.queue]
+PREFIX = str(TEMPLATE.parameter_default("WarehousePrefix"))
+TABLE = "events"
+DAYS = 3
+BATCHES = 5
+
+
+@dataclass
+class Stack:
+    s3: S3Client
+    sqs: SQSClient
+    bucket: str
+    queue: CreatedQueue
+    dlq: CreatedQueue
+    max_receive_count: int
+    environments: dict[str, dict[str, str]]  # function logical id -> its environment
+    monkeypatch: pytest.MonkeyPatch
+
+    def invoke(self, app: ModuleType, function: FunctionDecl, event: object) -> dict[str, Any]:
+        """Invoke ``function``'s handler with its environment as deployed."""
+        for name, value in self.environments[function.logical_id].items():
+            self.monkeypatch.setenv(name, value)
+        context = FakeLambdaContext(
+            function_name=function.logical_id, memory_limit_in_mb=function.memory_size or 128
+        )
+        response: dict[str, Any] = app.lambda_handler(event, context)
+        return response
+
+    def queue_depth(self, queue: CreatedQueue) -> int:
+        """Messages still on ``queue``, visible or in flight."""
+        attributes = self.sqs.get_queue_attributes(
+            QueueUrl=queue.url,
+            AttributeNames=[
+                "ApproximateNumberOfMessages",
+                "ApproximateNumberOfMessagesNotVisible",
+            ],
+        )["Attributes"]
+        return sum(int(value) for value in attributes.values())
+
+
+@pytest.fixture(scope="module")
+def orchestrator_app() -> ModuleType:
+    return import_handler_module(ORCHESTRATOR)
+
+
+@pytest.fixture(scope="module")
+def worker_app() -> ModuleType:
+    return import_handler_module(WORKER)
+
+
+@pytest.fixture
+def stack(
+    monkeypatch: pytest.MonkeyPatch,
+    moto_endpoint: str,
+    postgres_dsn: str,
+    schema_name: str,
+    meta: MetaStore,
+    events_spec: TableSpec,
+    orchestrator_app: ModuleType,
+    tmp_path: Path,
+) -> Iterator[Stack]:
+    """Both merge functions' world as the template declares it, on a fresh bucket and fresh
+    queues of the shared moto server, with the `events` table."""
+    for name in (
+        *UNSET_AWS_VARIABLES,
+        "ICEFLOE_DATABASE_SECRET_ARN",
+        "ICEFLOE_MERGE_MEMORY_LIMIT",
+        "ICEFLOE_MERGE_THREADS",
+        "AWS_SECURITY_TOKEN",
+        "AWS_SESSION_TOKEN",
+    ):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in FAKE_AWS_ENVIRONMENT.items():
+        if name not in ("AWS_SECURITY_TOKEN", "AWS_SESSION_TOKEN"):
+            monkeypatch.setenv(name, value)
+    # boto3's own endpoint setting sends the orchestrator's SQS client to the moto server.
+    monkeypatch.setenv("AWS_ENDPOINT_URL_SQS", moto_endpoint)
+
+    unique = uuid.uuid4().hex[:10]
+    bucket = f"icefloe-e2e-merge-{unique}"
+    s3 = boto3.client("s3", endpoint_url=moto_endpoint, region_name=REGION)
+    sqs = boto3.client("sqs", endpoint_url=moto_endpoint, region_name=REGION)
+    create_bucket(s3, TEMPLATE, bucket)
+    queues = create_queues(sqs, TEMPLATE, name_prefix=f"t{unique}-")
+    assert MERGE_QUEUE.dead_letter_target is not None and MERGE_QUEUE.max_receive_count
+    resources = {"DataBucket": bucket, "MergeQueue": queues[MERGE_QUEUE.logical_id].url}
+    environments = {}
+    for function in (ORCHESTRATOR, WORKER):
+        environment = function_environment(TEMPLATE, function, resources=resources)
+        environment.update(
+            ICEFLOE_DATABASE_URL=postgres_dsn,
+            ICEFLOE_DATABASE_SCHEMA=schema_name,
+            ICEFLOE_S3_ENDPOINT_URL=moto_endpoint,
+            ICEFLOE_HOME=str(tmp_path / "home"),
+            AWS_LAMBDA_FUNCTION_MEMORY_SIZE=str(function.memory_size),
+            POWERTOOLS_TRACE_DISABLED="1",
+        )
+        assert environment["ICEFLOE_WAREHOUSE"] == f"s3://{bucket}/{PREFIX}"
+        environments[function.logical_id] = environment
+    assert (
+        environments[ORCHESTRATOR.logical_id]["ICEFLOE_MERGE_QUEUE_URL"] == resources["MergeQueue"]
+    )
+    for name, value in environments[WORKER.logical_id].items():
+        monkeypatch.setenv(name, value)
+    meta.create_table(events_spec)
+    reset_for_tests()
+    orchestrator_app.reset_for_tests()
+    try:
+        yield Stack(
+            s3=s3,
+            sqs=sqs,
+            bucket=bucket,
+            queue=queues[MERGE_QUEUE.logical_id],
+            dlq=queues[MERGE_QUEUE.dead_letter_target],
+            max_receive_count=MERGE_QUEUE.max_receive_count,
+            environments=environments,
+            monkeypatch=monkeypatch,
+        )
+    finally:
+        orchestrator_app.reset_for_tests()
+        reset_for_tests()
+
+
+def insert_small_batches(*, batches: int = BATCHES, rows: int = 60) -> None:
+    """``batches`` inserts, each writing one small file into each of ``DAYS`` day partitions."""
+    runtime = runtime_from_environment()
+    inserter = Inserter(meta=runtime.meta, objects=runtime.objects)
+    try:
+        for b in range(batches):
+            inserter.insert_rows(
+                TABLE,
+                [
+                    {
+                        "ts": f"2026-05-0{1 + i % DAYS}T{i % 24:02d}:{b:02d}:00Z",
+                        "event": ("view", "click", "buy")[(i + b) % 3],
+                        "user_id": f"u{(i * 7 + b) % 13}",
+                    }
+                    for i in range(rows)
+                ],
+            )
+    finally:
+        inserter.close()
+
+
+def planned_groups(meta: MetaStore) -> set[tuple[str, tuple[int, ...]]]:
+    """What an orchestrator would claim now (planning only; nothing is claimed)."""
+    groups = MergeOrchestrator(meta=meta, sender=InProcessQueue()).plan(TABLE)
+    return {(g.partition_path, tuple(sorted(g.file_ids))) for g in groups}
+
+
+def files_per_partition(meta: MetaStore) -> dict[str, int]:
+    return dict(Counter(f.partition_path for f in meta.files(TABLE)))
+
+
+def bucket_keys(stack: Stack) -> set[str]:
+    pages = stack.s3.get_paginator("list_objects_v2").paginate(Bucket=stack.bucket)
+    return {o["Key"] for page in pages for o in page.get("Contents", [])}
+
+
+def failures(response: dict[str, Any]) -> list[str]:
+    return sorted(item["itemIdentifier"] for item in response["batchItemFailures"])
+
+
+def emitted_metrics(output: str) -> list[dict[str, Any]]:
+    """The EMF documents Powertools printed (one per invocation)."""
+    return [
+        json.loads(line)
+        for line in output.splitlines()
+        if line.startswith("{") and '"_aws"' in line
+    ]
+
+
+def schedule_event() -> object:
+    """What the template's schedule invokes the orchestrator with."""
+    (schedule,) = ORCHESTRATOR.schedules
+    assert schedule.input is not None
+    return json.loads(schedule.input)
+
+
+def orchestrate(stack: Stack, app: ModuleType) -> tuple[dict[str, Any], list[MessageTypeDef]]:
+    """Run the scheduled orchestrator and receive every task it sent."""
+    summary = stack.invoke(app, ORCHESTRATOR, schedule_event())
+    messages = receive(stack.sqs, stack.queue.url, limit=100)
+    return summary, messages
+
+
+# -- the orchestrator --------------------------------------------------------------------------
+
+
+def test_the_scheduled_orchestrator_sends_one_task_per_planned_group_with_its_files_claimed(
+    orchestrator_app: ModuleType,
+    stack: Stack,
+    meta: MetaStore,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Given five small inserts into three day partitions: five files in each
+    insert_small_batches()
+    assert files_per_partition(meta) == {f"day=2026-05-0{d}": BATCHES for d in (1, 2, 3)}
+    planned = planned_groups(meta)
+    assert len(planned) == DAYS and {p for p, _ in planned} == set(files_per_partition(meta))
+
+    # When the schedule invokes the orchestrator
+    capsys.readouterr()
+    caplog.clear()
+    summary, messages = orchestrate(stack, orchestrator_app)
+
+    # Then it reports one group planned and sent per partition
+    assert summary["groups_planned"] == DAYS and summary["groups_sent"] == DAYS
+    (table_plan,) = summary["tables"]
+    assert table_plan["table"] == TABLE and table_plan["files_claimed"] == DAYS * BATCHES
+    # And the merge queue holds one task per planned group, naming exactly its files
+    tasks = [MergeTask.from_json(m["Body"]) for m in messages]
+    assert len(tasks) == len(planned)
+    assert {(t.partition_path, tuple(sorted(t.file_ids))) for t in tasks} == planned
+    assert all(t.table == TABLE for t in tasks)
+    assert all(m["MessageAttributes"]["table"]["StringValue"] == TABLE for m in messages)
+    # And every file is claimed in the meta store under its task's token
+    token_of = {file_id: t.claim_token for t in tasks for file_id in t.file_ids}
+    files = meta.files(TABLE)
+    assert all(f.claimed for f in files)
+    assert {f.file_id: f.claim_token for f in files} == token_of
+    assert meta.status(TABLE).claimed_files == DAYS * BATCHES
+    # And the metrics and logs say so
+    (emf,) = emitted_metrics(capsys.readouterr().out)
+    assert emf["_aws"]["CloudWatchMetrics"][0]["Namespace"] == "icefloe"
+    assert {
+        name: emf[name]
+        for name in (
+            "GroupsPlanned",
+            "GroupsSent",
+            "GroupsContended",
+            "GroupsDeferred",
+            "FilesClaimed",
+        )
+    } == {
+        "GroupsPlanned": [DAYS],
+        "GroupsSent": [DAYS],
+        "GroupsContended": [0],
+        "GroupsDeferred": [0],
+        "FilesClaimed": [DAYS * BATCHES],
+    }
+    assert emf["BytesClaimed"] == [sum(f.size_bytes for f in files)]
+    (logged,) = [r for r in caplog.records if r.getMessage() == "table orchestrated"]
+    assert (logged.table, logged.groups_sent) == (TABLE, DAYS)
+
+    # When it runs again before any worker has merged
+    again, more = orchestrate(stack, orchestrator_app)
+
+    # Then nothing is planned: every small file is claimed already
+    assert again["groups_planned"] == 0 and more == []
+
+
+def test_a_direct_invoke_orchestrates_the_named_table_only(
+    orchestrator_app: ModuleType, stack: Stack, meta: MetaStore, events_spec: TableSpec
+) -> None:
+    # Given two tables, both with small files to merge
+    meta.create_table(TableSpec.create(name="other", schema="ts TIMESTAMP NOT NULL, n BIGINT"))
+    insert_small_batches()
+    runtime = runtime_from_environment()
+    inserter = Inserter(meta=runtime.meta, objects=runtime.objects)
+    for n in range(5):
+        inserter.insert_rows("other", [{"ts": "2026-05-01T00:00:00Z", "n": n}])
+    inserter.close()
+    assert planned_groups(meta) and MergeOrchestrator(meta=meta, sender=InProcessQueue()).plan(
+        "other"
+    )
+
+    # When the orchestrator is invoked for `other`
+    summary = stack.invoke(orchestrator_app, ORCHESTRATOR, {"table": "other"})
+
+    # Then only `other`'s files are claimed and sent
+    assert [t["table"] for t in summary["tables"]] == ["other"]
+    assert summary["groups_sent"] == 1
+    (message,) = receive(stack.sqs, stack.queue.url, limit=10)
+    assert MergeTask.from_json(message["Body"]).table == "other"
+    assert not any(f.claimed for f in meta.files(TABLE))
+
+
+@pytest.mark.parametrize(
+    ("event", "error_type", "words"),
+    [
+        ({"table": "nope"}, "TableNotFoundError", "nope"),
+        ({"table": "../x"}, "InvalidNameError", "../x"),
+        ({"bogus": 1}, "InvalidInputError", "bogus"),
+        ({"table": 5}, "InvalidInputError", "'table'"),
+        ([TABLE], "InvalidInputError", "must be an object"),
+    ],
+    ids=["unknown table", "bad table name", "unknown key", "table not a string", "not an object"],
+)
+def test_malformed_direct_invokes_of_the_orchestrator_are_answered_with_an_error(
+    orchestrator_app: ModuleType,
+    stack: Stack,
+    meta: MetaStore,
+    event: object,
+    error_type: str,
+    words: str,
+) -> None:
+    insert_small_batches()
+
+    response = stack.invoke(orchestrator_app, ORCHESTRATOR, event)
+
+    assert set(response) == {"error"}
+    assert response["error"]["type"] == error_type and words in response["error"]["message"]
+    assert stack.queue_depth(stack.queue) == 0
+    assert not any(f.claimed for f in meta.files(TABLE))
+
+
+def test_an_eventbridge_scheduled_event_orchestrates_every_table(
+    orchestrator_app: ModuleType, stack: Stack
+) -> None:
+    # The event a classic EventBridge rule (a SAM `Schedule` event without Input) sends.
+    insert_small_batches()
+    event = {
+        "version": "0",
+        "id": str(uuid.uuid4()),
+        "detail-type": "Scheduled Event",
+        "source": "aws.events",
+        "account": "123456789012",
+        "time": "2026-05-04T00:00:00Z",
+        "region": REGION,
+        "resources": [],
+        "detail": {},
+    }
+
+    summary = stack.invoke(orchestrator_app, ORCHESTRATOR, event)
+
+    assert summary["groups_sent"] == DAYS
+
+
+@pytest.mark.filterwarnings("ignore:No application metrics to publish")
+def test_the_orchestrator_without_a_queue_url_fails_instead_of_claiming(
+    orchestrator_app: ModuleType, stack: Stack, meta: MetaStore
+) -> None:
+    insert_small_batches()
+    del stack.environments[ORCHESTRATOR.logical_id]["ICEFLOE_MERGE_QUEUE_URL"]
+    stack.monkeypatch.delenv("ICEFLOE_MERGE_QUEUE_URL", raising=False)
+
+    with pytest.raises(ConfigError, match="ICEFLOE_MERGE_QUEUE_URL"):
+        stack.invoke(orchestrator_app, ORCHESTRATOR, {})
+    assert not any(f.claimed for f in meta.files(TABLE))
+
+
+def test_tasks_the_queue_refuses_have_their_claims_released_and_are_counted(
+    orchestrator_app: ModuleType,
+    stack: Stack,
+    meta: MetaStore,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # Given a merge queue that is gone
+    insert_small_batches()
+    stack.sqs.delete_queue(QueueUrl=stack.queue.url)
+
+    # When the orchestrator runs
+    capsys.readouterr()
+    summary = stack.invoke(orchestrator_app, ORCHESTRATOR, {})
+
+    # Then nothing was sent, no file stays claimed, and the metrics say so
+    (table_plan,) = summary["tables"]
+    assert summary["groups_sent"] == 0 and table_plan["groups_unsent"] == DAYS
+    assert not any(f.claimed for f in meta.files(TABLE))
+    (emf,) = emitted_metrics(capsys.readouterr().out)
+    assert emf["GroupsUnsent"] == [DAYS] and emf["FilesClaimed"] == [0]
+
+
+# -- the worker --------------------------------------------------------------------------------
+
+
+def test_the_worker_merges_each_task_and_its_messages_are_deleted(
+    orchestrator_app: ModuleType,
+    worker_app: ModuleType,
+    stack: Stack,
+    meta: MetaStore,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Given the orchestrator's tasks on the merge queue
+    insert_small_batches()
+    rows_before = meta.status(TABLE).rows
+    inputs = {f"{PREFIX}/{f.path}" for f in meta.files(TABLE)}
+    _, messages = orchestrate(stack, orchestrator_app)
+    assert len(messages) == DAYS
+
+    # When the worker gets them one per invocation (the template's BatchSize)
+    assert WORKER_SOURCE.batch_size == 1
+    capsys.readouterr()
+    caplog.clear()
+    for message in messages:
+        response = worker_app_invoke(stack, worker_app, [message])
+        # Then each succeeds and the event source mapping deletes it
+        assert failures(response) == []
+        assert delete_succeeded(stack.sqs, stack.queue.url, [message], response) == 1
+
+    # Then each partition holds one file, no row was lost or doubled, and the queue is empty
+    assert files_per_partition(meta) == {f"day=2026-05-0{d}": 1 for d in (1, 2, 3)}
+    assert meta.status(TABLE).rows == rows_before
+    assert meta.status(TABLE).claimed_files == 0
+    assert stack.queue_depth(stack.queue) == 0 and stack.queue_depth(stack.dlq) == 0
+    assert planned_groups(meta) == set()
+    # And the merged files are in the warehouse beside the inputs (the janitor removes those)
+    merged = {f"{PREFIX}/{f.path}" for f in meta.files(TABLE)}
+    assert merged | inputs == bucket_keys(stack)
+    # And each invocation logged its merge and emitted its metrics
+    documents = emitted_metrics(capsys.readouterr().out)
+    assert [d["MergesCommitted"] for d in documents] == [[1]] * DAYS
+    assert sum(d["MergeRowsIn"][0] for d in documents) == rows_before
+    assert sum(d["MergeRowsOut"][0] for d in documents) == rows_before
+    assert all(d["MergeBytesIn"][0] > 0 and d["MergeBytesOut"][0] > 0 for d in documents)
+    assert all(d["MergesSkipped"] == [0] and d["MessagesFailed"] == [0] for d in documents)
+    merges = [r for r in caplog.records if r.getMessage() == "partition merged"]
+    assert sorted(r.partition for r in merges) == sorted(files_per_partition(meta))
+    assert all(r.table == TABLE and r.status == "committed" for r in merges)
+    snapshot_ids = {s.snapshot_id for s in meta.snapshots(TABLE)}
+    assert all(r.snapshot_id in snapshot_ids for r in merges)
+
+    # When a task is delivered again after its commit (a lost acknowledgement)
+    response = worker_app_invoke(stack, worker_app, messages[:1])
+
+    # Then it is acknowledged without merging again
+    assert failures(response) == []
+    assert files_per_partition(meta) == {f"day=2026-05-0{d}": 1 for d in (1, 2, 3)}
+
+
+def test_failing_messages_are_reported_while_the_good_ones_of_the_batch_succeed(
+    orchestrator_app: ModuleType,
+    worker_app: ModuleType,
+    stack: Stack,
+    meta: MetaStore,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Given the orchestrator's tasks, and beside them a body that is not a merge task, a task
+    # naming a table that does not exist, and a task whose claim is not held (nothing to do)
+    insert_small_batches()
+    rows_before = meta.status(TABLE).rows
+    orchestrate_response = stack.invoke(orchestrator_app, ORCHESTRATOR, {})
+    assert orchestrate_response["groups_sent"] == DAYS
+    some_file = meta.files(TABLE)[0]
+    bad = send_messages(
+        stack.sqs,
+        stack.queue.url,
+        [
+            json.dumps({"hello": "world"}),
+            MergeTask("nope", "day=2026-05-01", (1, 2), uuid.uuid4()).to_json(),
+        ],
+    )
+    (unclaimed,) = send_messages(
+        stack.sqs,
+        stack.queue.url,
+        [MergeTask(TABLE, some_file.partition_path, (some_file.file_id,), uuid.uuid4()).to_json()],
+    )
+    messages = receive(stack.sqs, stack.queue.url, limit=100)
+    assert len(messages) == DAYS + 3
+
+    # When they arrive in one batch
+    caplog.clear()
+    response = worker_app_invoke(stack, worker_app, messages)
+
+    # Then exactly the two bad ones are reported failed; the merges committed
+    assert failures(response) == sorted(bad)
+    assert files_per_partition(meta) == {f"day=2026-05-0{d}": 1 for d in (1, 2, 3)}
+    assert meta.status(TABLE).rows == rows_before
+    # And the task without its claim was acknowledged as skipped
+    (skipped,) = [r for r in caplog.records if r.getMessage() == "merge skipped"]
+    assert skipped.status == "claim_lost" and skipped.snapshot_id is None
+    failed_logs = [r for r in caplog.records if r.getMessage() == "merge message failed"]
+    assert sorted(r.message_id for r in failed_logs) == sorted(bad)
+    assert unclaimed not in failures(response)
+    # And only the failed ones stay on the queue
+    delete_succeeded(stack.sqs, stack.queue.url, messages, response)
+    assert stack.queue_depth(stack.queue) == 2
+
+
+def test_a_poison_message_ends_in_the_dead_letter_queue_after_max_receive_count_deliveries(
+    orchestrator_app: ModuleType, worker_app: ModuleType, stack: Stack, meta: MetaStore
+) -> None:
+    # Given one orchestrated task and one body that is not a merge task
+    insert_small_batches(batches=4)
+    summary = stack.invoke(orchestrator_app, ORCHESTRATOR, {"table": TABLE})
+    assert summary["groups_sent"] == DAYS
+    (poison,) = send_messages(stack.sqs, stack.queue.url, ["{not json"])
+
+    # When the queue is polled as Lambda does: deliver, delete what succeeded, and let the
+    # failed message come back (VisibilityTimeout=0 on each receive instead of waiting out the
+    # template's timeout; the queue keeps the template's attributes and redrive policy)
+    deliveries: Counter[str] = Counter()
+    for _ in range(3 * stack.max_receive_count + DAYS):
+        messages = stack.sqs.receive_message(
+            QueueUrl=stack.queue.url,
+            MaxNumberOfMessages=1,
+            VisibilityTimeout=0,
+            MessageAttributeNames=["All"],
+        ).get("Messages", [])
+        if not messages:
+            break
+        deliveries.update(m["MessageId"] for m in messages)
+        response = worker_app_invoke(stack, worker_app, messages)
+        delete_succeeded(stack.sqs, stack.queue.url, messages, response)
+
+    # Then the poison message was tried maxReceiveCount times and waits in the DLQ, while each
+    # task was merged on its first delivery
+    assert deliveries[poison] == stack.max_receive_count
+    assert sorted(n for m, n in deliveries.items() if m != poison) == [1] * DAYS
+    in_dlq = receive(stack.sqs, stack.dlq.url, limit=10)
+    assert [m["MessageId"] for m in in_dlq] == [poison]
+    assert files_per_partition(meta) == {f"day=2026-05-0{d}": 1 for d in (1, 2, 3)}
+
+
+@pytest.mark.filterwarnings("ignore:No application metrics to publish")
+def test_the_worker_refuses_an_event_that_is_not_from_sqs(
+    worker_app: ModuleType, stack: Stack
+) -> None:
+    with pytest.raises(ValueError, match="SQS event"):
+        stack.invoke(worker_app, WORKER, {"table": TABLE})
+    with pytest.raises(ValueError, match="event source"):
+        stack.invoke(worker_app, WORKER, {"Records": [{"eventSource": "aws:kinesis"}]})
+
+
+def worker_app_invoke(
+    stack: Stack, app: ModuleType, messages: list[MessageTypeDef]
+) -> dict[str, Any]:
+    return stack.invoke(app, WORKER, sqs_event(messages, stack.queue))
+
+
+# -- the container's merge worker -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("memory_mb", "memory_limit", "threads"),
+    [("3008", "2256MB", 2), ("10240", "7680MB", 6), ("1769", "1326MB", 1), ("128", "96MB", 1)],
+)
+def test_merge_limits_follow_the_function_memory(
+    memory_mb: str, memory_limit: str, threads: int
+) -> None:
+    limits = merge_limits_from_environment({"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": memory_mb})
+    assert (limits.memory_limit, limits.threads) == (memory_limit, threads)
+    assert limits.temp_directory is not None and limits.temp_directory.name == "icefloe-merge"
+
+
+def test_merge_limits_and_lease_can_be_overridden_and_bad_values_are_refused() -> None:
+    env = {
+        "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "3008",
+        "ICEFLOE_MERGE_MEMORY_LIMIT": "1GB",
+        "ICEFLOE_MERGE_THREADS": "3",
+    }
+    limits = merge_limits_from_environment(env)
+    assert (limits.memory_limit, limits.threads) == ("1GB", 3)
+    assert merge_lease_from_environment({}).total_seconds() == 1800
+    assert merge_lease_from_environment({"ICEFLOE_MERGE_LEASE_SECONDS": "960"}).seconds == 960
+    with pytest.raises(ConfigError, match="ICEFLOE_MERGE_MEMORY_LIMIT"):
+        merge_limits_from_environment({"ICEFLOE_MERGE_MEMORY_LIMIT": "lots"})
+    with pytest.raises(ConfigError, match="ICEFLOE_MERGE_THREADS"):
+        merge_limits_from_environment({"ICEFLOE_MERGE_THREADS": "0"})
+    with pytest.raises(ConfigError, match="ICEFLOE_MERGE_LEASE_SECONDS"):
+        merge_lease_from_environment({"ICEFLOE_MERGE_LEASE_SECONDS": "-5"})
+
+
+def test_the_merge_worker_is_built_once_per_container(stack: Stack) -> None:
+    assert lambda_runtime._merge_worker is None
+    worker = merge_worker_from_environment()
+    assert merge_worker_from_environment() is worker
+    assert worker.limits.memory_limit == f"{int(int(str(WORKER.memory_size)) * 0.75)}MB"
+    assert worker.limits.temp_directory is not None and worker.limits.temp_directory.is_dir()
+    reset_for_tests()
+    assert lambda_runtime._merge_worker is None
+    assert merge_worker_from_environment() is not worker
