@@ -87,7 +87,8 @@ def test_a_table_dropped_during_orchestration_is_reported_and_the_others_still_m
     lake.insert_batches("b_events", batches=4, rows=50, days=1)
 
     class DropsTheOtherTable:
-        sent: list[MergeTask] = []
+        def __init__(self) -> None:
+            self.sent: list[MergeTask] = []
 
         def send(self, tasks: list[MergeTask]) -> list[MergeTask]:
             with psycopg.connect(postgres_dsn, autocommit=True) as conn:
