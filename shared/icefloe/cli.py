@@ -315,8 +315,18 @@ def _demo(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
 def _merge(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
     if args.name is not None:
         runtime.meta.get_table(args.name)  # a clear error for a wrong name
+    from icefloe.aws.lambda_runtime import (
+        merge_lease_from_environment,
+        merge_limits_from_environment,
+    )
+
+    # The same ICEFLOE_MERGE_* settings as the worker function (limits, lease).
     worker = MergeWorker(
-        meta=runtime.meta, objects=runtime.objects, configure=_duckdb_configurer(runtime)
+        meta=runtime.meta,
+        objects=runtime.objects,
+        limits=merge_limits_from_environment(),
+        lease=merge_lease_from_environment(),
+        configure=_duckdb_configurer(runtime),
     )
     started = time.perf_counter()
     report = merge_locally(meta=runtime.meta, worker=worker, table=args.name, until_quiet=args.wait)
