@@ -54,6 +54,8 @@ def run_lengths(column: pa.Array | pa.ChunkedArray) -> list[int]:
     if n == 0:
         return []
     array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    if pa.types.is_dictionary(array.type):  # compare values, not the dictionary's indices
+        array = array.dictionary_decode()
     # Dictionary indices are equal exactly when the values are (nulls get an index too).
     indices = pc.dictionary_encode(array, null_encoding="encode").indices
     changed = pc.not_equal(indices.slice(1), indices.slice(0, n - 1))

@@ -35,6 +35,12 @@ class SizeTargets:
         _check_ints(self, minimum=1, zero_allowed=("min_file_age_seconds",))
         if self.merge_size_ratio < 2:
             raise SpecError(f"sizes: merge_size_ratio must be >= 2, got {self.merge_size_ratio}")
+        if self.max_files_per_merge < self.merge_size_ratio:
+            # n files hold at most n times the largest: fewer than the ratio can never merge.
+            raise SpecError(
+                f"sizes: max_files_per_merge ({self.max_files_per_merge}) must be >= "
+                f"merge_size_ratio ({self.merge_size_ratio})"
+            )
         if self.row_group_target_bytes > self.target_file_bytes:
             raise SpecError(
                 f"sizes: row_group_target_bytes ({self.row_group_target_bytes}) must not exceed "

@@ -28,6 +28,10 @@ def test_default_size_targets() -> None:
         ({"min_files_to_merge": 1}, "min_files_to_merge must be >= 2"),
         ({"min_files_to_merge": 10, "max_files_per_merge": 5}, "max_files_per_merge"),
         ({"merge_size_ratio": 1}, "merge_size_ratio must be >= 2"),
+        (
+            {"min_files_to_merge": 2, "max_files_per_merge": 2, "merge_size_ratio": 3},
+            "max_files_per_merge \\(2\\) must be >= merge_size_ratio",
+        ),
         ({"min_file_age_seconds": -1}, "min_file_age_seconds must be an integer >= 0"),
     ],
 )
