@@ -30,7 +30,7 @@ class NoCleanupStore(LocalObjectStore):
     """A store on which a dying worker's clean-up never happens."""
 
     def delete_many(self, keys: object) -> DeleteResult:  # type: ignore[override]
-        return DeleteResult(deleted=(), errors={})
+        return DeleteResult(deleted=0)
 
 
 def claim_one_task(lake: Lake, *, lease: timedelta = timedelta(minutes=30)) -> MergeTask:

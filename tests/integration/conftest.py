@@ -1,8 +1,8 @@
-"""Fixtures for merge tests: real Postgres, real DuckDB, a local object store."""
+"""Fixtures for integration tests that need a whole small lake."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,16 +16,8 @@ from support.merge_lake import Lake
 
 
 @pytest.fixture
-def make_worker(meta: MetaStore, tmp_path: Path) -> Callable[..., MergeWorker]:
-    def make(**kwargs: object) -> MergeWorker:
-        objects = kwargs.pop("objects", None) or LocalObjectStore(tmp_path / "warehouse")
-        return MergeWorker(meta=meta, objects=objects, **kwargs)  # type: ignore[arg-type]
-
-    return make
-
-
-@pytest.fixture
 def lake(meta: MetaStore, tmp_path: Path) -> Iterator[Lake]:
+    """Real Postgres (a fresh schema), real DuckDB, a local warehouse under ``tmp_path``."""
     objects = LocalObjectStore(tmp_path / "warehouse")
     inserter = Inserter(meta=meta, objects=objects)
     yield Lake(

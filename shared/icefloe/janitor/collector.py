@@ -1,0 +1,269 @@
+"""The janitor: expire old snapshots, delete files no snapshot needs, sweep orphans, free claims.
+
+Per table, in this order:
+
+1. **Expire** snapshots older than the retention (the table's, default 3 days), keeping the
+   newest one at or before the boundary and the head. Time travel to them then fails clearly.
+2. **Delete dead files**: files that no live snapshot sees, once the last snapshot that saw
+   them expired at least the deletion grace ago (``min(15 minutes, retention)``: a query that
+   pinned a snapshot just before it expired finishes first). Objects first, then rows, a thousand at a time, at most ``max_files`` per
+   run: a run that dies between the two leaves rows whose objects are gone, and the next run
+   deletes them again (deleting a missing object succeeds) and forgets the rows.
+3. **Sweep orphans**: objects under the table's data prefix that no file row names, older than
+   the orphan grace (default 1 day, never below :data:`ORPHAN_GRACE_FLOOR`, which is longer
+   than any writer runs between its upload and its commit). The only listing of the bucket.
+
+Then for the whole meta store: free claims whose lease ran out, and forget ingest receipts
+older than any redelivery can be. ``dry_run`` changes nothing and reports what would go.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+from icefloe.errors import (
+    CommitOutcomeUnknownError,
+    IcefloeError,
+    InvalidInputError,
+    MetaStoreUnavailableError,
+)
+from icefloe.janitor.durations import format_duration
+from icefloe.metastore.maintenance import Maintenance
+from icefloe.metastore.models import DataFile
+from icefloe.metastore.store import MetaStore
+from icefloe.storage import ObjectStore
+from icefloe.storage.base import ObjectInfo
+
+logger = logging.getLogger(__name__)
+
+# Longer than any writer runs between uploading an object and committing it (a Lambda's 15
+# minutes; a Spark compaction job's run time limit must stay below it too).
+ORPHAN_GRACE_FLOOR = timedelta(hours=1)
+# How long a query may still read files of a snapshot that expired while it ran.
+QUERY_GRACE = timedelta(minutes=15)
+# Longer than a message can be redelivered: the insert queue keeps 4 days, its DLQ 14.
+RECEIPT_RETENTION = timedelta(days=15)
+DELETE_BATCH = 1000
+DEFAULT_MAX_FILES = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class TableCollection:
+    """What one janitor run did (or, in a dry run, would do) for one table."""
+
+    table: str
+    retention: timedelta
+    orphan_grace: timedelta
+    snapshots_expired: int
+    files_deleted: int
+    bytes_deleted: int
+    orphans_found: int
+    orphans_deleted: int
+    orphan_bytes: int
+    dead_paths: tuple[str, ...] = field(default=())
+    orphan_paths: tuple[str, ...] = field(default=())
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "table": self.table,
+            "retention": format_duration(self.retention),
+            "orphan_grace": format_duration(self.orphan_grace),
+            "snapshots_expired": self.snapshots_expired,
+            "files_deleted": self.files_deleted,
+            "bytes_deleted": self.bytes_deleted,
+            "orphans_found": self.orphans_found,
+            "orphans_deleted": self.orphans_deleted,
+            "orphan_bytes": self.orphan_bytes,
+            "dead_paths": list(self.dead_paths),
+            "orphan_paths": list(self.orphan_paths),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class JanitorReport:
+    dry_run: bool
+    tables: tuple[TableCollection, ...]
+    claims_freed: int
+    receipts_pruned: int
+    failed_tables: Mapping[str, str] = field(default_factory=dict)
+
+    def total(self, name: str) -> int:
+        return sum(int(getattr(t, name)) for t in self.tables)
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "dry_run": self.dry_run,
+            "snapshots_expired": self.total("snapshots_expired"),
+            "files_deleted": self.total("files_deleted"),
+            "bytes_deleted": self.total("bytes_deleted"),
+            "orphans_found": self.total("orphans_found"),
+            "orphans_deleted": self.total("orphans_deleted"),
+            "claims_freed": self.claims_freed,
+            "receipts_pruned": self.receipts_pruned,
+            "failed_tables": dict(self.failed_tables),
+            "tables": [t.to_json() for t in self.tables],
+        }
+
+
+class Janitor:
+    """Garbage collection over one meta store and object store."""
+
+    def __init__(
+        self,
+        *,
+        meta: MetaStore,
+        objects: ObjectStore,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        query_grace: timedelta = QUERY_GRACE,
+        before_forget: Callable[[Sequence[DataFile]], None] | None = None,
+    ) -> None:
+        self._meta = meta
+        self._objects = objects
+        self._maintenance = Maintenance(meta)
+        self._clock = clock
+        self._query_grace = query_grace
+        # A test seam: runs after a batch's objects are deleted, before their rows are.
+        self._before_forget = before_forget
+
+    def run(
+        self,
+        *,
+        table: str | None = None,
+        retention: timedelta | None = None,
+        orphan_grace: timedelta | None = None,
+        dry_run: bool = False,
+        max_files: int = DEFAULT_MAX_FILES,
+    ) -> JanitorReport:
+        """Collect ``table`` (or every table). ``retention`` and ``orphan_grace`` override each
+        table's own; an orphan grace below :data:`ORPHAN_GRACE_FLOOR` is refused."""
+        if retention is not None and retention < timedelta(0):
+            raise InvalidInputError("retention must not be negative")
+        if orphan_grace is not None and orphan_grace < ORPHAN_GRACE_FLOOR:
+            raise InvalidInputError(
+                f"orphan grace {format_duration(orphan_grace)} is shorter than "
+                f"{format_duration(ORPHAN_GRACE_FLOOR)}: an insert or merge that has uploaded "
+                f"but not yet committed could lose its objects"
+            )
+        if max_files < 1:
+            raise InvalidInputError("max_files must be at least 1")
+        names = [table] if table is not None else [t.name for t in self._meta.list_tables()]
+        collected: list[TableCollection] = []
+        failures: dict[str, str] = {}
+        for name in names:
+            try:
+                collected.append(
+                    self._collect(
+                        name,
+                        retention=retention,
+                        orphan_grace=orphan_grace,
+                        dry_run=dry_run,
+                        max_files=max_files,
+                    )
+                )
+            except (MetaStoreUnavailableError, CommitOutcomeUnknownError):
+                raise
+            except IcefloeError as e:
+                if table is not None:
+                    raise
+                logger.warning("garbage collection of %s failed: %s", name, e)
+                failures[name] = f"{type(e).__name__}: {e}"
+        report = JanitorReport(
+            dry_run=dry_run,
+            tables=tuple(collected),
+            claims_freed=self._maintenance.free_expired_claims(dry_run=dry_run),
+            receipts_pruned=self._maintenance.prune_receipts(
+                older_than=RECEIPT_RETENTION, dry_run=dry_run
+            ),
+            failed_tables=failures,
+        )
+        logger.info("janitor %s: %s", "dry run" if dry_run else "run", report.to_json())
+        return report
+
+    def _collect(
+        self,
+        table: str,
+        *,
+        retention: timedelta | None,
+        orphan_grace: timedelta | None,
+        dry_run: bool,
+        max_files: int,
+    ) -> TableCollection:
+        policy = self._meta.get_table(table).spec.retention
+        keep = (
+            retention
+            if retention is not None
+            else timedelta(seconds=policy.snapshot_retention_seconds)
+        )
+        grace = (
+            orphan_grace
+            if orphan_grace is not None
+            else max(ORPHAN_GRACE_FLOOR, timedelta(seconds=policy.orphan_grace_seconds))
+        )
+        expiry = self._maintenance.plan_expiry(table, retention=keep)
+        expired = (
+            len(expiry.snapshot_ids) if dry_run else self._maintenance.expire_snapshots(expiry)
+        )
+        dead = self._maintenance.collectable_files(
+            table,
+            grace=min(self._query_grace, keep),
+            limit=max_files,
+            assume_expired_below=expiry.boundary if dry_run else None,
+        )
+        deleted_files, deleted_bytes = (
+            (len(dead), sum(f.size_bytes for f in dead))
+            if dry_run
+            else self._delete_dead(table, dead)
+        )
+        orphans = list(self._orphans(table, grace=grace, limit=max_files))
+        if orphans and not dry_run:
+            for start in range(0, len(orphans), DELETE_BATCH):
+                self._objects.delete_many(o.key for o in orphans[start : start + DELETE_BATCH])
+        return TableCollection(
+            table=table,
+            retention=keep,
+            orphan_grace=grace,
+            snapshots_expired=expired,
+            files_deleted=deleted_files,
+            bytes_deleted=deleted_bytes,
+            orphans_found=len(orphans),
+            orphans_deleted=0 if dry_run else len(orphans),
+            orphan_bytes=sum(o.size for o in orphans),
+            dead_paths=tuple(f.path for f in dead),
+            orphan_paths=tuple(o.key for o in orphans),
+        )
+
+    def _delete_dead(self, table: str, dead: Sequence[DataFile]) -> tuple[int, int]:
+        files = size = 0
+        for start in range(0, len(dead), DELETE_BATCH):
+            batch = dead[start : start + DELETE_BATCH]
+            self._objects.delete_many(f.path for f in batch)
+            if self._before_forget is not None:
+                self._before_forget(batch)
+            files += self._maintenance.forget_files(table, [f.file_id for f in batch])
+            size += sum(f.size_bytes for f in batch)
+        return files, size
+
+    def _orphans(self, table: str, *, grace: timedelta, limit: int) -> Iterator[ObjectInfo]:
+        """Unregistered objects under the table's data prefix older than ``grace``."""
+        cutoff = self._clock() - grace
+        found = 0
+        page: list[ObjectInfo] = []
+        for info in self._objects.list_prefix(f"{table}/data/"):
+            if info.last_modified <= cutoff:
+                page.append(info)
+            if len(page) == DELETE_BATCH:
+                yield from self._unregistered(page, limit - found)
+                found += len(page)
+                page = []
+            if found >= limit:
+                return
+        yield from self._unregistered(page, limit - found)
+
+    def _unregistered(self, page: Sequence[ObjectInfo], room: int) -> list[ObjectInfo]:
+        if not page or room <= 0:
+            return []
+        known = self._maintenance.registered_paths([o.key for o in page])
+        return [o for o in page if o.key not in known][:room]

@@ -1,0 +1,171 @@
+"""The janitor's statements: expire snapshots, find and forget dead files, know which objects
+are registered, free expired claims, prune old receipts.
+
+Kept apart from :mod:`icefloe.metastore.store` (the read and commit paths); it uses the same
+pool. Snapshots expire as a prefix: every snapshot older than the newest one committed at or
+before ``now - retention`` (that one stays: it is what ``as_of`` the retention boundary reads),
+so the head never expires, and a dead file whose last snapshot (``end - 1``) expired is seen
+by no live snapshot.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+
+from psycopg import sql
+
+from icefloe.metastore.models import DataFile
+from icefloe.metastore.store import _FILE_COLUMNS, MetaStore, _data_file
+
+
+@dataclass(frozen=True, slots=True)
+class ExpiryPlan:
+    """Which snapshots of a table are (or would be) expired by a retention."""
+
+    table: str
+    boundary: int | None  # snapshots below this id expire; None: nothing is old enough
+    snapshot_ids: tuple[int, ...]
+
+
+class Maintenance:
+    """Garbage-collection statements over a :class:`MetaStore`'s pool."""
+
+    def __init__(self, meta: MetaStore) -> None:
+        self._meta = meta
+
+    def plan_expiry(self, table: str, *, retention: timedelta) -> ExpiryPlan:
+        """The unexpired snapshots that ``retention`` expires now (nothing changes)."""
+        table_id = self._meta.get_table(table).table_id
+        with self._meta._connection() as conn:
+            row = conn.execute(
+                "SELECT max(snapshot_id) FROM snapshots"
+                " WHERE table_id = %s AND committed_at <= now() - %s",
+                (table_id, retention),
+            ).fetchone()
+            boundary = None if row is None or row[0] is None else int(row[0])
+            ids: list[int] = []
+            if boundary is not None:
+                ids = [
+                    int(r[0])
+                    for r in conn.execute(
+                        "SELECT snapshot_id FROM snapshots WHERE table_id = %s"
+                        " AND snapshot_id < %s AND expired_at IS NULL ORDER BY snapshot_id",
+                        (table_id, boundary),
+                    ).fetchall()
+                ]
+            conn.rollback()
+        return ExpiryPlan(table=table, boundary=boundary, snapshot_ids=tuple(ids))
+
+    def expire_snapshots(self, plan: ExpiryPlan) -> int:
+        """Expire the snapshots below the plan's boundary; returns how many were expired."""
+        if plan.boundary is None:
+            return 0
+        table_id = self._meta.get_table(plan.table).table_id
+        with self._meta._connection() as conn, conn.transaction():
+            cur = conn.execute(
+                "UPDATE snapshots SET expired_at = now()"
+                " WHERE table_id = %s AND snapshot_id < %s AND expired_at IS NULL",
+                (table_id, plan.boundary),
+            )
+            return cur.rowcount
+
+    def collectable_files(
+        self,
+        table: str,
+        *,
+        grace: timedelta,
+        limit: int,
+        assume_expired_below: int | None = None,
+    ) -> list[DataFile]:
+        """Dead files that no live snapshot sees: the last snapshot that saw one (its end
+        snapshot - 1; ids have no gaps) expired at least ``grace`` ago. Oldest first.
+
+        Snapshots expire as a prefix, so when that one expired every earlier one had too.
+        ``assume_expired_below`` (a dry run) also counts snapshots below that id as expired
+        now, which is what a real run would do first.
+        """
+        table_id = self._meta.get_table(table).table_id
+        query = sql.SQL(
+            """
+            SELECT {columns} FROM data_files WHERE file_id IN (
+                SELECT f.file_id FROM data_files f
+                JOIN snapshots s
+                  ON s.table_id = f.table_id AND s.snapshot_id = f.end_snapshot - 1
+                WHERE f.table_id = %(table_id)s AND f.end_snapshot IS NOT NULL
+                  AND (s.expired_at <= now() - %(grace)s
+                       OR (%(assume)s::bigint IS NOT NULL AND s.expired_at IS NULL
+                           AND s.snapshot_id < %(assume)s AND %(grace)s <= interval '0'))
+                ORDER BY f.file_id
+                LIMIT %(limit)s
+            )
+            ORDER BY file_id
+            """
+        ).format(columns=sql.SQL(_FILE_COLUMNS))
+        with self._meta._connection() as conn:
+            rows = conn.execute(
+                query,
+                {
+                    "table_id": table_id,
+                    "grace": grace,
+                    "assume": assume_expired_below,
+                    "limit": limit,
+                },
+            ).fetchall()
+            conn.rollback()
+        return [_data_file(row) for row in rows]
+
+    def forget_files(self, table: str, file_ids: Sequence[int]) -> int:
+        """Delete the rows of dead files whose objects are gone; returns how many."""
+        if not file_ids:
+            return 0
+        table_id = self._meta.get_table(table).table_id
+        with self._meta._connection() as conn, conn.transaction():
+            cur = conn.execute(
+                "DELETE FROM data_files WHERE table_id = %s AND file_id = ANY(%s)"
+                " AND end_snapshot IS NOT NULL",
+                (table_id, list(file_ids)),
+            )
+            return cur.rowcount
+
+    def registered_paths(self, paths: Sequence[str]) -> set[str]:
+        """Which of ``paths`` a file row names (live or dead, in any table)."""
+        if not paths:
+            return set()
+        with self._meta._connection() as conn:
+            rows = conn.execute(
+                "SELECT path FROM data_files WHERE path = ANY(%s)", (list(paths),)
+            ).fetchall()
+            conn.rollback()
+        return {str(r[0]) for r in rows}
+
+    def free_expired_claims(self, *, dry_run: bool = False) -> int:
+        """Clear claims whose lease ran out (their workers are gone or late)."""
+        condition = "claim_token IS NOT NULL AND claim_expires_at <= now() AND end_snapshot IS NULL"
+        with self._meta._connection() as conn, conn.transaction():
+            if dry_run:
+                row = conn.execute(
+                    sql.SQL("SELECT count(*) FROM data_files WHERE {}").format(sql.SQL(condition))
+                ).fetchone()
+                return int(row[0]) if row else 0
+            cur = conn.execute(
+                sql.SQL(
+                    "UPDATE data_files SET claim_token = NULL, claim_expires_at = NULL WHERE {}"
+                ).format(sql.SQL(condition))
+            )
+            return cur.rowcount
+
+    def prune_receipts(self, *, older_than: timedelta, dry_run: bool = False) -> int:
+        """Forget ingest receipts older than any redelivery can be."""
+        with self._meta._connection() as conn, conn.transaction():
+            if dry_run:
+                row = conn.execute(
+                    "SELECT count(*) FROM ingest_receipts WHERE received_at < now() - %s",
+                    (older_than,),
+                ).fetchone()
+                return int(row[0]) if row else 0
+            cur = conn.execute(
+                "DELETE FROM ingest_receipts WHERE received_at < now() - %s", (older_than,)
+            )
+            return cur.rowcount

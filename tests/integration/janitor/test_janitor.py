@@ -1,0 +1,296 @@
+"""The janitor against a real Postgres and a local warehouse: expiry, dead-file deletion, the
+orphan sweep, dry runs, a run that dies midway, and a pinned query racing GC."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from icefloe.errors import InvalidInputError, SnapshotNotFoundError
+from icefloe.janitor import ORPHAN_GRACE_FLOOR, Janitor
+from icefloe.metastore.models import DataFile
+from icefloe.storage import LocalObjectStore
+from support.merge_lake import Lake
+
+pytestmark = pytest.mark.integration
+
+COUNT_SQL = (
+    "SELECT event, count(*) AS n, sum(length(user_id)) AS l FROM events GROUP BY 1 ORDER BY 1"
+)
+
+
+def objects_of(lake: Lake) -> set[str]:
+    return {o.key for o in lake.objects.list_prefix("events/")}
+
+
+def every_file(lake: Lake) -> list[DataFile]:
+    return lake.meta.files_by_id("events", range(1, 100_000))
+
+
+def age(lake: Lake, key: str, by: timedelta) -> None:
+    """Make an object look written ``by`` ago (its mtime is what the sweep compares)."""
+    path = lake.objects.uri(key)
+    then = time.time() - by.total_seconds()
+    os.utime(path, (then, then))
+
+
+def backdate(dsn: str, schema: str, statement: str, *params: object) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("SET search_path = {}").format(sql.Identifier(schema)))
+        conn.execute(statement, params)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def merged_lake(lake: Lake) -> Lake:
+    """Two days of events, inserted in six batches and merged: 12 dead files, 2 live ones."""
+    lake.create()
+    lake.insert_batches("events", batches=6, rows=200, days=2)
+    lake.merge("events")
+    return lake
+
+
+def test_gc_with_retention_zero_deletes_exactly_the_dead_files(merged_lake: Lake) -> None:
+    lake = merged_lake
+    answer = lake.rows(COUNT_SQL)
+    dead = {f.path for f in every_file(lake) if f.end_snapshot is not None}
+    live = {f.path for f in lake.meta.files("events")}
+    assert len(dead) == 12 and len(live) == 2 and objects_of(lake) == dead | live
+
+    report = Janitor(meta=lake.meta, objects=lake.objects).run(retention=timedelta(0))
+
+    assert objects_of(lake) == live
+    assert report.total("files_deleted") == 12 and report.total("orphans_found") == 0
+    assert report.total("bytes_deleted") > 0
+    assert {f.path for f in every_file(lake)} == live  # the rows are gone too
+    assert lake.rows(COUNT_SQL) == answer
+    # Every snapshot but the head expired; time travel to one says so
+    head = lake.meta.get_table("events").head_snapshot_id
+    assert report.total("snapshots_expired") == head - 1
+    with pytest.raises(SnapshotNotFoundError, match="has expired"):
+        lake.meta.resolve_snapshot("events", snapshot_id=1)
+    # A second run has nothing left to do
+    again = Janitor(meta=lake.meta, objects=lake.objects).run(retention=timedelta(0))
+    assert again.total("files_deleted") == again.total("snapshots_expired") == 0
+
+
+def test_the_default_retention_keeps_recent_snapshots_readable(merged_lake: Lake) -> None:
+    lake = merged_lake
+    before = objects_of(lake)
+    report = Janitor(meta=lake.meta, objects=lake.objects).run()
+    assert report.total("snapshots_expired") == 0 and report.total("files_deleted") == 0
+    assert objects_of(lake) == before
+    assert lake.rows(COUNT_SQL, snapshot_id=1)  # time travel still works
+
+
+def test_snapshots_expire_only_past_the_retention_keeping_the_one_at_the_boundary(
+    merged_lake: Lake, postgres_dsn: str
+) -> None:
+    # Given snapshots 1-6 committed two days ago and the merges (7, 8) just now
+    lake = merged_lake
+    backdate(
+        postgres_dsn,
+        lake.meta.schema,
+        "UPDATE snapshots SET committed_at = now() - interval '2 days' WHERE snapshot_id <= 6",
+    )
+    report = Janitor(meta=lake.meta, objects=lake.objects).run(retention=timedelta(days=1))
+    # Then 1-5 expire; 6 stays, because as_of one day ago reads it
+    assert report.total("snapshots_expired") == 5
+    assert [s.snapshot_id for s in lake.meta.snapshots("events") if not s.expired] == [6, 7, 8]
+    assert lake.meta.resolve_snapshot("events", as_of=datetime.now(UTC) - timedelta(days=1)) == 6
+    # And no file 6 sees is deleted: it sees every inserted file
+    assert report.total("files_deleted") == 0
+    assert lake.rows(COUNT_SQL, snapshot_id=6) == lake.rows(COUNT_SQL)
+
+
+def test_dead_files_wait_out_the_query_grace_after_their_snapshots_expire(
+    merged_lake: Lake, postgres_dsn: str
+) -> None:
+    lake = merged_lake
+    janitor = Janitor(meta=lake.meta, objects=lake.objects)
+    backdate(
+        postgres_dsn,
+        lake.meta.schema,
+        "UPDATE snapshots SET committed_at = now() - interval '2 days'",
+    )
+    first = janitor.run(retention=timedelta(days=1))
+    assert first.total("snapshots_expired") == 7 and first.total("files_deleted") == 0
+    backdate(
+        postgres_dsn,
+        lake.meta.schema,
+        "UPDATE snapshots SET expired_at = expired_at - interval '16 minutes'",
+    )
+    second = janitor.run(retention=timedelta(days=1))
+    assert second.total("files_deleted") == 12
+
+
+def test_a_dry_run_deletes_nothing_and_reports_what_a_real_run_deletes(merged_lake: Lake) -> None:
+    lake = merged_lake
+    orphan = "events/data/day=2026-03-01/orphan.parquet"
+    lake.objects.put(orphan, b"left by a writer that died")
+    age(lake, orphan, timedelta(days=2))
+    before, rows_before = objects_of(lake), every_file(lake)
+    janitor = Janitor(meta=lake.meta, objects=lake.objects)
+
+    dry = janitor.run(retention=timedelta(0), dry_run=True)
+
+    assert objects_of(lake) == before and every_file(lake) == rows_before
+    assert all(not s.expired for s in lake.meta.snapshots("events"))
+    (table,) = dry.tables
+    assert table.orphan_paths == (orphan,) and table.orphans_deleted == 0
+    real = janitor.run(retention=timedelta(0))
+    (done,) = real.tables
+    assert set(table.dead_paths) == set(done.dead_paths) and len(done.dead_paths) == 12
+    assert dry.total("snapshots_expired") == real.total("snapshots_expired") > 0
+    assert done.orphan_paths == (orphan,) and orphan not in objects_of(lake)
+
+
+def test_an_orphan_younger_than_the_grace_survives_and_an_older_one_is_deleted(
+    merged_lake: Lake,
+) -> None:
+    lake = merged_lake
+    young, old = (f"events/data/day=2026-03-01/{name}.parquet" for name in ("young", "old"))
+    lake.objects.put(young, b"x")
+    lake.objects.put(old, b"y")
+    age(lake, young, timedelta(hours=23))
+    age(lake, old, timedelta(hours=25))
+    report = Janitor(meta=lake.meta, objects=lake.objects).run()  # the default grace: 1 day
+    assert report.tables[0].orphan_paths == (old,)
+    assert young in objects_of(lake) and old not in objects_of(lake)
+    # Registered files are never orphans, however old
+    for f in lake.meta.files("events"):
+        age(lake, f.path, timedelta(days=30))
+    assert Janitor(meta=lake.meta, objects=lake.objects).run().total("orphans_found") == 0
+
+
+def test_an_orphan_grace_below_the_floor_is_refused(merged_lake: Lake) -> None:
+    janitor = Janitor(meta=merged_lake.meta, objects=merged_lake.objects)
+    with pytest.raises(InvalidInputError, match="shorter than 1h"):
+        janitor.run(orphan_grace=ORPHAN_GRACE_FLOOR - timedelta(seconds=1))
+
+
+class PausingStore(LocalObjectStore):
+    """Holds the writer just after its upload, before its commit, until released."""
+
+    def __init__(self, root: object) -> None:
+        super().__init__(root)  # type: ignore[arg-type]
+        self.uploaded = threading.Event()
+        self.release = threading.Event()
+
+    def put(self, key: str, data: bytes) -> object:  # type: ignore[override]
+        info = super().put(key, data)
+        self.uploaded.set()
+        assert self.release.wait(30)
+        return info
+
+
+def test_an_uncommitted_insert_is_never_swept_within_the_grace(lake: Lake) -> None:
+    from icefloe.ingest import Inserter
+    from icefloe.sample_events import sample_events
+    from support.merge_lake import START
+
+    lake.create()
+    pausing = PausingStore(lake.objects.root)
+    inserter = Inserter(meta=lake.meta, objects=pausing)
+    outcome: list[object] = []
+    writer = threading.Thread(
+        target=lambda: outcome.append(
+            inserter.insert_rows("events", sample_events(100, days=1, start=START))
+        )
+    )
+    writer.start()
+    try:
+        assert pausing.uploaded.wait(30)
+        (uploaded,) = objects_of(lake)
+        age(lake, uploaded, ORPHAN_GRACE_FLOOR - timedelta(minutes=5))  # a slow writer
+        report = Janitor(meta=lake.meta, objects=lake.objects).run(orphan_grace=ORPHAN_GRACE_FLOOR)
+        assert report.total("orphans_found") == 0 and uploaded in objects_of(lake)
+    finally:
+        pausing.release.set()
+        writer.join()
+        inserter.close()
+    assert outcome and [f.path for f in lake.meta.files("events")] == [uploaded]
+    assert lake.rows("SELECT count(*) AS n FROM events") == [{"n": 100}]
+
+
+class Killed(BaseException):
+    pass
+
+
+def test_a_gc_run_killed_between_objects_and_rows_is_finished_by_the_next(
+    merged_lake: Lake,
+) -> None:
+    lake = merged_lake
+    live = {f.path for f in lake.meta.files("events")}
+    answer = lake.rows(COUNT_SQL)
+
+    def die(_: Sequence[DataFile]) -> None:
+        raise Killed
+
+    with pytest.raises(Killed):
+        Janitor(meta=lake.meta, objects=lake.objects, before_forget=die).run(retention=timedelta(0))
+    # The dead files' objects are gone, their rows are not; nothing live was touched
+    assert objects_of(lake) == live
+    assert len(every_file(lake)) == 14
+
+    report = Janitor(meta=lake.meta, objects=lake.objects).run(retention=timedelta(0))
+    assert report.total("files_deleted") == 12
+    assert {f.path for f in every_file(lake)} == live == objects_of(lake)
+    assert lake.rows(COUNT_SQL) == answer
+
+
+def test_a_query_pinned_inside_the_retention_never_meets_a_missing_file_while_gc_runs(
+    lake: Lake, postgres_dsn: str
+) -> None:
+    # Given old history (two days ago: inserts and a merge) and recent history
+    lake.create()
+    lake.insert_batches("events", batches=4, rows=200, days=1, seed=1)
+    lake.merge("events")
+    old_head = lake.meta.get_table("events").head_snapshot_id
+    backdate(
+        postgres_dsn,
+        lake.meta.schema,
+        "UPDATE snapshots SET committed_at = now() - interval '2 days' WHERE snapshot_id <= %s",
+        old_head,
+    )
+    lake.insert_batches("events", batches=4, rows=200, days=1, seed=50)
+    pinned = lake.meta.get_table("events").head_snapshot_id
+    expected = lake.rows(COUNT_SQL, snapshot_id=pinned)
+    lake.merge("events")  # ends the files the pinned snapshot reads
+
+    # When GC runs again and again while queries pinned at that snapshot run
+    errors: list[BaseException] = []
+    answers: list[object] = []
+    stop = threading.Event()
+
+    def query() -> None:
+        while not stop.is_set():
+            try:
+                answers.append(lake.rows(COUNT_SQL, snapshot_id=pinned))
+            except BaseException as e:
+                errors.append(e)
+                return
+
+    readers = [threading.Thread(target=query) for _ in range(2)]
+    for t in readers:
+        t.start()
+    janitor = Janitor(meta=lake.meta, objects=lake.objects, query_grace=timedelta(0))
+    deleted = 0
+    try:
+        for _ in range(5):
+            deleted += janitor.run(retention=timedelta(days=1)).total("files_deleted")
+    finally:
+        stop.set()
+        for t in readers:
+            t.join()
+
+    # Then GC deleted the old merge's inputs, and every pinned answer was complete and equal
+    assert not errors, errors[0]
+    assert deleted == 4
+    assert answers and all(a == expected for a in answers)
