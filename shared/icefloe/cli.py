@@ -24,6 +24,7 @@ from icefloe import __version__
 from icefloe.config import Settings
 from icefloe.errors import IcefloeError, InvalidInputError, TableExistsError
 from icefloe.ingest import INPUT_FORMATS, InputFormat, Inserter, format_from_suffix
+from icefloe.janitor import DEFAULT_MAX_FILES, Janitor, format_duration, parse_duration
 from icefloe.merge import MergeWorker, merge_locally
 from icefloe.metastore.embedded import stop_embedded
 from icefloe.metastore.models import TableInfo
@@ -113,6 +114,25 @@ def build_parser() -> argparse.ArgumentParser:
         "--wait", action="store_true", help="repeat rounds until the planner finds nothing"
     )
     _add_format(merge)
+
+    gc = commands.add_parser(
+        "gc", help="expire old snapshots, delete files no snapshot needs, sweep orphans"
+    )
+    gc.add_argument("name", nargs="?", help="one table (default: every table)")
+    gc.add_argument(
+        "--retention", help="keep snapshots this long (e.g. 0s, 90m, 3d; default: the table's)"
+    )
+    gc.add_argument(
+        "--orphan-grace",
+        help="delete unregistered objects older than this (at least 1h; default: the table's, 1d)",
+    )
+    gc.add_argument(
+        "--dry-run", action="store_true", help="delete nothing; report what would be deleted"
+    )
+    gc.add_argument(
+        "--max-files", type=int, default=DEFAULT_MAX_FILES, help="dead files per table per run"
+    )
+    _add_format(gc)
 
     demo = commands.add_parser("demo", help="create an events table and insert sample events")
     demo.add_argument(
@@ -363,6 +383,47 @@ def _merge(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
     return EXIT_ERROR if report.dead_letters else 0
 
 
+def _gc(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
+    retention = parse_duration(args.retention) if args.retention is not None else None
+    grace = parse_duration(args.orphan_grace) if args.orphan_grace is not None else None
+    if args.name is not None:
+        runtime.meta.get_table(args.name)
+    report = Janitor(meta=runtime.meta, objects=runtime.objects).run(
+        table=args.name,
+        retention=retention,
+        orphan_grace=grace,
+        dry_run=args.dry_run,
+        max_files=args.max_files,
+    )
+
+    def text() -> str:
+        verb = "would delete" if report.dry_run else "deleted"
+        lines = []
+        for t in report.tables:
+            lines.append(
+                f"{t.table}: {_count(t.snapshots_expired, 'snapshot')}"
+                f" {'would expire' if report.dry_run else 'expired'}; {verb}"
+                f" {_count(t.files_deleted, 'dead file')} ({t.bytes_deleted / 1e6:,.1f} MB) and"
+                f" {_count(t.orphans_found, 'orphan')} ({t.orphan_bytes / 1e6:,.1f} MB)"
+                f" [retention {format_duration(t.retention)},"
+                f" orphan grace {format_duration(t.orphan_grace)}]"
+            )
+            if report.dry_run:
+                lines.extend(f"  dead   {p}" for p in t.dead_paths)
+                lines.extend(f"  orphan {p}" for p in t.orphan_paths)
+        lines.append(
+            f"{_count(report.claims_freed, 'expired claim')}"
+            f" {'to free' if report.dry_run else 'freed'},"
+            f" {_count(report.receipts_pruned, 'old receipt')}"
+            f" {'to prune' if report.dry_run else 'pruned'}"
+        )
+        lines.extend(f"{name}: FAILED: {error}" for name, error in report.failed_tables.items())
+        return "\n".join(lines)
+
+    _emit(out, args.format, report.to_json(), text)
+    return EXIT_ERROR if report.failed_tables else 0
+
+
 def _count(n: int, noun: str, plural: str | None = None) -> str:
     return f"{n:,} {noun if n == 1 else (plural or noun + 's')}"
 
@@ -466,6 +527,7 @@ _COMMANDS: dict[str, Callable[[Runtime, argparse.Namespace, TextIO], int]] = {
     "insert": _insert,
     "demo": _demo,
     "merge": _merge,
+    "gc": _gc,
     "query": _query,
     "files": _files,
     "snapshots": _snapshots,

@@ -321,3 +321,52 @@ def test_merge_of_an_unknown_table_is_a_one_line_error(
     assert run("init")[0] == 0
     assert run("merge", "nope")[0] == 1
     assert capsys.readouterr().err.strip() == "icefloe: error: no table named 'nope'"
+
+
+def test_gc_dry_run_then_gc_with_retention_zero(cli_env: str, tmp_path: Path) -> None:
+    # Given six inserts merged into one file: six dead files
+    assert run("init")[0] == 0
+    create_events()
+    for n in range(6):
+        source = tmp_path / f"batch{n}.ndjson"
+        source.write_text(
+            json.dumps({"ts": f"2026-03-01T0{n}:00:00", "event": "e", "user_id": "u"}) + "\n"
+        )
+        assert run("insert", "events", str(source))[0] == 0
+    assert run("merge", "--wait")[0] == 0
+    warehouse = tmp_path / "home" / "warehouse"
+    before = sorted(p for p in warehouse.rglob("*.parquet"))
+    assert len(before) == 7
+
+    # A dry run lists what it would delete and deletes nothing
+    code, text = run("gc", "events", "--retention", "0s", "--dry-run")
+    assert code == 0
+    assert "6 snapshots would expire; would delete 6 dead files" in text
+    assert text.count("  dead   events/data/") == 6
+    assert sorted(warehouse.rglob("*.parquet")) == before
+
+    # The real run deletes exactly those six
+    code, out = run("gc", "events", "--retention", "0s", "--format", "json")
+    assert code == 0
+    report = json.loads(out)
+    assert report["files_deleted"] == 6 and report["snapshots_expired"] == 6
+    assert len(list(warehouse.rglob("*.parquet"))) == 1
+    code, rows = run("query", "SELECT count(*) AS n FROM events", "--format", "json")
+    assert json.loads(rows) == [{"n": 6}]
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["gc", "--retention", "soon"], "duration 'soon'"),
+        (["gc", "--orphan-grace", "10m"], "orphan grace 10m is shorter than 1h"),
+        (["gc", "nope"], "no table named 'nope'"),
+    ],
+)
+def test_gc_refuses_bad_options_in_one_line(
+    cli_env: str, capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    assert run("init")[0] == 0
+    assert run(*argv)[0] == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("icefloe: error: ") and message in err and "\n" not in err
