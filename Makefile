@@ -44,6 +44,7 @@ demo: venv
 	$(BIN)/icefloe demo --events $(DEMO_EVENTS) --batch-size $(DEMO_BATCH)
 	$(BIN)/icefloe status events
 	$(BIN)/icefloe merge events --wait
+	$(BIN)/icefloe gc events --retention 0s
 	$(BIN)/icefloe table show events
 	$(BIN)/icefloe status events
 
@@ -54,6 +55,7 @@ bench: venv
 	$(PY) -m benchmarks.insert_bench --scale $(BENCH_SCALE)
 	$(PY) -m benchmarks.query_bench --scale $(BENCH_SCALE)
 	$(PY) -m benchmarks.s3_read_bench --scale $(BENCH_SCALE)
+	$(PY) -m benchmarks.merge_bench --scale $(BENCH_SCALE)
 
 stop: venv
 	$(BIN)/icefloe db stop
