@@ -24,15 +24,13 @@ from typing import Literal
 import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from icefloe import duck
-from icefloe.datafiles import footer_stats, new_data_key
 from icefloe.errors import CommitConflictError, CommitOutcomeUnknownError, IcefloeError
 from icefloe.merge.modes import merge_sql
 from icefloe.merge.rowgroups import RowGroupCutter
 from icefloe.merge.tasks import MergeTask
-from icefloe.merge.writer import RollingParquetWriter, StagedFile
+from icefloe.merge.writer import RollingParquetWriter, StagedFile, upload_staged
 from icefloe.metastore.models import DataFile, NewFile
 from icefloe.metastore.store import MetaStore
 from icefloe.query.engine import view_sql
@@ -249,25 +247,15 @@ class MergeWorker:
     def _upload(
         self, spec: TableSpec, model: DataFile, staged: Sequence[StagedFile], written: list[str]
     ) -> list[NewFile]:
-        files = []
-        for item in staged:
-            key = new_data_key(table=spec.name, partition_path=model.partition_path)
-            self._objects.put_file(key, item.path)
-            written.append(key)
-            metadata = pq.read_metadata(item.path)
-            files.append(
-                NewFile(
-                    path=key,
-                    partition_path=model.partition_path,
-                    partition_values=dict(model.partition_values),
-                    partition_start=model.partition_start,
-                    size_bytes=item.size_bytes,
-                    row_count=metadata.num_rows,
-                    row_group_count=metadata.num_row_groups,
-                    column_stats=footer_stats(metadata),
-                )
-            )
-        return files
+        return upload_staged(
+            self._objects,
+            staged,
+            table=spec.name,
+            partition_path=model.partition_path,
+            partition_values=model.partition_values,
+            partition_start=model.partition_start,
+            written=written,
+        )
 
     def _discard(self, keys: list[str]) -> None:
         if not keys:

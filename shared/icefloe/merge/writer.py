@@ -8,15 +8,18 @@ Files use the same encoding as every other writer (:mod:`icefloe.datafiles`).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from icefloe.datafiles import parquet_writer, with_json_columns
+from icefloe.datafiles import footer_stats, new_data_key, parquet_writer, with_json_columns
 from icefloe.ingest.row_ids import ROW_ID_COLUMN, ROW_ID_TYPE
+from icefloe.metastore.models import JsonScalar, NewFile
+from icefloe.storage import ObjectStore
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,3 +92,39 @@ class RollingParquetWriter:
                 position, ROW_ID_COLUMN, group.column(position).cast(ROW_ID_TYPE)
             )
         return with_json_columns(group, self._json_columns)
+
+
+def upload_staged(
+    objects: ObjectStore,
+    staged: Sequence[StagedFile],
+    *,
+    table: str,
+    partition_path: str,
+    partition_values: Mapping[str, JsonScalar],
+    partition_start: datetime | None,
+    written: list[str],
+) -> list[NewFile]:
+    """Upload staged files under fresh keys and describe them from their footers.
+
+    ``written`` receives each key as soon as it is stored, so a caller that fails later knows
+    what to delete.
+    """
+    files = []
+    for item in staged:
+        key = new_data_key(table=table, partition_path=partition_path)
+        objects.put_file(key, item.path)
+        written.append(key)
+        metadata = pq.read_metadata(item.path)
+        files.append(
+            NewFile(
+                path=key,
+                partition_path=partition_path,
+                partition_values=dict(partition_values),
+                partition_start=partition_start,
+                size_bytes=item.size_bytes,
+                row_count=metadata.num_rows,
+                row_group_count=metadata.num_row_groups,
+                column_stats=footer_stats(metadata),
+            )
+        )
+    return files
