@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -28,3 +29,13 @@ def lake(meta: MetaStore, tmp_path: Path) -> Iterator[Lake]:
         engine=QueryEngine(meta=meta, objects=objects),
     )
     inserter.close()
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    """One local Spark session for the whole run (it takes 7 to 16 s to start)."""
+    from icefloe.compaction.session import local_spark_session
+
+    session = local_spark_session(master="local[2]", driver_memory="1g")
+    yield session
+    session.stop()

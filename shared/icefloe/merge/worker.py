@@ -27,6 +27,7 @@ import pyarrow.compute as pc
 
 from icefloe import duck
 from icefloe.errors import CommitConflictError, CommitOutcomeUnknownError, IcefloeError
+from icefloe.merge.claims import claim_problem
 from icefloe.merge.modes import merge_sql
 from icefloe.merge.rowgroups import RowGroupCutter
 from icefloe.merge.tasks import MergeTask
@@ -123,7 +124,12 @@ class MergeWorker:
                 reason=f"committed by an earlier delivery as snapshot {earlier.snapshot_id}",
             )
         inputs = self._meta.files_by_id(task.table, task.file_ids)
-        lost = _claim_problem(task, inputs)
+        lost = claim_problem(
+            file_ids=task.file_ids,
+            partition_path=task.partition_path,
+            claim_token=task.claim_token,
+            inputs=inputs,
+        )
         if lost is None and self._meta.renew_claim(task.claim_token, lease=self._lease) != len(
             task.file_ids
         ):
@@ -264,22 +270,6 @@ class MergeWorker:
             self._objects.delete_many(keys)
         except Exception:  # the orphan sweep removes what this could not
             logger.exception("could not delete %d uncommitted merge outputs", len(keys))
-
-
-def _claim_problem(task: MergeTask, inputs: Sequence[DataFile]) -> str | None:
-    """Why this task may not run, or None if every input is live and still ours."""
-    found = {f.file_id for f in inputs}
-    missing = sorted(set(task.file_ids) - found)
-    if missing:
-        return f"input file {missing[0]} does not exist"
-    for f in inputs:
-        if f.partition_path != task.partition_path:
-            return f"input file {f.file_id} is in partition {f.partition_path!r}"
-        if f.end_snapshot is not None:
-            return f"input file {f.file_id} was removed by snapshot {f.end_snapshot}"
-        if f.claim_token != task.claim_token:
-            return f"input file {f.file_id} is no longer claimed by this task"
-    return None
 
 
 class _PartitionGuard:

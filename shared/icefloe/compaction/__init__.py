@@ -1,0 +1,29 @@
+"""Heavy compaction: whole partitions merged by a PySpark job (EMR Serverless, or local Spark),
+committed partition by partition through the same replace commit as a merge."""
+
+from __future__ import annotations
+
+from icefloe.compaction.manifest import (
+    CompactionManifest,
+    InvalidManifestError,
+    PartitionGroup,
+)
+from icefloe.compaction.planning import DEFAULT_COMPACTION_LEASE, claim_partitions
+from icefloe.compaction.spark_job import (
+    CompactionResult,
+    PartitionOutcome,
+    SparkMergeUnsupportedError,
+    compact_with_spark,
+)
+
+__all__ = [
+    "DEFAULT_COMPACTION_LEASE",
+    "CompactionManifest",
+    "CompactionResult",
+    "InvalidManifestError",
+    "PartitionGroup",
+    "PartitionOutcome",
+    "SparkMergeUnsupportedError",
+    "claim_partitions",
+    "compact_with_spark",
+]

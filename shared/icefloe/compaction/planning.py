@@ -1,0 +1,43 @@
+"""Choosing and claiming whole partitions for heavy compaction."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from datetime import timedelta
+
+from icefloe.compaction.manifest import CompactionManifest, PartitionGroup
+from icefloe.metastore.store import MetaStore
+
+# Longer than a compaction job may run (the EMR job's run time limit must stay below it).
+DEFAULT_COMPACTION_LEASE = timedelta(hours=6)
+
+
+def claim_partitions(
+    meta: MetaStore,
+    table: str,
+    *,
+    partitions: Sequence[str] | None = None,
+    lease: timedelta = DEFAULT_COMPACTION_LEASE,
+    min_files: int = 2,
+    job_id: str | None = None,
+) -> CompactionManifest | None:
+    """Claim every live file of each chosen partition (all of them, or ``partitions``), one
+    claim per partition; partitions with fewer than ``min_files`` files, or with a file another
+    job holds, are left out. Returns None when nothing was claimed."""
+    live = meta.files(table, partitions=partitions)
+    by_partition: dict[str, list[int]] = {}
+    for f in live:
+        by_partition.setdefault(f.partition_path, []).append(f.file_id)
+    groups = []
+    for partition, ids in sorted(by_partition.items()):
+        if len(ids) < min_files:
+            continue
+        token = meta.claim_files(table, ids, lease=lease)
+        if token is not None:
+            groups.append(PartitionGroup(partition, tuple(sorted(ids)), token))
+    if not groups:
+        return None
+    return CompactionManifest(
+        job_id=job_id or f"compact-{uuid.uuid4().hex[:16]}", table=table, groups=tuple(groups)
+    )

@@ -1,0 +1,29 @@
+"""A local Spark session for embedded mode and tests (``local[*]``, UTC, no UI)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+def local_spark_session(*, master: str = "local[*]", driver_memory: str = "2g") -> SparkSession:
+    """Start (or reuse) a local Spark session whose Python workers run this interpreter."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    return (
+        SparkSession.builder.master(master)
+        .appName("icefloe-compaction")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.ui.enabled", "false")
+        .config("spark.driver.memory", driver_memory)
+        .config("spark.sql.shuffle.partitions", "8")
+        .config("spark.speculation", "false")
+        .config("spark.sql.execution.arrow.maxRecordsPerBatch", "65536")
+        .getOrCreate()
+    )

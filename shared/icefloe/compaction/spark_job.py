@@ -1,0 +1,428 @@
+"""Heavy compaction in Spark: whole partitions, merged, sorted and written value-aligned.
+
+The driver checks the manifest's claims against the meta store, reads every input file into
+one DataFrame tagged with its partition, applies the table's merge mode (append, replace and
+aggregate compiled to Spark; a custom DuckDB query is refused here: it runs with the DuckDB
+engine), range-partitions by (partition, row-group key) so each key value stays in one task,
+sorts within tasks and hands the sorted rows to ``mapInArrow``. Each task cuts value-aligned
+row groups and writes files through pyarrow (Spark's writer cannot cut row groups at key
+boundaries), uploads them and returns one small row per file. The driver then commits each
+partition on its own, through the same replace commit as a merge worker: partial progress
+survives, and a conflict on one partition deletes that partition's outputs only.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import tempfile
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+import duckdb
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from icefloe.compaction.manifest import CompactionManifest, PartitionGroup
+from icefloe.config import WarehouseLocation
+from icefloe.errors import CommitConflictError, CommitOutcomeUnknownError, IcefloeError
+from icefloe.ingest.row_ids import ROW_ID_COLUMN
+from icefloe.merge.claims import claim_problem
+from icefloe.merge.rowgroups import RowGroupCutter
+from icefloe.merge.writer import RollingParquetWriter, upload_staged
+from icefloe.metastore.models import ColumnStats, DataFile, JsonScalar, NewFile
+from icefloe.metastore.store import MetaStore
+from icefloe.spec import AggregateMode, AppendMode, CustomMode, ReplaceMode, TableSpec
+from icefloe.storage import ObjectStore, open_object_store
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+logger = logging.getLogger(__name__)
+
+PARTITION_COLUMN = "__icefloe_partition"
+FILE_COLUMN = "__icefloe_file"
+_OUTPUT_SCHEMA = (
+    "partition string, path string, size_bytes long, row_count long, row_group_count int,"
+    " column_stats string"
+)
+
+PartitionStatus = Literal["committed", "already_committed", "claim_lost", "conflict"]
+
+
+class SparkMergeUnsupportedError(IcefloeError):
+    """The table's merge mode cannot run in Spark (a custom DuckDB query)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionOutcome:
+    partition_path: str
+    status: PartitionStatus
+    snapshot_id: int | None = None
+    files_in: int = 0
+    files_out: int = 0
+    rows_in: int = 0
+    rows_out: int = 0
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionResult:
+    job_id: str
+    table: str
+    partitions: tuple[PartitionOutcome, ...]
+
+    def count(self, status: PartitionStatus) -> int:
+        return sum(1 for p in self.partitions if p.status == status)
+
+
+@dataclass(frozen=True, slots=True)
+class _WriteContext:
+    """Everything a Spark task needs to write files: picklable, no connections."""
+
+    table: str
+    location: WarehouseLocation
+    endpoint_url: str | None
+    region: str
+    row_group_key: str | None
+    target_rows: int
+    max_rows: int
+    target_file_bytes: int
+    json_columns: tuple[str, ...]
+    columns: tuple[str, ...]
+    arrow_schema: pa.Schema
+    partitions: Mapping[str, tuple[Mapping[str, JsonScalar], datetime | None]]
+    scratch: str | None
+
+
+def compact_with_spark(
+    spark: SparkSession,
+    *,
+    meta: MetaStore,
+    objects: ObjectStore,
+    location: WarehouseLocation,
+    manifest: CompactionManifest,
+    endpoint_url: str | None = None,
+    region: str = "us-east-1",
+    scratch: str | None = None,
+    before_commit: Callable[[PartitionGroup], None] | None = None,
+) -> CompactionResult:
+    """Run one compaction job (see the module docstring). ``before_commit`` is a test seam
+    that runs before each partition's commit."""
+    spec = meta.get_table(manifest.table).spec
+    if isinstance(spec.merge, CustomMode):
+        raise SparkMergeUnsupportedError(
+            f"table {spec.name!r} merges with a custom DuckDB query, which Spark cannot run;"
+            " compact it with the DuckDB engine"
+        )
+    outcomes: list[PartitionOutcome] = []
+    runnable: list[tuple[PartitionGroup, list[DataFile]]] = []
+    for group in manifest.groups:
+        inputs = meta.files_by_id(manifest.table, group.file_ids)
+        earlier = meta.snapshot_for_key(manifest.table, group.idempotency_key)
+        if earlier is not None:
+            outcomes.append(
+                PartitionOutcome(group.partition_path, "already_committed", earlier.snapshot_id)
+            )
+            continue
+        problem = claim_problem(
+            file_ids=group.file_ids,
+            partition_path=group.partition_path,
+            claim_token=group.claim_token,
+            inputs=inputs,
+        )
+        if problem is not None:
+            outcomes.append(PartitionOutcome(group.partition_path, "claim_lost", reason=problem))
+            continue
+        runnable.append((group, inputs))
+    if runnable:
+        written = _write(spark, spec, objects, location, runnable, endpoint_url, region, scratch)
+        for group, inputs in runnable:
+            if before_commit is not None:
+                before_commit(group)
+            outcomes.append(_commit(meta, objects, spec, group, inputs, written))
+    order = {g.partition_path: n for n, g in enumerate(manifest.groups)}
+    outcomes.sort(key=lambda o: order[o.partition_path])
+    return CompactionResult(manifest.job_id, manifest.table, tuple(outcomes))
+
+
+def _write(
+    spark: SparkSession,
+    spec: TableSpec,
+    objects: ObjectStore,
+    location: WarehouseLocation,
+    runnable: Sequence[tuple[PartitionGroup, list[DataFile]]],
+    endpoint_url: str | None,
+    region: str,
+    scratch: str | None,
+) -> dict[str, list[NewFile]]:
+    from pyspark.sql import functions as F
+
+    files = [f for _, inputs in runnable for f in inputs]
+    names = spark.createDataFrame(
+        [(f.path.rsplit("/", 1)[-1], f.partition_path) for f in files],
+        f"{FILE_COLUMN} string, {PARTITION_COLUMN} string",
+    )
+    rows = (
+        spark.read.parquet(*[objects.uri(f.path) for f in files])
+        .withColumn(FILE_COLUMN, F.regexp_extract(F.input_file_name(), r"[^/]+$", 0))
+        .join(F.broadcast(names), FILE_COLUMN)
+        .drop(FILE_COLUMN)
+    )
+    merged = _apply_mode(spec, rows)
+    total_bytes = sum(f.size_bytes for f in files)
+    total_rows = max(1, sum(f.row_count for f in files))
+    tasks = sum(
+        max(1, math.ceil(sum(f.size_bytes for f in inputs) / spec.sizes.target_file_bytes))
+        for _, inputs in runnable
+    )
+    range_keys = [PARTITION_COLUMN, *([spec.row_group_by] if spec.row_group_by else [])]
+    ordered = merged.repartitionByRange(tasks, *range_keys).sortWithinPartitions(
+        PARTITION_COLUMN, *spec.file_sort_keys, ROW_ID_COLUMN
+    )
+    bytes_per_row = max(1.0, total_bytes / total_rows)
+    context = _WriteContext(
+        table=spec.name,
+        location=location,
+        endpoint_url=endpoint_url,
+        region=region,
+        row_group_key=spec.row_group_by,
+        target_rows=max(
+            1,
+            min(
+                spec.sizes.row_group_max_rows,
+                int(spec.sizes.row_group_target_bytes / bytes_per_row),
+            ),
+        ),
+        max_rows=spec.sizes.row_group_max_rows,
+        target_file_bytes=spec.sizes.target_file_bytes,
+        json_columns=tuple(c.name for c in spec.columns if c.type == "JSON"),
+        columns=(*spec.column_names, ROW_ID_COLUMN),
+        arrow_schema=_arrow_schema(spec),
+        partitions={
+            inputs[0].partition_path: (dict(inputs[0].partition_values), inputs[0].partition_start)
+            for _, inputs in runnable
+        },
+        scratch=scratch,
+    )
+    written: dict[str, list[NewFile]] = {}
+    for row in ordered.mapInArrow(_task_writer(context), _OUTPUT_SCHEMA).collect():
+        values, start = context.partitions[row["partition"]]
+        stats = {k: ColumnStats.from_json(v) for k, v in json.loads(row["column_stats"]).items()}
+        written.setdefault(row["partition"], []).append(
+            NewFile(
+                path=row["path"],
+                partition_path=row["partition"],
+                partition_values=values,
+                partition_start=start,
+                size_bytes=row["size_bytes"],
+                row_count=row["row_count"],
+                row_group_count=row["row_group_count"],
+                column_stats=stats,
+            )
+        )
+    return written
+
+
+def _apply_mode(spec: TableSpec, rows: DataFrame) -> DataFrame:
+    """The table's merge mode over ``rows``, per partition."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    mode = spec.merge
+    if isinstance(mode, AppendMode):
+        return rows
+    if isinstance(mode, ReplaceMode):
+        order = [F.col(mode.version).desc_nulls_last()] if mode.version else []
+        order.append(F.col(ROW_ID_COLUMN).desc())
+        window = Window.partitionBy(PARTITION_COLUMN, *mode.key).orderBy(*order)
+        return (
+            rows.withColumn("__icefloe_rank", F.row_number().over(window))
+            .where(F.col("__icefloe_rank") == 1)
+            .drop("__icefloe_rank")
+        )
+    if isinstance(mode, AggregateMode):
+        functions = {"sum": F.sum, "min": F.min, "max": F.max, "count": F.sum, "any": F.first}
+        aggregates = [functions[fn](F.col(col)).alias(col) for col, fn in mode.aggregates]
+        aggregates.append(F.max(F.col(ROW_ID_COLUMN)).alias(ROW_ID_COLUMN))
+        return rows.groupBy(PARTITION_COLUMN, *mode.group_by).agg(*aggregates)
+    raise SparkMergeUnsupportedError(f"merge mode {mode.to_text()!r} cannot run in Spark")
+
+
+def _arrow_schema(spec: TableSpec) -> pa.Schema:
+    """The Arrow types DuckDB gives the table's columns: what every icefloe file holds."""
+    con = duckdb.connect()
+    try:
+        items = [f'CAST(NULL AS {c.type}) AS "{c.name}"' for c in spec.columns]
+        items.append(f'CAST(NULL AS BLOB) AS "{ROW_ID_COLUMN}"')
+        return con.execute(f"SELECT {', '.join(items)}").to_arrow_table().schema
+    finally:
+        con.close()
+
+
+def _task_writer(context: _WriteContext) -> Any:
+    """The ``mapInArrow`` function: sorted batches in, one metadata row per written file out."""
+
+    def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        objects = open_object_store(
+            context.location, endpoint_url=context.endpoint_url, region=context.region
+        )
+        writer = _PartitionFiles(context, objects)
+        for batch in batches:
+            for partition, rows in _split_by_partition(batch):
+                yield from writer.switch_to(partition)
+                writer.push(_conform(rows, context))
+        yield from writer.switch_to(None)
+
+    return write
+
+
+class _PartitionFiles:
+    """Cuts and writes the rows of one partition at a time, in one Spark task."""
+
+    def __init__(self, context: _WriteContext, objects: ObjectStore) -> None:
+        self._context = context
+        self._objects = objects
+        self._partition: str | None = None
+        self._cutter: RowGroupCutter | None = None
+        self._writer: RollingParquetWriter | None = None
+        self._scratch = tempfile.TemporaryDirectory(prefix="icefloe-compact-", dir=context.scratch)
+
+    def switch_to(self, partition: str | None) -> Iterator[pa.RecordBatch]:
+        if partition == self._partition:
+            return
+        if self._partition is not None:
+            yield self._finish()
+        self._partition = partition
+        if partition is not None:
+            self._cutter = RowGroupCutter(
+                key=self._context.row_group_key,
+                target_rows=self._context.target_rows,
+                max_rows=self._context.max_rows,
+            )
+            self._writer = RollingParquetWriter(
+                directory=Path(self._scratch.name),
+                target_file_bytes=self._context.target_file_bytes,
+                json_columns=self._context.json_columns,
+            )
+        else:
+            self._scratch.cleanup()
+
+    def push(self, rows: pa.RecordBatch) -> None:
+        assert self._cutter is not None and self._writer is not None
+        for group in self._cutter.push(rows):
+            self._writer.write_group(group)
+
+    def _finish(self) -> pa.RecordBatch:
+        assert self._cutter is not None and self._writer is not None
+        assert self._partition is not None
+        for group in self._cutter.finish():
+            self._writer.write_group(group)
+        staged = self._writer.close()
+        values, start = self._context.partitions[self._partition]
+        written: list[str] = []
+        files = upload_staged(
+            self._objects,
+            staged,
+            table=self._context.table,
+            partition_path=self._partition,
+            partition_values=values,
+            partition_start=start,
+            written=written,
+        )
+        for item in staged:
+            item.path.unlink(missing_ok=True)
+        return pa.RecordBatch.from_pydict(
+            {
+                "partition": [f.partition_path for f in files],
+                "path": [f.path for f in files],
+                "size_bytes": [f.size_bytes for f in files],
+                "row_count": [f.row_count for f in files],
+                "row_group_count": [f.row_group_count for f in files],
+                "column_stats": [
+                    json.dumps({k: v.to_json() for k, v in f.column_stats.items()}) for f in files
+                ],
+            },
+            schema=pa.schema(
+                [
+                    ("partition", pa.string()),
+                    ("path", pa.string()),
+                    ("size_bytes", pa.int64()),
+                    ("row_count", pa.int64()),
+                    ("row_group_count", pa.int32()),
+                    ("column_stats", pa.string()),
+                ]
+            ),
+        )
+
+
+def _split_by_partition(batch: pa.RecordBatch) -> Iterator[tuple[str, pa.RecordBatch]]:
+    """Runs of equal partition in a batch sorted by partition."""
+    column = batch.column(batch.schema.get_field_index(PARTITION_COLUMN))
+    values = column.to_pylist()
+    start = 0
+    for n in range(1, len(values) + 1):
+        if n == len(values) or values[n] != values[start]:
+            yield str(values[start]), batch.slice(start, n - start)
+            start = n
+
+
+def _conform(rows: pa.RecordBatch, context: _WriteContext) -> pa.RecordBatch:
+    """Spark's Arrow batch as the table's columns and types (time zones dropped: UTC)."""
+    arrays = []
+    for field in context.arrow_schema:
+        column = rows.column(rows.schema.get_field_index(field.name))
+        if pa.types.is_timestamp(column.type) and column.type.tz is not None:
+            column = pc.cast(column, pa.timestamp(column.type.unit))
+        arrays.append(column.cast(field.type))
+    return pa.RecordBatch.from_arrays(arrays, schema=context.arrow_schema)
+
+
+def _commit(
+    meta: MetaStore,
+    objects: ObjectStore,
+    spec: TableSpec,
+    group: PartitionGroup,
+    inputs: Sequence[DataFile],
+    written: Mapping[str, list[NewFile]],
+) -> PartitionOutcome:
+    new_files = written.get(group.partition_path, [])
+    try:
+        result = meta.commit_replace(
+            spec.name,
+            remove=list(group.file_ids),
+            add=new_files,
+            claim_token=group.claim_token,
+            idempotency_key=group.idempotency_key,
+        )
+    except CommitConflictError as e:
+        _discard(objects, [f.path for f in new_files])
+        return PartitionOutcome(group.partition_path, "conflict", reason=str(e))
+    except CommitOutcomeUnknownError:
+        logger.warning("compaction commit of %s outcome unknown", group.partition_path)
+        raise
+    if not result.committed:
+        _discard(objects, [f.path for f in new_files])
+        return PartitionOutcome(group.partition_path, "already_committed", result.snapshot_id)
+    return PartitionOutcome(
+        partition_path=group.partition_path,
+        status="committed",
+        snapshot_id=result.snapshot_id,
+        files_in=len(inputs),
+        files_out=len(new_files),
+        rows_in=sum(f.row_count for f in inputs),
+        rows_out=result.rows_added,
+    )
+
+
+def _discard(objects: ObjectStore, keys: list[str]) -> None:
+    if not keys:
+        return
+    try:
+        objects.delete_many(keys)
+    except Exception:  # the orphan sweep removes what this could not
+        logger.exception("could not delete %d uncommitted compaction outputs", len(keys))

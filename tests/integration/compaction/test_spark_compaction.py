@@ -1,0 +1,195 @@
+"""Heavy compaction on local Spark (one shared session): the same answers as the merge
+worker on the same input, value-aligned row groups, one snapshot per partition, and a conflict
+on one partition that leaves the others committed."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+
+from icefloe.compaction import (
+    PartitionGroup,
+    SparkMergeUnsupportedError,
+    claim_partitions,
+    compact_with_spark,
+)
+from icefloe.compaction.manifest import CompactionManifest
+from icefloe.config import WarehouseLocation
+from icefloe.metastore.models import NewFile
+from icefloe.spec import SizeTargets
+from support.merge_lake import Lake
+
+pytestmark = pytest.mark.integration
+
+KIB = 1024
+ALL_ROWS = "SELECT * EXCLUDE (properties), properties::VARCHAR AS properties FROM {table}"
+
+
+def rows_of(
+    lake: Lake, table: str, snapshot_id: int | None = None, *, sql: str = ALL_ROWS
+) -> Counter[tuple[Any, ...]]:
+    rows = lake.engine.query(sql.format(table=table), snapshot_id=snapshot_id).rows
+    return Counter(tuple(r.values()) for r in rows.to_pylist())
+
+
+def clone(lake: Lake, source: str, target: str) -> None:
+    """Register copies of ``source``'s live files under ``target`` (same rows, same ids)."""
+    files = []
+    for f in lake.meta.files(source):
+        key = f.path.replace(f"{source}/", f"{target}/", 1)
+        lake.objects.put(key, lake.objects.get(f.path))
+        files.append(
+            NewFile(
+                path=key,
+                partition_path=f.partition_path,
+                partition_values=f.partition_values,
+                partition_start=f.partition_start,
+                size_bytes=f.size_bytes,
+                row_count=f.row_count,
+                row_group_count=f.row_group_count,
+                column_stats=f.column_stats,
+            )
+        )
+    lake.meta.commit_append(target, files=files)
+
+
+def compact(lake: Lake, spark: Any, table: str, **kwargs: Any) -> Any:
+    manifest = claim_partitions(lake.meta, table)
+    assert manifest is not None
+    return compact_with_spark(
+        spark,
+        meta=lake.meta,
+        objects=lake.objects,
+        location=WarehouseLocation(scheme="file", path=lake.objects.root),
+        manifest=manifest,
+        **kwargs,
+    )
+
+
+@pytest.mark.parametrize(
+    "merge",
+    [
+        "append",
+        "replace(user_id; version=ts)",
+        "aggregate(user_id, event; ts:max, properties:any)",
+    ],
+)
+def test_spark_gives_the_same_rows_as_the_merge_worker_on_the_same_input(
+    lake: Lake, spark: Any, merge: str
+) -> None:
+    # Given two tables holding the very same files (3 days, 6 inserts)
+    for name in ("by_spark", "by_worker"):
+        lake.create(name=name, merge=merge, sizes=SizeTargets(min_files_to_merge=2))
+    lake.insert_batches("by_spark", batches=6, rows=300, days=3)
+    clone(lake, "by_spark", "by_worker")
+    before = rows_of(lake, "by_spark")
+    pinned = lake.meta.get_table("by_spark").head_snapshot_id
+
+    # When Spark compacts one and the merge worker merges the other
+    result = compact(lake, spark, "by_spark")
+    lake.merge("by_worker")
+
+    # Then both hold the same rows, one file per partition, one snapshot per partition
+    assert result.count("committed") == 3
+    # ('any' picks any one value: compare the deterministic columns of aggregated rows)
+    sql = ALL_ROWS if "any" not in merge else "SELECT user_id, event, ts, _row_id FROM {table}"
+    assert rows_of(lake, "by_spark", sql=sql) == rows_of(lake, "by_worker", sql=sql)
+    assert len(lake.meta.files("by_spark")) == 3
+    replaces = [s for s in lake.meta.snapshots("by_spark") if s.operation == "replace"]
+    assert len(replaces) == 3 and all(s.files_added == 1 for s in replaces)
+    if merge == "append":
+        assert rows_of(lake, "by_spark") == before
+    else:
+        assert sum(rows_of(lake, "by_spark").values()) < sum(before.values())
+    # And the pre-compaction snapshot still reads the small files
+    assert rows_of(lake, "by_spark", snapshot_id=pinned) == before
+
+
+def test_spark_outputs_have_value_aligned_row_groups(lake: Lake, spark: Any) -> None:
+    lake.create(
+        row_group_by="user_id",
+        sizes=SizeTargets(row_group_target_bytes=8 * KIB, min_files_to_merge=2),
+    )
+    lake.insert_batches("events", batches=6, rows=1500, days=1)
+    compact(lake, spark, "events")
+    (merged,) = lake.meta.files("events")
+    parquet = pq.ParquetFile(lake.objects.uri(merged.path))
+    seen: dict[str, int] = {}
+    for index in range(parquet.metadata.num_row_groups):
+        for value in set(parquet.read_row_group(index, columns=["user_id"])["user_id"].to_pylist()):
+            assert value not in seen, f"{value} in row groups {seen[value]} and {index}"
+            seen[value] = index
+    assert parquet.metadata.num_row_groups > 5 and len(seen) == 40
+    assert merged.row_count == 9000 and merged.column_stats["user_id"].min is not None
+
+
+def test_a_conflict_on_one_partition_leaves_the_others_committed_and_its_outputs_deleted(
+    lake: Lake, spark: Any
+) -> None:
+    lake.create(sizes=SizeTargets(min_files_to_merge=2))
+    lake.insert_batches("events", batches=4, rows=300, days=3)
+    manifest = claim_partitions(lake.meta, "events")
+    assert manifest is not None and len(manifest.groups) == 3
+    victim = manifest.groups[1]
+    before_objects = {o.key for o in lake.objects.list_prefix("events/")}
+
+    def merged_elsewhere_meanwhile(group: PartitionGroup) -> None:
+        if group == victim:  # another writer takes one of its files after its lease ran out
+            lake.meta.release_claim(group.claim_token)
+            lake.meta.commit("events", operation="delete", remove=[group.file_ids[0]])
+
+    result = compact_with_spark(
+        spark,
+        meta=lake.meta,
+        objects=lake.objects,
+        location=WarehouseLocation(scheme="file", path=lake.objects.root),
+        manifest=manifest,
+        before_commit=merged_elsewhere_meanwhile,
+    )
+
+    statuses = {p.partition_path: p.status for p in result.partitions}
+    assert statuses[victim.partition_path] == "conflict"
+    assert sorted(statuses.values()) == ["committed", "committed", "conflict"]
+    live = lake.meta.files("events")
+    victim_files = [f for f in live if f.partition_path == victim.partition_path]
+    assert len(victim_files) == 3  # four inputs, one deleted, none replaced
+    # The victim partition's Spark outputs are gone; the others' are registered
+    after = {o.key for o in lake.objects.list_prefix("events/")}
+    new_objects = after - before_objects
+    assert new_objects == {f.path for f in live if f.partition_path != victim.partition_path}
+
+
+def test_a_rerun_of_a_committed_job_changes_nothing(lake: Lake, spark: Any) -> None:
+    lake.create(sizes=SizeTargets(min_files_to_merge=2))
+    lake.insert_batches("events", batches=3, rows=100, days=1)
+    manifest = claim_partitions(lake.meta, "events")
+    assert manifest is not None
+    location = WarehouseLocation(scheme="file", path=lake.objects.root)
+    first = compact_with_spark(
+        spark, meta=lake.meta, objects=lake.objects, location=location, manifest=manifest
+    )
+    again = compact_with_spark(
+        spark, meta=lake.meta, objects=lake.objects, location=location, manifest=manifest
+    )
+    assert first.count("committed") == 1 and again.count("already_committed") == 1
+    assert len(lake.meta.files("events")) == 1
+
+
+def test_a_custom_merge_query_is_refused_by_spark_naming_the_duckdb_engine(
+    lake: Lake, spark: Any
+) -> None:
+    lake.create(merge="sql:SELECT * FROM events", sizes=SizeTargets(min_files_to_merge=2))
+    lake.insert_batches("events", batches=2, rows=10, days=1)
+    manifest = claim_partitions(lake.meta, "events")
+    assert isinstance(manifest, CompactionManifest)
+    with pytest.raises(SparkMergeUnsupportedError, match="DuckDB engine"):
+        compact_with_spark(
+            spark,
+            meta=lake.meta,
+            objects=lake.objects,
+            location=WarehouseLocation(scheme="file", path=lake.objects.root),
+            manifest=manifest,
+        )
