@@ -115,6 +115,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_format(merge)
 
+    compact = commands.add_parser(
+        "compact", help="compact whole partitions (heavy compaction) with Spark or DuckDB"
+    )
+    compact.add_argument("name")
+    compact.add_argument(
+        "--partition", action="append", help="a partition path, e.g. day=2026-11-02 (repeatable)"
+    )
+    compact.add_argument("--engine", choices=("spark", "duckdb"), default="spark")
+    _add_format(compact)
+
     gc = commands.add_parser(
         "gc", help="expire old snapshots, delete files no snapshot needs, sweep orphans"
     )
@@ -383,6 +393,53 @@ def _merge(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
     return EXIT_ERROR if report.dead_letters else 0
 
 
+def _compact(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
+    from icefloe.compaction.local import compact_locally
+
+    runtime.meta.get_table(args.name)
+    started = time.perf_counter()
+    result = compact_locally(
+        meta=runtime.meta,
+        objects=runtime.objects,
+        settings=runtime.settings,
+        table=args.name,
+        partitions=args.partition,
+        engine=args.engine,
+        worker=MergeWorker(
+            meta=runtime.meta, objects=runtime.objects, configure=_duckdb_configurer(runtime)
+        ),
+    )
+    elapsed = time.perf_counter() - started
+    outcomes = result.partitions if result is not None else ()
+    data = {
+        "job_id": result.job_id if result is not None else None,
+        "engine": args.engine,
+        "seconds": round(elapsed, 3),
+        "partitions": [asdict(o) for o in outcomes],
+    }
+
+    def text() -> str:
+        if not outcomes:
+            return "nothing to compact (no partition with two or more unclaimed files)"
+        lines = [
+            f"{o.partition_path}: {o.status}"
+            + (
+                f", {o.files_in:,} files -> {o.files_out:,}, {o.rows_in:,} rows -> {o.rows_out:,}"
+                if o.status == "committed"
+                else f" ({o.reason})"
+                if o.reason
+                else ""
+            )
+            for o in outcomes
+        ]
+        lines.append(f"{args.engine}: {_count(len(outcomes), 'partition')} in {elapsed:.1f} s")
+        return "\n".join(lines)
+
+    _emit(out, args.format, data, text)
+    failed = [o for o in outcomes if o.status not in ("committed", "already_committed")]
+    return EXIT_ERROR if failed else 0
+
+
 def _gc(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
     retention = parse_duration(args.retention) if args.retention is not None else None
     grace = parse_duration(args.orphan_grace) if args.orphan_grace is not None else None
@@ -528,6 +585,7 @@ _COMMANDS: dict[str, Callable[[Runtime, argparse.Namespace, TextIO], int]] = {
     "demo": _demo,
     "merge": _merge,
     "gc": _gc,
+    "compact": _compact,
     "query": _query,
     "files": _files,
     "snapshots": _snapshots,

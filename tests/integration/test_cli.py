@@ -370,3 +370,37 @@ def test_gc_refuses_bad_options_in_one_line(
     assert run(*argv)[0] == 1
     err = capsys.readouterr().err.strip()
     assert err.startswith("icefloe: error: ") and message in err and "\n" not in err
+
+
+@pytest.mark.parametrize("engine", ["duckdb", "spark"])
+def test_compact_one_partition_with_either_engine(
+    cli_env: str, tmp_path: Path, engine: str, request: pytest.FixtureRequest
+) -> None:
+    if engine == "spark":
+        request.getfixturevalue("spark")  # the run's shared session
+    assert run("init")[0] == 0
+    create_events()
+    for n in range(3):
+        source = tmp_path / f"batch{n}.ndjson"
+        source.write_text(
+            "\n".join(
+                json.dumps({"ts": f"2026-03-0{day}T0{n}:00:00", "event": "e", "user_id": "u"})
+                for day in (1, 2)
+            )
+        )
+        assert run("insert", "events", str(source))[0] == 0
+
+    code, out = run(
+        "compact", "events", "--partition", "day=2026-03-01", "--engine", engine, "--format", "json"
+    )
+
+    assert code == 0
+    (outcome,) = json.loads(out)["partitions"]
+    assert outcome["partition_path"] == "day=2026-03-01" and outcome["status"] == "committed"
+    assert (outcome["files_in"], outcome["files_out"], outcome["rows_out"]) == (3, 1, 3)
+    code, files = run("files", "events", "--format", "json")
+    partitions = sorted(f["partition"] for f in json.loads(files))
+    assert partitions == ["day=2026-03-01", *["day=2026-03-02"] * 3]
+    # Nothing left to compact there now
+    code, text = run("compact", "events", "--partition", "day=2026-03-01")
+    assert code == 0 and text.startswith("nothing to compact")

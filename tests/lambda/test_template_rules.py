@@ -7,9 +7,11 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from icefloe.janitor import ORPHAN_GRACE_FLOOR
 from support.template import (
     REPO_ROOT,
     FunctionDecl,
@@ -95,6 +97,54 @@ def test_the_merge_lease_outlasts_the_merge_worker_timeout() -> None:
             assert int(parameter["MinValue"]) > worker_timeout
     (lease,) = leases  # the orchestrator claims with the lease the worker renews with
     assert lease > worker_timeout
+
+
+def test_the_orphan_grace_floor_outlasts_every_function_timeout() -> None:
+    # A writer uploads, then commits; the sweep must never see its object as an orphan in
+    # between. Every writer here is a function, stopped at its timeout.
+    for function in FUNCTIONS.values():
+        assert function.timeout < ORPHAN_GRACE_FLOOR.total_seconds(), function.logical_id
+
+
+def _statements(logical_id: str) -> list[dict[str, Any]]:
+    policies = TEMPLATE.resources[logical_id]["Properties"].get("Policies", [])
+    return [s for p in policies if isinstance(p, dict) for s in p.get("Statement", [])]
+
+
+def test_the_janitor_may_only_list_read_and_delete_data_objects() -> None:
+    assert "JanitorFunction" in FUNCTIONS
+    prefix = "${WarehousePrefix}/*"
+    granted: set[str] = set()
+    for statement in _statements("JanitorFunction"):
+        assert statement["Effect"] == "Allow"
+        action = statement["Action"]
+        actions = set(action) if isinstance(action, list) else {action}
+        granted |= actions
+        if actions == {"s3:ListBucket"}:
+            # Listing the bucket is scoped to the warehouse: never the results, never all
+            assert statement["Resource"] == {"Fn::GetAtt": ["DataBucket", "Arn"]}
+            assert statement["Condition"] == {"StringLike": {"s3:prefix": {"Fn::Sub": prefix}}}
+        else:
+            assert actions <= {"s3:GetObject", "s3:DeleteObject"}, actions
+            assert statement["Resource"] == {"Fn::Sub": "${DataBucket.Arn}/" + prefix}
+    assert granted == {"s3:ListBucket", "s3:GetObject", "s3:DeleteObject"}
+
+
+def test_the_janitor_failing_raises_an_alarm() -> None:
+    assert "JanitorFunction" in FUNCTIONS
+    alarms = [
+        props
+        for props in TEMPLATE.of_type("AWS::CloudWatch::Alarm").values()
+        if props.get("Namespace") == "AWS/Lambda"
+        and props.get("MetricName") == "Errors"
+        and any(
+            d["Name"] == "FunctionName" and TEMPLATE.logical_id_of(d["Value"]) == "JanitorFunction"
+            for d in props.get("Dimensions", [])
+        )
+    ]
+    assert alarms, "no alarm on the janitor's Errors"
+    for alarm in alarms:
+        assert alarm["ComparisonOperator"] == "GreaterThanThreshold" and alarm["Threshold"] == 0
 
 
 @pytest.mark.parametrize("queue", sorted(CONSUMERS))

@@ -47,6 +47,7 @@ QUERY_GRACE = timedelta(minutes=15)
 # Longer than a message can be redelivered: the insert queue keeps 4 days, its DLQ 14.
 RECEIPT_RETENTION = timedelta(days=15)
 DELETE_BATCH = 1000
+MAX_REPORTED_PATHS = 1000
 DEFAULT_MAX_FILES = 10_000
 
 
@@ -77,8 +78,10 @@ class TableCollection:
             "orphans_found": self.orphans_found,
             "orphans_deleted": self.orphans_deleted,
             "orphan_bytes": self.orphan_bytes,
-            "dead_paths": list(self.dead_paths),
-            "orphan_paths": list(self.orphan_paths),
+            # At most MAX_REPORTED_PATHS of each (the counts above are complete): a Lambda's
+            # response must stay under 6 MB however many tables a run collects.
+            "dead_paths": list(self.dead_paths[:MAX_REPORTED_PATHS]),
+            "orphan_paths": list(self.orphan_paths[:MAX_REPORTED_PATHS]),
         }
 
 
@@ -118,6 +121,7 @@ class Janitor:
         objects: ObjectStore,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         query_grace: timedelta = QUERY_GRACE,
+        page_size: int = DELETE_BATCH,
         before_forget: Callable[[Sequence[DataFile]], None] | None = None,
     ) -> None:
         self._meta = meta
@@ -125,6 +129,7 @@ class Janitor:
         self._maintenance = Maintenance(meta)
         self._clock = clock
         self._query_grace = query_grace
+        self._page_size = page_size  # keys per delete and per registered-path lookup
         # A test seam: runs after a batch's objects are deleted, before their rows are.
         self._before_forget = before_forget
 
@@ -219,8 +224,8 @@ class Janitor:
         )
         orphans = list(self._orphans(table, grace=grace, limit=max_files))
         if orphans and not dry_run:
-            for start in range(0, len(orphans), DELETE_BATCH):
-                self._objects.delete_many(o.key for o in orphans[start : start + DELETE_BATCH])
+            for start in range(0, len(orphans), self._page_size):
+                self._objects.delete_many(o.key for o in orphans[start : start + self._page_size])
         return TableCollection(
             table=table,
             retention=keep,
@@ -237,8 +242,8 @@ class Janitor:
 
     def _delete_dead(self, table: str, dead: Sequence[DataFile]) -> tuple[int, int]:
         files = size = 0
-        for start in range(0, len(dead), DELETE_BATCH):
-            batch = dead[start : start + DELETE_BATCH]
+        for start in range(0, len(dead), self._page_size):
+            batch = dead[start : start + self._page_size]
             self._objects.delete_many(f.path for f in batch)
             if self._before_forget is not None:
                 self._before_forget(batch)
@@ -254,12 +259,13 @@ class Janitor:
         for info in self._objects.list_prefix(f"{table}/data/"):
             if info.last_modified <= cutoff:
                 page.append(info)
-            if len(page) == DELETE_BATCH:
-                yield from self._unregistered(page, limit - found)
-                found += len(page)
+            if len(page) == self._page_size:
+                orphans = self._unregistered(page, limit - found)
+                yield from orphans
+                found += len(orphans)
                 page = []
-            if found >= limit:
-                return
+                if found >= limit:
+                    return
         yield from self._unregistered(page, limit - found)
 
     def _unregistered(self, page: Sequence[ObjectInfo], room: int) -> list[ObjectInfo]:

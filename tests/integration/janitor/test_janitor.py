@@ -294,3 +294,21 @@ def test_a_query_pinned_inside_the_retention_never_meets_a_missing_file_while_gc
     assert not errors, errors[0]
     assert deleted == 4
     assert answers and all(a == expected for a in answers)
+
+
+def test_the_orphan_limit_counts_orphans_not_listed_objects(merged_lake: Lake) -> None:
+    # Given many old registered objects listed before an orphan, and small pages
+    lake = merged_lake
+    for f in every_file(lake):
+        age(lake, f.path, timedelta(days=3))
+    orphan = "events/data/day=2026-03-02/zzz-orphan.parquet"  # sorts after every file
+    lake.objects.put(orphan, b"z")
+    age(lake, orphan, timedelta(days=3))
+    janitor = Janitor(meta=lake.meta, objects=lake.objects, page_size=2)
+
+    # When the run may delete at most 4 files
+    report = janitor.run(max_files=4)
+
+    # Then the 14 registered objects listed first do not use up the limit
+    assert report.tables[0].orphan_paths == (orphan,)
+    assert orphan not in objects_of(lake)

@@ -1,0 +1,81 @@
+"""Heavy compaction on one machine: claim whole partitions, then run the Spark job on local
+Spark, or the merge worker (DuckDB) on each partition."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from icefloe.compaction.manifest import CompactionManifest
+from icefloe.compaction.planning import claim_partitions
+from icefloe.compaction.spark_job import CompactionResult, PartitionOutcome, compact_with_spark
+from icefloe.config import Settings
+from icefloe.merge.tasks import MergeTask
+from icefloe.merge.worker import MergeWorker
+from icefloe.metastore.store import MetaStore
+from icefloe.storage import ObjectStore
+
+Engine = Literal["spark", "duckdb"]
+
+
+def compact_locally(
+    *,
+    meta: MetaStore,
+    objects: ObjectStore,
+    settings: Settings,
+    table: str,
+    partitions: Sequence[str] | None = None,
+    engine: Engine = "spark",
+    spark: Any = None,
+    worker: MergeWorker | None = None,
+) -> CompactionResult | None:
+    """Compact every partition of ``table`` with at least two files (or ``partitions``).
+
+    Returns None when there was nothing to claim. The manifest is written to the object store
+    as the EMR job's would be.
+    """
+    manifest = claim_partitions(meta, table, partitions=partitions)
+    if manifest is None:
+        return None
+    objects.put(manifest.key, manifest.to_json().encode())
+    if engine == "duckdb":
+        return _with_duckdb(manifest, worker or MergeWorker(meta=meta, objects=objects))
+    if spark is None:
+        from icefloe.compaction.session import local_spark_session
+
+        spark = local_spark_session()
+    return compact_with_spark(
+        spark,
+        meta=meta,
+        objects=objects,
+        location=settings.warehouse,
+        manifest=manifest,
+        endpoint_url=settings.s3_endpoint_url,
+        region=settings.aws_region,
+    )
+
+
+def _with_duckdb(manifest: CompactionManifest, worker: MergeWorker) -> CompactionResult:
+    outcomes = []
+    for group in manifest.groups:
+        outcome = worker.run(
+            MergeTask(
+                table=manifest.table,
+                partition_path=group.partition_path,
+                file_ids=group.file_ids,
+                claim_token=group.claim_token,
+            )
+        )
+        outcomes.append(
+            PartitionOutcome(
+                partition_path=group.partition_path,
+                status=outcome.status,
+                snapshot_id=outcome.snapshot_id,
+                files_in=outcome.files_in,
+                files_out=outcome.files_out,
+                rows_in=outcome.rows_in,
+                rows_out=outcome.rows_out,
+                reason=outcome.reason,
+            )
+        )
+    return CompactionResult(manifest.job_id, manifest.table, tuple(outcomes))

@@ -1,0 +1,449 @@
+"""The janitor function end to end: small inserts merged, then garbage-collected from a moto
+bucket built from template.yaml, with the function's environment as deployed. Real Postgres
+and DuckDB (the merges and the queries read the objects over HTTP from moto's server, which
+``mock_aws`` would not intercept)."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+import boto3
+import pytest
+
+from icefloe.aws.lambda_runtime import reset_for_tests, runtime_from_environment
+from icefloe.ingest import Inserter
+from icefloe.merge import MergeWorker, merge_locally
+from icefloe.metastore.models import DataFile
+from icefloe.metastore.store import MetaStore
+from icefloe.query import QueryEngine
+from icefloe.query.s3_access import configure_s3_from_settings
+from icefloe.spec import Retention, TableSpec
+from support.aws import (
+    FAKE_AWS_ENVIRONMENT,
+    REGION,
+    UNSET_AWS_VARIABLES,
+    FakeLambdaContext,
+    create_bucket,
+    function_environment,
+)
+from support.template import import_handler_module, load_template
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
+
+pytestmark = pytest.mark.e2e
+
+TEMPLATE = load_template()
+JANITOR = TEMPLATE.functions()["JanitorFunction"]
+PREFIX = str(TEMPLATE.parameter_default("WarehousePrefix"))
+TABLE = "events"
+DAYS = 3
+BATCHES = 5
+COUNT_SQL = (
+    "SELECT event, count(*) AS n, count(DISTINCT user_id) AS users, min(ts) AS first"
+    " FROM events GROUP BY event ORDER BY event"
+)
+
+
+@dataclass
+class Stack:
+    s3: S3Client
+    bucket: str
+    app: ModuleType
+
+    def invoke(self, event: object) -> dict[str, Any]:
+        context = FakeLambdaContext(
+            function_name=JANITOR.logical_id, memory_limit_in_mb=JANITOR.memory_size or 128
+        )
+        response: dict[str, Any] = self.app.lambda_handler(event, context)
+        return response
+
+    def object_keys(self) -> set[str]:
+        pages = self.s3.get_paginator("list_objects_v2").paginate(Bucket=self.bucket)
+        return {o["Key"] for page in pages for o in page.get("Contents", [])}
+
+
+@pytest.fixture(scope="module")
+def app() -> ModuleType:
+    return import_handler_module(JANITOR)
+
+
+@pytest.fixture
+def stack(
+    monkeypatch: pytest.MonkeyPatch,
+    moto_endpoint: str,
+    postgres_dsn: str,
+    schema_name: str,
+    meta: MetaStore,
+    events_spec: TableSpec,
+    app: ModuleType,
+    tmp_path: Path,
+) -> Iterator[Stack]:
+    """The janitor's world as the template declares it, on a fresh bucket of the shared moto
+    server, with the `events` table."""
+    for name in (
+        *UNSET_AWS_VARIABLES,
+        "ICEFLOE_DATABASE_SECRET_ARN",
+        "AWS_SECURITY_TOKEN",
+        "AWS_SESSION_TOKEN",
+    ):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in FAKE_AWS_ENVIRONMENT.items():
+        if name not in ("AWS_SECURITY_TOKEN", "AWS_SESSION_TOKEN"):
+            monkeypatch.setenv(name, value)
+    bucket = f"icefloe-e2e-janitor-{uuid.uuid4().hex[:10]}"
+    s3 = boto3.client("s3", endpoint_url=moto_endpoint, region_name=REGION)
+    create_bucket(s3, TEMPLATE, bucket)
+    environment = function_environment(TEMPLATE, JANITOR, resources={"DataBucket": bucket})
+    assert environment["ICEFLOE_WAREHOUSE"] == f"s3://{bucket}/{PREFIX}"
+    environment.update(
+        ICEFLOE_DATABASE_URL=postgres_dsn,
+        ICEFLOE_DATABASE_SCHEMA=schema_name,
+        ICEFLOE_S3_ENDPOINT_URL=moto_endpoint,
+        ICEFLOE_HOME=str(tmp_path / "home"),
+        AWS_LAMBDA_FUNCTION_MEMORY_SIZE=str(JANITOR.memory_size),
+        POWERTOOLS_TRACE_DISABLED="1",
+    )
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    meta.create_table(events_spec)
+    reset_for_tests()
+    try:
+        yield Stack(s3=s3, bucket=bucket, app=app)
+    finally:
+        reset_for_tests()
+
+
+def insert_small_batches(table: str = TABLE, *, batches: int = BATCHES, rows: int = 60) -> None:
+    """``batches`` inserts, each writing one small file into each of ``DAYS`` day partitions."""
+    runtime = runtime_from_environment()
+    inserter = Inserter(meta=runtime.meta, objects=runtime.objects)
+    try:
+        for b in range(batches):
+            inserter.insert_rows(
+                table,
+                [
+                    {
+                        "ts": f"2026-05-0{1 + i % DAYS}T{i % 24:02d}:{b:02d}:00Z",
+                        "event": ("view", "click", "buy")[(i + b) % 3],
+                        "user_id": f"u{(i * 7 + b) % 13}",
+                    }
+                    for i in range(rows)
+                ],
+            )
+    finally:
+        inserter.close()
+
+
+def merge(table: str = TABLE) -> None:
+    """Merge until the planner finds nothing: the inputs stay in S3, dead in the meta store."""
+    runtime = runtime_from_environment()
+    settings = runtime.settings
+    worker = MergeWorker(
+        meta=runtime.meta,
+        objects=runtime.objects,
+        configure=lambda con: configure_s3_from_settings(con, settings),
+    )
+    report = merge_locally(meta=runtime.meta, worker=worker, table=table, until_quiet=True)
+    assert report.dead_letters == ()
+
+
+def answer(sql: str = COUNT_SQL) -> list[dict[str, object]]:
+    runtime = runtime_from_environment()
+    settings = runtime.settings
+    engine = QueryEngine(
+        meta=runtime.meta,
+        objects=runtime.objects,
+        configure=lambda con: configure_s3_from_settings(con, settings),
+    )
+    rows: list[dict[str, object]] = engine.query(sql).rows.to_pylist()
+    return rows
+
+
+def every_file(meta: MetaStore, table: str = TABLE) -> list[DataFile]:
+    """Every file row, live or dead."""
+    return meta.files_by_id(table, range(1, 100_000))
+
+
+def dead_files(meta: MetaStore, table: str = TABLE) -> list[DataFile]:
+    return [f for f in every_file(meta, table) if f.end_snapshot is not None]
+
+
+def key_of(path: str) -> str:
+    return f"{PREFIX}/{path}"
+
+
+def merged_lake(meta: MetaStore) -> tuple[set[str], set[str]]:
+    """Five small inserts into three day partitions, merged: the dead and the live keys."""
+    insert_small_batches()
+    merge()
+    dead = {key_of(f.path) for f in dead_files(meta)}
+    live = {key_of(f.path) for f in meta.files(TABLE)}
+    assert len(dead) == DAYS * BATCHES and len(live) == DAYS
+    return dead, live
+
+
+def emitted_metrics(output: str) -> list[dict[str, Any]]:
+    """The EMF documents Powertools printed (one per invocation)."""
+    return [
+        json.loads(line)
+        for line in output.splitlines()
+        if line.startswith("{") and '"_aws"' in line
+    ]
+
+
+def schedule_event() -> object:
+    """What the template's schedule invokes the janitor with."""
+    (schedule,) = JANITOR.schedules
+    assert schedule.input is not None
+    return json.loads(schedule.input)
+
+
+def test_gc_with_retention_zero_deletes_exactly_the_dead_files_objects(
+    stack: Stack,
+    meta: MetaStore,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Given small inserts merged: the bucket holds the dead inputs beside the live outputs
+    dead, live = merged_lake(meta)
+    assert stack.object_keys() == dead | live
+    dead_bytes = sum(f.size_bytes for f in dead_files(meta))
+    before = answer()
+    head = meta.get_table(TABLE).head_snapshot_id
+
+    # When the janitor is invoked with a retention of zero
+    capsys.readouterr()
+    caplog.clear()
+    report = stack.invoke({"retention": "0s"})
+
+    # Then exactly the dead files' objects are gone and every live file's object is present
+    assert stack.object_keys() == live
+    assert {f.path for f in every_file(meta)} == {f.path for f in meta.files(TABLE)}
+    # And the report counts them
+    assert report["dry_run"] is False and report["failed_tables"] == {}
+    assert report["files_deleted"] == len(dead) and report["bytes_deleted"] == dead_bytes
+    assert report["snapshots_expired"] == head - 1 and report["orphans_found"] == 0
+    (table,) = report["tables"]
+    assert table["table"] == TABLE and table["retention"] == "0s"
+    assert {key_of(p) for p in table["dead_paths"]} == dead
+    # And a query answers as before
+    assert answer() == before
+    # And the logs and metrics say so
+    (logged,) = [r for r in caplog.records if r.getMessage() == "table collected"]
+    assert (logged.table, logged.files_deleted, logged.bytes_deleted) == (
+        TABLE,
+        len(dead),
+        dead_bytes,
+    )
+    assert (logged.snapshots_expired, logged.orphans_found, logged.orphans_deleted) == (
+        head - 1,
+        0,
+        0,
+    )
+    (emf,) = emitted_metrics(capsys.readouterr().out)
+    assert emf["_aws"]["CloudWatchMetrics"][0]["Namespace"] == "icefloe"
+    # The dimensions the template's alarm on failed tables watches
+    (alarm,) = [
+        a
+        for a in TEMPLATE.of_type("AWS::CloudWatch::Alarm").values()
+        if a.get("Namespace") == "icefloe" and a.get("MetricName") == "TablesFailed"
+    ]
+    assert emf["_aws"]["CloudWatchMetrics"][0]["Dimensions"] == [
+        [d["Name"] for d in alarm["Dimensions"]]
+    ]
+    assert all(emf[d["Name"]] == d["Value"] for d in alarm["Dimensions"])
+    assert {
+        name: emf[name]
+        for name in (
+            "SnapshotsExpired",
+            "FilesDeleted",
+            "BytesDeleted",
+            "OrphansFound",
+            "OrphansDeleted",
+            "OrphanBytesDeleted",
+            "ClaimsFreed",
+            "ReceiptsPruned",
+            "TablesFailed",
+        )
+    } == {
+        "SnapshotsExpired": [head - 1],
+        "FilesDeleted": [len(dead)],
+        "BytesDeleted": [dead_bytes],
+        "OrphansFound": [0],
+        "OrphansDeleted": [0],
+        "OrphanBytesDeleted": [0],
+        "ClaimsFreed": [0],
+        "ReceiptsPruned": [0],
+        "TablesFailed": [0],
+    }
+    units = {m["Name"]: m["Unit"] for m in emf["_aws"]["CloudWatchMetrics"][0]["Metrics"]}
+    assert units["BytesDeleted"] == units["OrphanBytesDeleted"] == "Bytes"
+    assert units["FilesDeleted"] == "Count"
+
+    # When it runs again
+    again = stack.invoke({"retention": "0s"})
+
+    # Then there is nothing left to do
+    assert again["files_deleted"] == again["snapshots_expired"] == 0
+    assert stack.object_keys() == live
+
+
+def test_a_dry_run_deletes_nothing_and_reports_what_a_real_run_then_deletes(
+    stack: Stack, meta: MetaStore, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given small inserts merged
+    dead, live = merged_lake(meta)
+    rows_before = every_file(meta)
+
+    # When the janitor is invoked as a dry run with a retention of zero
+    capsys.readouterr()
+    dry = stack.invoke({"dry_run": True, "retention": "0s"})
+
+    # Then nothing changed: objects, file rows, snapshots
+    assert stack.object_keys() == dead | live
+    assert every_file(meta) == rows_before
+    assert not any(s.expired for s in meta.snapshots(TABLE))
+    # And it reports the dead files, and emits no deletion
+    assert dry["dry_run"] is True and dry["files_deleted"] == len(dead)
+    (emf,) = emitted_metrics(capsys.readouterr().out)
+    assert emf["FilesDeleted"] == [0] and emf["BytesDeleted"] == [0]
+    assert emf["SnapshotsExpired"] == [0]
+
+    # When it really runs
+    real = stack.invoke({"retention": "0s"})
+
+    # Then it deletes exactly the paths the dry run reported
+    (would,) = dry["tables"]
+    (did,) = real["tables"]
+    assert sorted(would["dead_paths"]) == sorted(did["dead_paths"])
+    assert {key_of(p) for p in did["dead_paths"]} == dead
+    assert real["files_deleted"] == dry["files_deleted"]
+    assert real["snapshots_expired"] == dry["snapshots_expired"] > 0
+    assert stack.object_keys() == live
+
+
+def test_a_young_orphan_survives_a_default_run(stack: Stack, meta: MetaStore) -> None:
+    # Given a merged table, and an object under its data prefix that no file row names (a
+    # writer uploaded it and has not committed yet, or died): moments old
+    dead, live = merged_lake(meta)
+    orphan = key_of(f"{TABLE}/data/day=2026-05-01/{uuid.uuid4().hex}.parquet")
+    stack.s3.put_object(Bucket=stack.bucket, Key=orphan, Body=b"uploaded, not yet committed")
+
+    # When the schedule runs the janitor (each table's own retention and 1-day orphan grace),
+    # and when an operator runs it with the shortest orphan grace allowed
+    scheduled = stack.invoke(schedule_event())
+    shortest = stack.invoke({"orphan_grace": "1h", "retention": "0s"})
+
+    # Then the orphan is still there, and neither run found it
+    assert orphan in stack.object_keys()
+    for report in (scheduled, shortest):
+        (table,) = report["tables"]
+        assert report["orphans_found"] == report["orphans_deleted"] == 0
+        assert table["orphan_paths"] == [] and table["orphan_bytes"] == 0
+    (table,) = scheduled["tables"]
+    assert (table["retention"], table["orphan_grace"]) == ("3d", "1d")
+    # The default retention kept every snapshot and file; the explicit one collected the dead
+    assert scheduled["files_deleted"] == 0 and shortest["files_deleted"] == len(dead)
+    assert stack.object_keys() == live | {orphan}
+
+
+@pytest.mark.parametrize(
+    ("event", "error_type", "words"),
+    [
+        ({"retention": "soon"}, "InvalidInputError", "'retention'"),
+        ({"retention": "0s", "orphan_grace": "5m"}, "InvalidInputError", "shorter than 1h"),
+        ({"retention": "0s", "table": "nope"}, "TableNotFoundError", "nope"),
+        ({"retention": "0s", "bogus": 1}, "InvalidInputError", "bogus"),
+        ({"retention": "0s", "table": "../x"}, "InvalidNameError", "../x"),
+        ({"retention": 0}, "InvalidInputError", "'retention'"),
+        ({"retention": "0s", "dry_run": "no"}, "InvalidInputError", "'dry_run'"),
+        ({"retention": "0s", "max_files": "10"}, "InvalidInputError", "'max_files'"),
+        ({"retention": "0s", "max_files": True}, "InvalidInputError", "'max_files'"),
+        ({"retention": "0s", "max_files": 0}, "InvalidInputError", "max_files"),
+        (["events"], "InvalidInputError", "must be an object"),
+    ],
+    ids=[
+        "bad duration",
+        "orphan grace below the floor",
+        "unknown table",
+        "unknown key",
+        "bad table name",
+        "retention not a string",
+        "dry_run not a bool",
+        "max_files not a number",
+        "max_files a bool",
+        "max_files zero",
+        "not an object",
+    ],
+)
+def test_malformed_invokes_are_answered_with_an_error_and_change_nothing(
+    stack: Stack, meta: MetaStore, event: object, error_type: str, words: str
+) -> None:
+    # Given a merged table with dead files that a run with retention 0s would delete
+    dead, live = merged_lake(meta)
+    rows_before = every_file(meta)
+
+    response = stack.invoke(event)
+
+    assert set(response) == {"error"}
+    assert response["error"]["type"] == error_type and words in response["error"]["message"]
+    assert stack.object_keys() == dead | live
+    assert every_file(meta) == rows_before
+    assert not any(s.expired for s in meta.snapshots(TABLE))
+
+
+def test_the_scheduled_event_collects_every_table_by_its_own_retention(
+    stack: Stack, meta: MetaStore
+) -> None:
+    # Given two more tables, merged, whose own retention is zero, beside `events` (3 days)
+    for name in ("clicks", "views"):
+        meta.create_table(
+            TableSpec.create(
+                name=name,
+                schema="ts TIMESTAMP NOT NULL, event VARCHAR, user_id VARCHAR",
+                partition_by="day(ts)",
+                retention=Retention(snapshot_retention_seconds=0),
+            )
+        )
+    for name in (TABLE, "clicks", "views"):
+        insert_small_batches(name)
+        merge(name)
+    dead = {name: {key_of(f.path) for f in dead_files(meta, name)} for name in ("clicks", "views")}
+    kept = {key_of(f.path) for f in every_file(meta, TABLE)}
+    assert all(len(keys) == DAYS * BATCHES for keys in dead.values())
+
+    # When the schedule invokes the janitor, as Scheduler (its Input) and as an EventBridge rule
+    report = stack.invoke(schedule_event())
+    rule_event = {
+        "version": "0",
+        "id": str(uuid.uuid4()),
+        "detail-type": "Scheduled Event",
+        "source": "aws.events",
+        "account": "123456789012",
+        "time": "2026-05-04T00:00:00Z",
+        "region": REGION,
+        "resources": [],
+        "detail": {},
+    }
+    again = stack.invoke(rule_event)
+
+    # Then every table was collected, each by its own retention
+    by_table = {t["table"]: t for t in report["tables"]}
+    assert set(by_table) == {TABLE, "clicks", "views"}
+    assert by_table[TABLE]["retention"] == "3d" and by_table[TABLE]["files_deleted"] == 0
+    for name in ("clicks", "views"):
+        assert by_table[name]["retention"] == "0s"
+        assert {key_of(p) for p in by_table[name]["dead_paths"]} == dead[name]
+    assert report["files_deleted"] == 2 * DAYS * BATCHES
+    remaining = stack.object_keys()
+    assert kept <= remaining and not (dead["clicks"] | dead["views"]) & remaining
+    # And the second form ran every table too, with nothing left to delete
+    assert {t["table"] for t in again["tables"]} == {TABLE, "clicks", "views"}
+    assert again["files_deleted"] == 0
