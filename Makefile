@@ -43,6 +43,7 @@ demo: venv
 	$(BIN)/icefloe init
 	$(BIN)/icefloe demo --events $(DEMO_EVENTS) --batch-size $(DEMO_BATCH)
 	$(BIN)/icefloe status events
+	$(BIN)/icefloe compact events --partition day=2026-11-01 --engine spark
 	$(BIN)/icefloe merge events --wait
 	$(BIN)/icefloe gc events --retention 0s
 	$(BIN)/icefloe table show events

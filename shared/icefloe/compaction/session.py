@@ -16,14 +16,17 @@ def local_spark_session(*, master: str = "local[*]", driver_memory: str = "2g") 
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    return (
+    session = (
         SparkSession.builder.master(master)
         .appName("icefloe-compaction")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
         .config("spark.driver.memory", driver_memory)
         .config("spark.sql.shuffle.partitions", "8")
         .config("spark.speculation", "false")
         .config("spark.sql.execution.arrow.maxRecordsPerBatch", "65536")
         .getOrCreate()
     )
+    session.sparkContext.setLogLevel("ERROR")
+    return session
