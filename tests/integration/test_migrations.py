@@ -21,6 +21,7 @@ EXPECTED_TABLES = {
     "snapshots",
     "data_files",
     "ingest_receipts",
+    "compaction_jobs",
 }
 
 

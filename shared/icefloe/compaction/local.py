@@ -9,9 +9,11 @@ from typing import Any, Literal
 from icefloe.compaction.manifest import CompactionManifest
 from icefloe.compaction.planning import claim_partitions
 from icefloe.compaction.spark_job import CompactionResult, PartitionOutcome, compact_with_spark
+from icefloe.compaction.tracking import SUCCEEDED, settle_job
 from icefloe.config import Settings
 from icefloe.merge.tasks import MergeTask
 from icefloe.merge.worker import MergeWorker
+from icefloe.metastore.jobs import JobStore
 from icefloe.metastore.store import MetaStore
 from icefloe.storage import ObjectStore
 
@@ -38,21 +40,36 @@ def compact_locally(
     if manifest is None:
         return None
     objects.put(manifest.key, manifest.to_json().encode())
-    if engine == "duckdb":
-        return _with_duckdb(manifest, worker or MergeWorker(meta=meta, objects=objects))
-    if spark is None:
-        from icefloe.compaction.session import local_spark_session
-
-        spark = local_spark_session()
-    return compact_with_spark(
-        spark,
-        meta=meta,
-        objects=objects,
-        location=settings.warehouse,
-        manifest=manifest,
-        endpoint_url=settings.s3_endpoint_url,
-        region=settings.aws_region,
+    jobs = JobStore(meta)
+    jobs.record(
+        job_id=manifest.job_id,
+        table=table,
+        claim_tokens=[g.claim_token for g in manifest.groups],
+        manifest_key=manifest.key,
+        state="RUNNING",
     )
+    try:
+        if engine == "duckdb":
+            result = _with_duckdb(manifest, worker or MergeWorker(meta=meta, objects=objects))
+        else:
+            if spark is None:
+                from icefloe.compaction.session import local_spark_session
+
+                spark = local_spark_session()
+            result = compact_with_spark(
+                spark,
+                meta=meta,
+                objects=objects,
+                location=settings.warehouse,
+                manifest=manifest,
+                endpoint_url=settings.s3_endpoint_url,
+                region=settings.aws_region,
+            )
+    except BaseException:
+        settle_job(meta=meta, objects=objects, job=jobs.get(manifest.job_id), state="FAILED")
+        raise
+    settle_job(meta=meta, objects=objects, job=jobs.get(manifest.job_id), state=SUCCEEDED)
+    return result
 
 
 def _with_duckdb(manifest: CompactionManifest, worker: MergeWorker) -> CompactionResult:

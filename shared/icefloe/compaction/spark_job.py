@@ -17,6 +17,7 @@ import json
 import logging
 import math
 import tempfile
+import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -28,6 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from icefloe.compaction.manifest import CompactionManifest, PartitionGroup
+from icefloe.compaction.tracking import outputs_prefix
 from icefloe.config import WarehouseLocation
 from icefloe.errors import CommitConflictError, CommitOutcomeUnknownError, IcefloeError
 from icefloe.ingest.row_ids import ROW_ID_COLUMN
@@ -85,6 +87,7 @@ class _WriteContext:
     """Everything a Spark task needs to write files: picklable, no connections."""
 
     table: str
+    job_id: str
     location: WarehouseLocation
     endpoint_url: str | None
     region: str
@@ -140,7 +143,17 @@ def compact_with_spark(
             continue
         runnable.append((group, inputs))
     if runnable:
-        written = _write(spark, spec, objects, location, runnable, endpoint_url, region, scratch)
+        written = _write(
+            spark,
+            spec,
+            objects,
+            location,
+            runnable,
+            endpoint_url,
+            region,
+            scratch,
+            job_id=manifest.job_id,
+        )
         for group, inputs in runnable:
             if before_commit is not None:
                 before_commit(group)
@@ -159,6 +172,8 @@ def _write(
     endpoint_url: str | None,
     region: str,
     scratch: str | None,
+    *,
+    job_id: str,
 ) -> dict[str, list[NewFile]]:
     from pyspark.sql import functions as F
 
@@ -187,6 +202,7 @@ def _write(
     bytes_per_row = max(1.0, total_bytes / total_rows)
     context = _WriteContext(
         table=spec.name,
+        job_id=job_id,
         location=location,
         endpoint_url=endpoint_url,
         region=region,
@@ -334,6 +350,10 @@ class _PartitionFiles:
             partition_start=start,
             written=written,
         )
+        if written:
+            # What this task uploaded, so that a failed job's outputs can be found and deleted.
+            listing = f"{outputs_prefix(self._context.table, self._context.job_id)}{uuid.uuid4().hex}.json"
+            self._objects.put(listing, json.dumps(written).encode())
         for item in staged:
             item.path.unlink(missing_ok=True)
         return pa.RecordBatch.from_pydict(
@@ -401,6 +421,7 @@ def _commit(
         )
     except CommitConflictError as e:
         _discard(objects, [f.path for f in new_files])
+        meta.release_claim(group.claim_token)  # free whatever of the partition it still holds
         return PartitionOutcome(group.partition_path, "conflict", reason=str(e))
     except CommitOutcomeUnknownError:
         logger.warning("compaction commit of %s outcome unknown", group.partition_path)

@@ -13,8 +13,11 @@ Per table, in this order:
    the orphan grace (default 1 day, never below :data:`ORPHAN_GRACE_FLOOR`, which is longer
    than any writer runs between its upload and its commit). The only listing of the bucket.
 
-Then for the whole meta store: free claims whose lease ran out, and forget ingest receipts
-older than any redelivery can be. ``dry_run`` changes nothing and reports what would go.
+Before the tables: settle compaction jobs whose end event was lost (asking EMR Serverless with
+``get_job_run``; a job that never started or outlived its claims is settled as failed). Then
+for the whole meta store: free claims whose lease ran out, and forget ingest receipts older
+than any redelivery can be. Objects written after the oldest unsettled compaction job of a
+table started are never swept as orphans while it runs. ``dry_run`` changes nothing and reports what would go.
 """
 
 from __future__ import annotations
@@ -23,7 +26,9 @@ import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
+from icefloe.compaction.tracking import reconcile_jobs
 from icefloe.errors import (
     CommitOutcomeUnknownError,
     IcefloeError,
@@ -31,6 +36,7 @@ from icefloe.errors import (
     MetaStoreUnavailableError,
 )
 from icefloe.janitor.durations import format_duration
+from icefloe.metastore.jobs import JobStore
 from icefloe.metastore.maintenance import Maintenance
 from icefloe.metastore.models import DataFile
 from icefloe.metastore.store import MetaStore
@@ -92,6 +98,7 @@ class JanitorReport:
     claims_freed: int
     receipts_pruned: int
     failed_tables: Mapping[str, str] = field(default_factory=dict)
+    jobs_settled: int = 0  # compaction jobs whose end was reconciled
 
     def total(self, name: str) -> int:
         return sum(int(getattr(t, name)) for t in self.tables)
@@ -106,6 +113,7 @@ class JanitorReport:
             "orphans_deleted": self.total("orphans_deleted"),
             "claims_freed": self.claims_freed,
             "receipts_pruned": self.receipts_pruned,
+            "jobs_settled": self.jobs_settled,
             "failed_tables": dict(self.failed_tables),
             "tables": [t.to_json() for t in self.tables],
         }
@@ -122,6 +130,8 @@ class Janitor:
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         query_grace: timedelta = QUERY_GRACE,
         page_size: int = DELETE_BATCH,
+        emr_client: Any | None = None,
+        emr_application_id: str | None = None,
         before_forget: Callable[[Sequence[DataFile]], None] | None = None,
     ) -> None:
         self._meta = meta
@@ -130,6 +140,8 @@ class Janitor:
         self._clock = clock
         self._query_grace = query_grace
         self._page_size = page_size  # keys per delete and per registered-path lookup
+        self._emr_client = emr_client
+        self._emr_application_id = emr_application_id
         # A test seam: runs after a batch's objects are deleted, before their rows are.
         self._before_forget = before_forget
 
@@ -154,6 +166,16 @@ class Janitor:
             )
         if max_files < 1:
             raise InvalidInputError("max_files must be at least 1")
+        settled = (
+            []
+            if dry_run
+            else reconcile_jobs(
+                meta=self._meta,
+                objects=self._objects,
+                client=self._emr_client,
+                application_id=self._emr_application_id,
+            )
+        )
         names = [table] if table is not None else [t.name for t in self._meta.list_tables()]
         collected: list[TableCollection] = []
         failures: dict[str, str] = {}
@@ -183,6 +205,7 @@ class Janitor:
                 older_than=RECEIPT_RETENTION, dry_run=dry_run
             ),
             failed_tables=failures,
+            jobs_settled=len(settled),
         )
         logger.info("janitor %s: %s", "dry run" if dry_run else "run", report.to_json())
         return report
@@ -254,6 +277,15 @@ class Janitor:
     def _orphans(self, table: str, *, grace: timedelta, limit: int) -> Iterator[ObjectInfo]:
         """Unregistered objects under the table's data prefix older than ``grace``."""
         cutoff = self._clock() - grace
+        # A compaction job's uploads wait for its commit longer than any grace: objects written
+        # after the oldest unsettled job of the table started are not swept yet.
+        running = [
+            j.created_at
+            for j in JobStore(self._meta).unsettled(older_than=timedelta(0))
+            if j.table == table
+        ]
+        if running:
+            cutoff = min(cutoff, min(running))
         found = 0
         page: list[ObjectInfo] = []
         for info in self._objects.list_prefix(f"{table}/data/"):

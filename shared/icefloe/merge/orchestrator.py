@@ -13,7 +13,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Protocol
+from typing import Any, Protocol
 
 from icefloe.errors import CommitOutcomeUnknownError, IcefloeError, MetaStoreUnavailableError
 from icefloe.merge.planner import (
@@ -33,6 +33,14 @@ logger = logging.getLogger(__name__)
 SEND_CHUNK = 10  # one SQS SendMessageBatch
 
 
+class HeavyLauncher(Protocol):
+    """Starts heavy compaction for groups too big for a Lambda (EMR Serverless)."""
+
+    def launch(self, table: str, groups: Sequence[MergeGroup]) -> Any:
+        """Claim ``groups`` and start a job; returns the job (with ``job_id``) or None."""
+        ...
+
+
 class TaskSender(Protocol):
     """Where merge tasks go: the SQS merge queue, or the embedded in-process queue."""
 
@@ -50,10 +58,12 @@ class TableMergePlan:
     groups_planned: int
     groups_sent: int
     groups_contended: int  # another orchestrator claimed some of the files first
-    groups_deferred: int  # above the Lambda cap: left for heavy compaction
+    groups_deferred: int  # above the Lambda cap, and no heavy compaction configured
+    groups_to_heavy: int  # above the Lambda cap, claimed by a heavy compaction job
     groups_unsent: int  # the queue refused them; their claims were released
     files_claimed: int
     bytes_claimed: int
+    heavy_jobs: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +93,8 @@ class OrchestratorSummary:
                     "groups_contended": t.groups_contended,
                     "groups_deferred": t.groups_deferred,
                     "groups_unsent": t.groups_unsent,
+                    "groups_to_heavy": t.groups_to_heavy,
+                    "heavy_jobs": list(t.heavy_jobs),
                     "files_claimed": t.files_claimed,
                     "bytes_claimed": t.bytes_claimed,
                 }
@@ -102,12 +114,14 @@ class MergeOrchestrator:
         lease: timedelta = DEFAULT_LEASE,
         order: PartitionOrder = "newest_first",
         max_groups_per_table: int = 1000,
+        heavy: HeavyLauncher | None = None,
     ) -> None:
         self._meta = meta
         self._sender = sender
         self._lease = lease
         self._order: PartitionOrder = order
         self._max_groups = max_groups_per_table
+        self._heavy = heavy
 
     def run(self, *, table: str | None = None) -> OrchestratorSummary:
         """One pass over ``table``, or over every table."""
@@ -170,7 +184,7 @@ class MergeOrchestrator:
         spec, groups, live_files = self._plan(table)
         cap = spec.sizes.lambda_merge_cap_bytes
         sent: list[MergeGroup] = []
-        contended = deferred = unsent = 0
+        contended = unsent = 0
         pending: list[tuple[MergeTask, MergeGroup]] = []
 
         def flush() -> None:
@@ -185,9 +199,10 @@ class MergeOrchestrator:
             sent.extend(g for t, g in pending if t.claim_token not in failed_tokens)
             pending.clear()
 
+        heavy: list[MergeGroup] = []
         for group in groups:
             if group.bytes > cap:
-                deferred += 1
+                heavy.append(group)
                 continue
             token = self._meta.claim_files(table, group.file_ids, lease=self._lease)
             if token is None:
@@ -204,6 +219,14 @@ class MergeOrchestrator:
                 flush()
         if pending:
             flush()
+        heavy_jobs: tuple[str, ...] = ()
+        to_heavy = 0
+        if heavy and self._heavy is not None:
+            job = self._heavy.launch(table, heavy)
+            if job is not None:
+                heavy_jobs = (str(job.job_id),)
+                to_heavy = len(job.partitions)
+        deferred = len(heavy) - to_heavy
         return TableMergePlan(
             table=table,
             live_files=live_files,
@@ -211,7 +234,9 @@ class MergeOrchestrator:
             groups_sent=len(sent),
             groups_contended=contended,
             groups_deferred=deferred,
+            groups_to_heavy=to_heavy,
             groups_unsent=unsent,
             files_claimed=sum(len(g.file_ids) for g in sent),
             bytes_claimed=sum(g.bytes for g in sent),
+            heavy_jobs=heavy_jobs,
         )

@@ -155,6 +155,9 @@ class MergeWorker:
             )
         except CommitConflictError as e:
             self._discard(written)
+            # Free whatever inputs this task still holds, for the next plan (a no-op when the
+            # claim was taken over).
+            self._meta.release_claim(task.claim_token)
             return MergeOutcome(task.table, task.partition_path, "conflict", reason=str(e))
         except CommitOutcomeUnknownError:
             logger.warning("merge commit outcome unknown; leaving %d objects", len(written))

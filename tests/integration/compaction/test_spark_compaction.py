@@ -134,7 +134,7 @@ def test_a_conflict_on_one_partition_leaves_the_others_committed_and_its_outputs
     manifest = claim_partitions(lake.meta, "events")
     assert manifest is not None and len(manifest.groups) == 3
     victim = manifest.groups[1]
-    before_objects = {o.key for o in lake.objects.list_prefix("events/")}
+    before_objects = {o.key for o in lake.objects.list_prefix("events/data/")}
 
     def merged_elsewhere_meanwhile(group: PartitionGroup) -> None:
         if group == victim:  # another writer takes one of its files after its lease ran out
@@ -157,7 +157,7 @@ def test_a_conflict_on_one_partition_leaves_the_others_committed_and_its_outputs
     victim_files = [f for f in live if f.partition_path == victim.partition_path]
     assert len(victim_files) == 3  # four inputs, one deleted, none replaced
     # The victim partition's Spark outputs are gone; the others' are registered
-    after = {o.key for o in lake.objects.list_prefix("events/")}
+    after = {o.key for o in lake.objects.list_prefix("events/data/")}
     new_objects = after - before_objects
     assert new_objects == {f.path for f in live if f.partition_path != victim.partition_path}
 

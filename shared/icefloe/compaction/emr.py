@@ -1,0 +1,173 @@
+"""Starting heavy compaction jobs on EMR Serverless.
+
+For a table's groups too big for a Lambda: claim each partition's files under the compaction
+lease (longer than the job's run time limit), write the manifest to the object store, record
+the job with its claims, and ``start_job_run`` with the job id as the idempotent client token.
+If the start fails, the claims are released and the manifest deleted at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from icefloe.compaction.manifest import CompactionManifest, PartitionGroup
+from icefloe.compaction.planning import DEFAULT_COMPACTION_LEASE
+from icefloe.errors import ConfigError
+from icefloe.merge.planner import MergeGroup
+from icefloe.metastore.jobs import JobStore
+from icefloe.metastore.store import MetaStore
+from icefloe.storage import ObjectStore
+
+logger = logging.getLogger(__name__)
+
+ENV_PREFIX = "ICEFLOE_EMR_"
+
+
+@dataclass(frozen=True, slots=True)
+class EmrJobConfig:
+    """Where and how compaction jobs run (``ICEFLOE_EMR_*`` in the orchestrator's environment)."""
+
+    application_id: str
+    execution_role_arn: str
+    entry_point: str  # s3://.../compact_job.py
+    environment_archive: str  # s3://.../icefloe-env.tar.gz
+    log_uri: str | None = None
+    job_timeout_minutes: int = 300
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str]) -> EmrJobConfig | None:
+        """None when no application is configured (heavy groups are then only reported)."""
+        application = environ.get(f"{ENV_PREFIX}APPLICATION_ID") or None
+        if application is None:
+            return None
+        missing = [
+            name
+            for name in ("JOB_ROLE_ARN", "ENTRY_POINT", "ENVIRONMENT_ARCHIVE")
+            if not environ.get(ENV_PREFIX + name)
+        ]
+        if missing:
+            raise ConfigError(
+                f"{ENV_PREFIX}APPLICATION_ID is set but {ENV_PREFIX}{missing[0]} is not"
+            )
+        timeout = environ.get(f"{ENV_PREFIX}JOB_TIMEOUT_MINUTES") or "300"
+        if not timeout.isdigit() or int(timeout) < 1:
+            raise ConfigError(
+                f"{ENV_PREFIX}JOB_TIMEOUT_MINUTES: {timeout!r} is not a positive integer"
+            )
+        return cls(
+            application_id=application,
+            execution_role_arn=environ[ENV_PREFIX + "JOB_ROLE_ARN"],
+            entry_point=environ[ENV_PREFIX + "ENTRY_POINT"],
+            environment_archive=environ[ENV_PREFIX + "ENVIRONMENT_ARCHIVE"],
+            log_uri=environ.get(f"{ENV_PREFIX}LOG_URI") or None,
+            job_timeout_minutes=int(timeout),
+        )
+
+    def spark_submit_parameters(self) -> str:
+        """The packaged Python environment as the driver's and executors' Python."""
+        return " ".join(
+            [
+                f"--conf spark.archives={self.environment_archive}#environment",
+                "--conf spark.emr-serverless.driverEnv.PYSPARK_DRIVER_PYTHON=./environment/bin/python",
+                "--conf spark.emr-serverless.driverEnv.PYSPARK_PYTHON=./environment/bin/python",
+                "--conf spark.executorEnv.PYSPARK_PYTHON=./environment/bin/python",
+                "--conf spark.sql.session.timeZone=UTC",
+                "--conf spark.speculation=false",
+            ]
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchedJob:
+    job_id: str
+    job_run_id: str
+    partitions: tuple[str, ...]
+
+
+class EmrCompactionLauncher:
+    """Claims, writes the manifest, records and starts one EMR Serverless job per call."""
+
+    def __init__(
+        self,
+        *,
+        meta: MetaStore,
+        objects: ObjectStore,
+        client: Any,
+        config: EmrJobConfig,
+        lease: timedelta = DEFAULT_COMPACTION_LEASE,
+    ) -> None:
+        self._meta = meta
+        self._objects = objects
+        self._jobs = JobStore(meta)
+        self._client = client
+        self._config = config
+        self._lease = lease
+
+    def launch(self, table: str, groups: Sequence[MergeGroup]) -> LaunchedJob | None:
+        """Start one job for ``groups`` (their files are claimed here); None if none could be
+        claimed. Raises if the start failed (after releasing the claims)."""
+        claimed: list[PartitionGroup] = []
+        for group in groups:
+            token = self._meta.claim_files(table, group.file_ids, lease=self._lease)
+            if token is not None:
+                claimed.append(PartitionGroup(group.partition_path, group.file_ids, token))
+        if not claimed:
+            return None
+        manifest = CompactionManifest(
+            job_id=f"compact-{uuid.uuid4().hex[:20]}", table=table, groups=tuple(claimed)
+        )
+        tokens = [g.claim_token for g in claimed]
+        try:
+            self._objects.put(manifest.key, manifest.to_json().encode())
+            self._jobs.record(
+                job_id=manifest.job_id, table=table, claim_tokens=tokens, manifest_key=manifest.key
+            )
+            response = self._client.start_job_run(**self.job_run_request(manifest))
+        except Exception:
+            for token in tokens:
+                self._meta.release_claim(token)
+            try:
+                self._objects.delete_many([manifest.key])
+            except Exception:  # the manifest is outside the data prefix: harmless if left
+                logger.exception("could not delete manifest %s", manifest.key)
+            raise
+        run_id = str(response["jobRunId"])
+        self._jobs.started(manifest.job_id, job_run_id=run_id, state="SUBMITTED")
+        logger.info(
+            "compaction job %s started as EMR job run %s for %d partitions of %s",
+            manifest.job_id,
+            run_id,
+            len(claimed),
+            table,
+        )
+        return LaunchedJob(manifest.job_id, run_id, tuple(g.partition_path for g in claimed))
+
+    def job_run_request(self, manifest: CompactionManifest) -> dict[str, Any]:
+        """The ``start_job_run`` arguments for ``manifest``."""
+        request: dict[str, Any] = {
+            "applicationId": self._config.application_id,
+            "clientToken": manifest.job_id,
+            "executionRoleArn": self._config.execution_role_arn,
+            "name": f"icefloe {manifest.table} {manifest.job_id}",
+            "executionTimeoutMinutes": self._config.job_timeout_minutes,
+            "jobDriver": {
+                "sparkSubmit": {
+                    "entryPoint": self._config.entry_point,
+                    "entryPointArguments": ["--manifest", manifest.key],
+                    "sparkSubmitParameters": self._config.spark_submit_parameters(),
+                }
+            },
+            "tags": {"icefloe:table": manifest.table, "icefloe:job": manifest.job_id},
+        }
+        if self._config.log_uri:
+            request["configurationOverrides"] = {
+                "monitoringConfiguration": {
+                    "s3MonitoringConfiguration": {"logUri": self._config.log_uri}
+                }
+            }
+        return request

@@ -1,0 +1,115 @@
+"""Settling compaction jobs: release a finished job's claims, delete a failed job's outputs.
+
+Triggered by EMR Serverless job-state events (best effort) and, for events that never came,
+by the janitor's reconciliation, which asks EMR with ``get_job_run``. A successful job has
+committed what it could; releasing its tokens frees the files of any partition whose commit
+conflicted. A failed or cancelled job's outputs are found through the listings its tasks wrote
+under ``<table>/jobs/<job id>/outputs/`` and deleted unless a file row names them.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from icefloe.compaction.planning import DEFAULT_COMPACTION_LEASE
+from icefloe.metastore.jobs import CompactionJob, JobStore
+from icefloe.metastore.maintenance import Maintenance
+from icefloe.metastore.store import MetaStore
+from icefloe.storage import ObjectStore
+
+logger = logging.getLogger(__name__)
+
+SUCCEEDED = "SUCCESS"
+FAILED_STATES = frozenset({"FAILED", "CANCELLED"})
+TERMINAL_STATES = FAILED_STATES | {SUCCEEDED}
+
+
+def outputs_prefix(table: str, job_id: str) -> str:
+    return f"{table}/jobs/{job_id}/outputs/"
+
+
+@dataclass(frozen=True, slots=True)
+class SettledJob:
+    job_id: str
+    state: str
+    claims_released: int
+    outputs_deleted: int
+
+
+def settle_job(
+    *, meta: MetaStore, objects: ObjectStore, job: CompactionJob, state: str
+) -> SettledJob:
+    """Finish the books of a job that reached ``state`` (idempotent)."""
+    released = sum(meta.release_claim(token) for token in job.claim_tokens)
+    deleted = 0
+    if state in FAILED_STATES:
+        deleted = _delete_uncommitted_outputs(meta, objects, job)
+    JobStore(meta).set_state(job.job_id, state, settled=True)
+    logger.info(
+        "compaction job %s settled as %s: %d claims released, %d outputs deleted",
+        job.job_id,
+        state,
+        released,
+        deleted,
+    )
+    return SettledJob(job.job_id, state, released, deleted)
+
+
+def handle_job_state_change(
+    event: dict[str, Any], *, meta: MetaStore, objects: ObjectStore
+) -> SettledJob | None:
+    """An EventBridge "EMR Serverless Job Run State Change" event; None if not ours or not
+    terminal."""
+    detail = event.get("detail") or {}
+    run_id, state = detail.get("jobRunId"), detail.get("state")
+    if not isinstance(run_id, str) or state not in TERMINAL_STATES:
+        return None
+    job = JobStore(meta).by_run_id(run_id)
+    if job is None or job.settled_at is not None:
+        return None
+    return settle_job(meta=meta, objects=objects, job=job, state=str(state))
+
+
+def reconcile_jobs(
+    *,
+    meta: MetaStore,
+    objects: ObjectStore,
+    client: Any | None,
+    application_id: str | None = None,
+    older_than: timedelta = timedelta(minutes=15),
+    abandon_after: timedelta = DEFAULT_COMPACTION_LEASE,
+) -> list[SettledJob]:
+    """Settle unsettled jobs whose end event was lost: ask EMR about jobs that started; a job
+    that never got a run id (its starter died), or that runs past its claims' lease, is
+    settled as failed."""
+    settled = []
+    jobs = JobStore(meta)
+    abandoned = {j.job_id for j in jobs.unsettled(older_than=abandon_after)}
+    for job in jobs.unsettled(older_than=older_than):
+        state: str | None = None
+        if job.job_run_id is not None and client is not None and application_id is not None:
+            run = client.get_job_run(applicationId=application_id, jobRunId=job.job_run_id)
+            state = str(run["jobRun"]["state"])
+            if state not in TERMINAL_STATES:
+                jobs.set_state(job.job_id, state)
+                state = None
+        if state is None and job.job_id in abandoned:
+            state = "CANCELLED"
+        if state is not None:
+            settled.append(settle_job(meta=meta, objects=objects, job=job, state=state))
+    return settled
+
+
+def _delete_uncommitted_outputs(meta: MetaStore, objects: ObjectStore, job: CompactionJob) -> int:
+    keys: list[str] = []
+    for listing in objects.list_prefix(outputs_prefix(job.table, job.job_id)):
+        keys.extend(json.loads(objects.get(listing.key)))
+    registered = Maintenance(meta).registered_paths(keys)
+    stale = [k for k in keys if k not in registered]
+    if stale:
+        objects.delete_many(stale)
+    return len(stale)
