@@ -64,7 +64,12 @@ def run_lengths(column: pa.Array | pa.ChunkedArray) -> list[int]:
 
 
 class RowGroupCutter:
-    """Turns sorted record batches into row-group tables (see the module docstring)."""
+    """Turns sorted record batches into row-group tables (see the module docstring).
+
+    Each run of equal keys is looked at once, when it completes: the cutter keeps the rows of
+    the open group (complete runs, held back in case the next run joins them) and of the last
+    run (which the next batch may continue), and applies :func:`pack_runs`' rule run by run.
+    """
 
     def __init__(self, *, key: str | None, target_rows: int, max_rows: int) -> None:
         if target_rows < 1 or max_rows < target_rows:
@@ -74,6 +79,9 @@ class RowGroupCutter:
         self._max = max_rows
         self._pending: list[pa.RecordBatch] = []
         self._pending_rows = 0
+        self._open = 0  # rows of complete runs in the open group
+        self._tail = 0  # rows of the last run, which may continue
+        self._tail_value: object = None
 
     def push(self, batch: pa.RecordBatch) -> Iterator[pa.Table]:
         """Row groups that ``batch`` completes (possibly none)."""
@@ -85,23 +93,24 @@ class RowGroupCutter:
             while self._pending_rows >= self._target:
                 yield self._take(self._target)
             return
-        pending = pa.Table.from_batches(self._pending)
-        runs = run_lengths(pending.column(self._key))
-        # The last run may continue in the next batch: only the runs before it are complete.
-        complete, last = runs[:-1], runs[-1]
-        sizes = (
-            pack_runs(complete, target_rows=self._target, max_rows=self._max) if complete else []
-        )
-        # The last packed group is still open (the next run might join it): hold it back.
-        for size in sizes[:-1]:
-            yield self._take(size)
-        if last > self._max:
-            # A run past the cap is split anyway; emit the full pieces it has already.
-            if sizes:
-                yield self._take(sizes[-1])
-            while last > self._max:
+        column = batch.column(batch.schema.get_field_index(self._key))
+        runs = run_lengths(column)
+        if self._tail and column[0].as_py() == self._tail_value:
+            self._tail += runs[0]  # the last run goes on
+            runs = runs[1:]
+        for run in runs:
+            if self._tail:
+                yield from self._complete(self._tail)
+            self._tail = run
+        self._tail_value = column[len(column) - 1].as_py()
+        # A run past the cap is split anyway: emit the full pieces it has already.
+        if self._tail > self._max:
+            if self._open:
+                yield self._take(self._open)
+                self._open = 0
+            while self._tail > self._max:
                 yield self._take(self._max)
-                last -= self._max
+                self._tail -= self._max
 
     def finish(self) -> Iterator[pa.Table]:
         """The row groups of whatever is still held back."""
@@ -111,10 +120,26 @@ class RowGroupCutter:
             while self._pending_rows:
                 yield self._take(min(self._target, self._pending_rows))
             return
-        pending = pa.Table.from_batches(self._pending)
-        runs = run_lengths(pending.column(self._key))
-        for size in pack_runs(runs, target_rows=self._target, max_rows=self._max):
-            yield self._take(size)
+        if self._tail:
+            yield from self._complete(self._tail)
+            self._tail = 0
+        if self._open:
+            yield self._take(self._open)
+            self._open = 0
+
+    def _complete(self, length: int) -> Iterator[pa.Table]:
+        """A run of ``length`` rows at the front of the held-back rows after the open group
+        is complete: :func:`pack_runs`' rule for one run."""
+        if self._open and self._open + length > self._target:
+            yield self._take(self._open)
+            self._open = 0
+        while length > self._max:
+            if self._open:
+                yield self._take(self._open)
+                self._open = 0
+            yield self._take(self._max)
+            length -= self._max
+        self._open += length
 
     def _take(self, rows: int) -> pa.Table:
         """Remove and return the first ``rows`` held-back rows."""
