@@ -39,7 +39,7 @@ from icefloe.merge.writer import RollingParquetWriter, upload_staged
 from icefloe.metastore.models import ColumnStats, DataFile, JsonScalar, NewFile
 from icefloe.metastore.store import MetaStore
 from icefloe.spec import AggregateMode, AppendMode, CustomMode, ReplaceMode, TableSpec
-from icefloe.storage import ObjectStore, open_object_store
+from icefloe.storage import ObjectStore, discard_uncommitted, open_object_store
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -420,14 +420,14 @@ def _commit(
             idempotency_key=group.idempotency_key,
         )
     except CommitConflictError as e:
-        _discard(objects, [f.path for f in new_files])
+        discard_uncommitted(objects, [f.path for f in new_files])
         meta.release_claim(group.claim_token)  # free whatever of the partition it still holds
         return PartitionOutcome(group.partition_path, "conflict", reason=str(e))
     except CommitOutcomeUnknownError:
         logger.warning("compaction commit of %s outcome unknown", group.partition_path)
         raise
     if not result.committed:
-        _discard(objects, [f.path for f in new_files])
+        discard_uncommitted(objects, [f.path for f in new_files])
         return PartitionOutcome(group.partition_path, "already_committed", result.snapshot_id)
     return PartitionOutcome(
         partition_path=group.partition_path,
@@ -438,12 +438,3 @@ def _commit(
         rows_in=sum(f.row_count for f in inputs),
         rows_out=result.rows_added,
     )
-
-
-def _discard(objects: ObjectStore, keys: list[str]) -> None:
-    if not keys:
-        return
-    try:
-        objects.delete_many(keys)
-    except Exception:  # the orphan sweep removes what this could not
-        logger.exception("could not delete %d uncommitted compaction outputs", len(keys))

@@ -42,7 +42,7 @@ from icefloe.ingest.sources import (
 from icefloe.metastore.models import JsonScalar, NewFile
 from icefloe.metastore.store import MetaStore
 from icefloe.spec import TableSpec, validate_table_name
-from icefloe.storage import ObjectStore
+from icefloe.storage import ObjectStore, discard_uncommitted
 
 logger = logging.getLogger(__name__)
 
@@ -180,10 +180,10 @@ class Inserter:
             logger.warning("commit outcome unknown for %s; leaving %d objects", table, len(written))
             raise
         except BaseException:
-            self._discard(written)
+            discard_uncommitted(self._objects, written)
             raise
         if not result.committed:
-            self._discard(written)
+            discard_uncommitted(self._objects, written)
             return InsertResult(table, result.snapshot_id, False, 0, (), 0)
         return InsertResult(
             table=table,
@@ -238,14 +238,6 @@ class Inserter:
         errors = [f.exception() for f in futures if f.exception() is not None]
         if errors:
             raise errors[0]  # type: ignore[misc]
-
-    def _discard(self, keys: list[str]) -> None:
-        if not keys:
-            return
-        try:
-            self._objects.delete_many(keys)
-        except Exception:  # the orphan sweep removes what this could not
-            logger.exception("could not delete %d uncommitted objects", len(keys))
 
 
 def _check_key(key: str) -> None:

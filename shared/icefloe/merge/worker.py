@@ -37,7 +37,7 @@ from icefloe.metastore.store import MetaStore
 from icefloe.query.engine import view_sql
 from icefloe.query.sandbox import QueryLimits, lock_down
 from icefloe.spec import CustomMode, PartitionValue, TableSpec
-from icefloe.storage import ObjectStore
+from icefloe.storage import ObjectStore, discard_uncommitted
 
 logger = logging.getLogger(__name__)
 
@@ -154,7 +154,7 @@ class MergeWorker:
                 idempotency_key=task.idempotency_key,
             )
         except CommitConflictError as e:
-            self._discard(written)
+            discard_uncommitted(self._objects, written)
             # Free whatever inputs this task still holds, for the next plan (a no-op when the
             # claim was taken over).
             self._meta.release_claim(task.claim_token)
@@ -163,12 +163,12 @@ class MergeWorker:
             logger.warning("merge commit outcome unknown; leaving %d objects", len(written))
             raise
         except BaseException:
-            self._discard(written)
+            discard_uncommitted(self._objects, written)
             raise
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
         if not result.committed:
-            self._discard(written)
+            discard_uncommitted(self._objects, written)
             return MergeOutcome(
                 task.table, task.partition_path, "already_committed", result.snapshot_id
             )
@@ -265,14 +265,6 @@ class MergeWorker:
             partition_start=model.partition_start,
             written=written,
         )
-
-    def _discard(self, keys: list[str]) -> None:
-        if not keys:
-            return
-        try:
-            self._objects.delete_many(keys)
-        except Exception:  # the orphan sweep removes what this could not
-            logger.exception("could not delete %d uncommitted merge outputs", len(keys))
 
 
 class _PartitionGuard:

@@ -6,14 +6,17 @@ so ``put`` refuses an existing key instead of replacing it.
 
 from __future__ import annotations
 
+import logging
 import unicodedata
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
 from icefloe.errors import InvalidInputError
+
+logger = logging.getLogger(__name__)
 
 # S3's limit on a key's UTF-8 length; the local store keeps the same limit so both agree.
 MAX_KEY_BYTES = 1024
@@ -147,3 +150,14 @@ class ObjectStore(ABC):
 
         Order is by code point, which is S3's UTF-8 byte order.
         """
+
+
+def discard_uncommitted(objects: ObjectStore, keys: Sequence[str]) -> None:
+    """Delete objects a writer stored but did not commit; a failure is logged, not raised
+    (the janitor's orphan sweep removes what this could not)."""
+    if not keys:
+        return
+    try:
+        objects.delete_many(keys)
+    except Exception:
+        logger.exception("could not delete %d uncommitted objects", len(keys))
