@@ -1,5 +1,5 @@
 """Janitor function: expire old snapshots, delete the files no snapshot needs, sweep orphans,
-free expired claims.
+free expired claims, settle heavy compaction jobs whose end event was lost.
 
 Invoked by the schedule (``{}``, or an EventBridge scheduled event: every table, each with its
 own retention and orphan grace) or directly with ``{"table"?: str, "retention"?: "3d",
@@ -8,14 +8,21 @@ own retention and orphan grace) or directly with ``{"table"?: str, "retention"?:
 (unknown keys, wrong types, a bad duration, an orphan grace below the floor, a table that does
 not exist): a refused event changes nothing. Failures of the system (meta store or S3 down)
 raise.
+
+With ``ICEFLOE_EMR_APPLICATION_ID`` set, the janitor asks EMR Serverless (``get_job_run``) about
+compaction jobs still unsettled 15 minutes after they started; without it, such jobs are only
+settled once they outlive their claims' lease.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from datetime import timedelta
-from typing import Any, TypedDict
+from functools import cache
+from typing import TYPE_CHECKING, Any, TypedDict
 
+import boto3
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -25,6 +32,9 @@ from icefloe.errors import InvalidInputError, NotFoundError
 from icefloe.janitor import DEFAULT_MAX_FILES, Janitor, JanitorReport, parse_duration
 from icefloe.spec import validate_table_name
 
+if TYPE_CHECKING:
+    from botocore.client import BaseClient
+
 logger = Logger(service="icefloe-janitor")
 # The service is named here, not only by POWERTOOLS_SERVICE_NAME: it is the dimension that
 # the template's JanitorTablesFailedAlarm watches.
@@ -32,6 +42,7 @@ metrics = Metrics(namespace="icefloe", service="icefloe-janitor")
 tracer = Tracer()
 
 DIRECT_KEYS = frozenset({"table", "retention", "orphan_grace", "dry_run", "max_files"})
+EMR_APPLICATION_VARIABLE = "ICEFLOE_EMR_APPLICATION_ID"
 
 
 class JanitorRequest(TypedDict):
@@ -58,14 +69,31 @@ def lambda_handler(event: Any, context: LambdaContext) -> dict[str, Any]:
     try:
         request = _parse(event)
         runtime = runtime_from_environment()
+        application = os.environ.get(EMR_APPLICATION_VARIABLE) or None
+        janitor = Janitor(
+            meta=runtime.meta,
+            objects=runtime.objects,
+            emr_client=None
+            if application is None
+            else _emr_serverless(runtime.settings.aws_region),
+            emr_application_id=application,
+        )
         # An unknown table raises before anything changes: a run for one table re-raises.
-        report = Janitor(meta=runtime.meta, objects=runtime.objects).run(**request)
+        report = janitor.run(**request)
     except (InvalidInputError, NotFoundError) as e:
         logger.warning("janitor run refused", extra={"error": type(e).__name__})
         metrics.add_metric(name="JanitorRunsRefused", unit=MetricUnit.Count, value=1)
         return {"error": {"type": type(e).__name__, "message": str(e)}}
     _report(report)
     return report.to_json()
+
+
+@cache
+def _emr_serverless(region: str) -> BaseClient:
+    # Once per container, on first use; the endpoint follows boto3's own configuration
+    # (AWS_ENDPOINT_URL_EMR_SERVERLESS points it at a local stack).
+    client: BaseClient = boto3.client("emr-serverless", region_name=region)
+    return client
 
 
 def _parse(event: object) -> JanitorRequest:
@@ -140,6 +168,7 @@ def _report(report: JanitorReport) -> None:
             "tables_failed": len(report.failed_tables),
             "claims_freed": report.claims_freed,
             "receipts_pruned": report.receipts_pruned,
+            "jobs_settled": report.jobs_settled,
         },
     )
     # A dry run deletes nothing: its metrics say what it did (nothing), so that dashboards of
@@ -153,6 +182,7 @@ def _report(report: JanitorReport) -> None:
         "ClaimsFreed": report.claims_freed if done else 0,
         "ReceiptsPruned": report.receipts_pruned if done else 0,
         "TablesFailed": len(report.failed_tables),
+        "JobsSettled": report.jobs_settled,  # a dry run settles none
     }
     for name, value in counts.items():
         metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)
@@ -166,3 +196,7 @@ def _report(report: JanitorReport) -> None:
         unit=MetricUnit.Bytes,
         value=sum(t.orphan_bytes for t in report.tables if t.orphans_deleted),
     )
+
+
+def reset_for_tests() -> None:
+    _emr_serverless.cache_clear()

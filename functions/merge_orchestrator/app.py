@@ -4,7 +4,12 @@ Invoked by the schedule (``{}``, or an EventBridge scheduled event: every table)
 with ``{"table"?: str}`` (one table). Returns the run's summary (``groups_planned``,
 ``groups_sent`` and one entry per table), or ``{"error": {"type", "message"}}`` when the event
 is refused (unknown keys, a table that does not exist). Failures of the system (meta store or
-SQS down, the queue URL not configured) raise.
+SQS down, the queue URL not configured, EMR Serverless refusing a job) raise.
+
+With ``ICEFLOE_EMR_APPLICATION_ID`` (and the other ``ICEFLOE_EMR_*`` variables) set, groups
+above a table's Lambda cap start one EMR Serverless compaction job per table
+(:class:`icefloe.compaction.emr.EmrCompactionLauncher`); without it they are only counted as
+deferred.
 """
 
 from __future__ import annotations
@@ -20,11 +25,13 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from icefloe.aws.lambda_runtime import merge_lease_from_environment, runtime_from_environment
+from icefloe.compaction.emr import EmrCompactionLauncher, EmrJobConfig
 from icefloe.errors import ConfigError, InvalidInputError, NotFoundError
 from icefloe.merge import MergeOrchestrator, OrchestratorSummary, SqsTaskSender
 from icefloe.spec import validate_table_name
 
 if TYPE_CHECKING:
+    from botocore.client import BaseClient
     from mypy_boto3_sqs import SQSClient
 
 logger = Logger(service="icefloe-merge-orchestrator")
@@ -40,6 +47,14 @@ def _sqs(region: str) -> SQSClient:
     # Once per container, on first use; the endpoint follows boto3's own configuration
     # (AWS_ENDPOINT_URL_SQS points it at a local stack).
     client: SQSClient = boto3.client("sqs", region_name=region)
+    return client
+
+
+@cache
+def _emr_serverless(region: str) -> BaseClient:
+    # As for SQS: once per container, the endpoint from boto3's own configuration
+    # (AWS_ENDPOINT_URL_EMR_SERVERLESS).
+    client: BaseClient = boto3.client("emr-serverless", region_name=region)
     return client
 
 
@@ -82,10 +97,22 @@ def _orchestrator() -> MergeOrchestrator:
     queue_url = os.environ.get(QUEUE_URL_VARIABLE)
     if not queue_url:
         raise ConfigError(f"{QUEUE_URL_VARIABLE} is not set: the merge queue is unknown")
+    emr = EmrJobConfig.from_env(os.environ)  # None: heavy groups are only counted (deferred)
+    heavy = (
+        None
+        if emr is None
+        else EmrCompactionLauncher(
+            meta=runtime.meta,
+            objects=runtime.objects,
+            client=_emr_serverless(runtime.settings.aws_region),
+            config=emr,
+        )
+    )
     return MergeOrchestrator(
         meta=runtime.meta,
         sender=SqsTaskSender(client=_sqs(runtime.settings.aws_region), queue_url=queue_url),
         lease=merge_lease_from_environment(),
+        heavy=heavy,
     )
 
 
@@ -101,10 +128,21 @@ def _report(summary: OrchestratorSummary) -> None:
                 "groups_contended": plan.groups_contended,
                 "groups_deferred": plan.groups_deferred,
                 "groups_unsent": plan.groups_unsent,
+                "groups_to_heavy": plan.groups_to_heavy,
+                "heavy_jobs": list(plan.heavy_jobs),
                 "files_claimed": plan.files_claimed,
                 "bytes_claimed": plan.bytes_claimed,
             },
         )
+        if plan.heavy_jobs:
+            logger.info(
+                "heavy compaction started",
+                extra={
+                    "table": plan.table,
+                    "jobs": list(plan.heavy_jobs),
+                    "groups": plan.groups_to_heavy,
+                },
+            )
         if plan.groups_unsent:
             # The queue refused them (the core does not say why): their claims were released
             # and the next run plans them again.
@@ -125,6 +163,8 @@ def _report(summary: OrchestratorSummary) -> None:
         "GroupsContended": sum(t.groups_contended for t in summary.tables),
         "GroupsDeferred": sum(t.groups_deferred for t in summary.tables),
         "GroupsUnsent": sum(t.groups_unsent for t in summary.tables),
+        "GroupsToHeavy": sum(t.groups_to_heavy for t in summary.tables),
+        "HeavyJobsStarted": sum(len(t.heavy_jobs) for t in summary.tables),
         "FilesClaimed": sum(t.files_claimed for t in summary.tables),
     }
     for name, value in totals.items():
@@ -138,3 +178,4 @@ def _report(summary: OrchestratorSummary) -> None:
 
 def reset_for_tests() -> None:
     _sqs.cache_clear()
+    _emr_serverless.cache_clear()

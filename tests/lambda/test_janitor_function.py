@@ -14,22 +14,29 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import boto3
+import psycopg
 import pytest
+from psycopg import sql
 
 from icefloe.aws.lambda_runtime import reset_for_tests, runtime_from_environment
+from icefloe.compaction.emr import EmrCompactionLauncher, EmrJobConfig
 from icefloe.ingest import Inserter
-from icefloe.merge import MergeWorker, merge_locally
+from icefloe.merge import InProcessQueue, MergeOrchestrator, MergeWorker, merge_locally
+from icefloe.metastore.jobs import JobStore
 from icefloe.metastore.models import DataFile
 from icefloe.metastore.store import MetaStore
 from icefloe.query import QueryEngine
 from icefloe.query.s3_access import configure_s3_from_settings
 from icefloe.spec import Retention, TableSpec
 from support.aws import (
+    ACCOUNT_ID,
+    EMR_SERVERLESS_ENDPOINT_VARIABLE,
     FAKE_AWS_ENVIRONMENT,
     REGION,
     UNSET_AWS_VARIABLES,
     FakeLambdaContext,
     create_bucket,
+    create_emr_application,
     function_environment,
 )
 from support.template import import_handler_module, load_template
@@ -114,9 +121,11 @@ def stack(
         monkeypatch.setenv(name, value)
     meta.create_table(events_spec)
     reset_for_tests()
+    app.reset_for_tests()
     try:
         yield Stack(s3=s3, bucket=bucket, app=app)
     finally:
+        app.reset_for_tests()
         reset_for_tests()
 
 
@@ -271,6 +280,7 @@ def test_gc_with_retention_zero_deletes_exactly_the_dead_files_objects(
             "ClaimsFreed",
             "ReceiptsPruned",
             "TablesFailed",
+            "JobsSettled",
         )
     } == {
         "SnapshotsExpired": [head - 1],
@@ -282,6 +292,7 @@ def test_gc_with_retention_zero_deletes_exactly_the_dead_files_objects(
         "ClaimsFreed": [0],
         "ReceiptsPruned": [0],
         "TablesFailed": [0],
+        "JobsSettled": [0],
     }
     units = {m["Name"]: m["Unit"] for m in emf["_aws"]["CloudWatchMetrics"][0]["Metrics"]}
     assert units["BytesDeleted"] == units["OrphanBytesDeleted"] == "Bytes"
@@ -447,3 +458,64 @@ def test_the_scheduled_event_collects_every_table_by_its_own_retention(
     # And the second form ran every table too, with nothing left to delete
     assert {t["table"] for t in again["tables"]} == {TABLE, "clicks", "views"}
     assert again["files_deleted"] == 0
+
+
+def test_a_compaction_job_whose_end_event_was_lost_is_settled_by_asking_emr(
+    stack: Stack,
+    meta: MetaStore,
+    moto_endpoint: str,
+    postgres_dsn: str,
+    schema_name: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # Given the template's EMR Serverless application, named to the janitor as deployed
+    monkeypatch.setenv(EMR_SERVERLESS_ENDPOINT_VARIABLE, moto_endpoint)
+    emr = boto3.client("emr-serverless", endpoint_url=moto_endpoint, region_name=REGION)
+    application_id = create_emr_application(emr, TEMPLATE, name=f"{stack.bucket}-compaction")
+    environment = function_environment(
+        TEMPLATE,
+        JANITOR,
+        resources={
+            "DataBucket": stack.bucket,
+            "CompactionApplication.ApplicationId": application_id,
+        },
+    )
+    monkeypatch.setenv("ICEFLOE_EMR_APPLICATION_ID", environment["ICEFLOE_EMR_APPLICATION_ID"])
+    # And a compaction job started on it 20 minutes ago, whose end event never came: its
+    # files are still claimed (moto's job runs succeed at once)
+    insert_small_batches()
+    runtime = runtime_from_environment()
+    launcher = EmrCompactionLauncher(
+        meta=runtime.meta,
+        objects=runtime.objects,
+        client=emr,
+        config=EmrJobConfig(
+            application_id=application_id,
+            execution_role_arn=f"arn:aws:iam::{ACCOUNT_ID}:role/test-CompactionJobRole",
+            entry_point=f"s3://{stack.bucket}/artifacts/compact_job.py",
+            environment_archive=f"s3://{stack.bucket}/artifacts/icefloe-env.tar.gz",
+        ),
+    )
+    job = launcher.launch(TABLE, MergeOrchestrator(meta=meta, sender=InProcessQueue()).plan(TABLE))
+    assert job is not None and all(f.claimed for f in meta.files(TABLE))
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL(
+                "UPDATE {}.compaction_jobs SET created_at = now() - interval '20 minutes'"
+            ).format(sql.Identifier(schema_name))
+        )
+
+    # When the schedule runs the janitor
+    capsys.readouterr()
+    report = stack.invoke(schedule_event())
+
+    # Then it asked EMR Serverless, settled the job as it ended, and freed the files
+    assert report["jobs_settled"] == 1
+    assert JobStore(meta).get(job.job_id).state == "SUCCESS"
+    assert not any(f.claimed for f in meta.files(TABLE))
+    (emf,) = emitted_metrics(capsys.readouterr().out)
+    assert emf["JobsSettled"] == [1]
+
+    # And a second run has nothing left to settle
+    assert stack.invoke(schedule_event())["jobs_settled"] == 0

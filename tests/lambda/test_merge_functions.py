@@ -291,6 +291,8 @@ def test_the_scheduled_orchestrator_sends_one_task_per_planned_group_with_its_fi
             "GroupsSent",
             "GroupsContended",
             "GroupsDeferred",
+            "GroupsToHeavy",
+            "HeavyJobsStarted",
             "FilesClaimed",
         )
     } == {
@@ -298,6 +300,8 @@ def test_the_scheduled_orchestrator_sends_one_task_per_planned_group_with_its_fi
         "GroupsSent": [DAYS],
         "GroupsContended": [0],
         "GroupsDeferred": [0],
+        "GroupsToHeavy": [0],
+        "HeavyJobsStarted": [0],
         "FilesClaimed": [DAYS * BATCHES],
     }
     assert emf["BytesClaimed"] == [sum(f.size_bytes for f in files)]
@@ -399,6 +403,23 @@ def test_the_orchestrator_without_a_queue_url_fails_instead_of_claiming(
     with pytest.raises(ConfigError, match="ICEFLOE_MERGE_QUEUE_URL"):
         stack.invoke(orchestrator_app, ORCHESTRATOR, {})
     assert not any(f.claimed for f in meta.files(TABLE))
+
+
+@pytest.mark.filterwarnings("ignore:No application metrics to publish")
+def test_an_emr_application_without_its_job_role_fails_the_orchestrator_before_claiming(
+    orchestrator_app: ModuleType, stack: Stack, meta: MetaStore
+) -> None:
+    # Heavy compaction half configured: jobs could never start, so nothing is claimed at all.
+    insert_small_batches()
+    environment = stack.environments[ORCHESTRATOR.logical_id]
+    environment["ICEFLOE_EMR_APPLICATION_ID"] = "00fakeapplication"
+    environment.pop("ICEFLOE_EMR_JOB_ROLE_ARN", None)
+    stack.monkeypatch.delenv("ICEFLOE_EMR_JOB_ROLE_ARN", raising=False)
+
+    with pytest.raises(ConfigError, match="ICEFLOE_EMR_JOB_ROLE_ARN"):
+        stack.invoke(orchestrator_app, ORCHESTRATOR, {})
+    assert not any(f.claimed for f in meta.files(TABLE))
+    assert stack.queue_depth(stack.queue) == 0
 
 
 def test_tasks_the_queue_refuses_have_their_claims_released_and_are_counted(

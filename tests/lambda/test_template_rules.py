@@ -6,11 +6,14 @@ import json
 import re
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from icefloe.compaction import DEFAULT_COMPACTION_LEASE
+from icefloe.compaction.tracking import TERMINAL_STATES
 from icefloe.janitor import ORPHAN_GRACE_FLOOR
 from support.template import (
     REPO_ROOT,
@@ -31,6 +34,11 @@ MERGE_FUNCTIONS = ("MergeOrchestratorFunction", "MergeWorkerFunction")
 SCHEDULE_EXPRESSION = re.compile(
     r"^(rate\(\d+ (minute|minutes|hour|hours|day|days)\)|cron\(.+\)|at\(.+\))$"
 )
+EMR_APPLICATION = "CompactionApplication"
+JOB_ROLE = "CompactionJobRole"
+EMR_SERVICE = "emr-serverless.amazonaws.com"
+# Functions that need the application's id: to start jobs, to ask about them, to match events.
+EMR_FUNCTIONS = ("MergeOrchestratorFunction", "JanitorFunction", "CompactionEventsFunction")
 
 
 def test_the_template_declares_functions_and_consumed_queues() -> None:
@@ -106,19 +114,44 @@ def test_the_orphan_grace_floor_outlasts_every_function_timeout() -> None:
         assert function.timeout < ORPHAN_GRACE_FLOOR.total_seconds(), function.logical_id
 
 
-def _statements(logical_id: str) -> list[dict[str, Any]]:
-    policies = TEMPLATE.resources[logical_id]["Properties"].get("Policies", [])
-    return [s for p in policies if isinstance(p, dict) for s in p.get("Statement", [])]
+def _actions(statement: Mapping[str, Any]) -> set[str]:
+    action = statement["Action"]
+    return set(action) if isinstance(action, list) else {action}
+
+
+def _resources(statement: Mapping[str, Any]) -> list[Any]:
+    resource = statement["Resource"]
+    return resource if isinstance(resource, list) else [resource]
+
+
+def _s3_statements(logical_id: str) -> list[Mapping[str, Any]]:
+    return [
+        s for s in TEMPLATE.statements(logical_id) if all(a.startswith("s3:") for a in _actions(s))
+    ]
+
+
+def _granting(prefix: str) -> dict[str, list[Mapping[str, Any]]]:
+    """Logical id -> its statements with an action starting with ``prefix``, over every
+    function and role."""
+    holders = [*FUNCTIONS, *TEMPLATE.of_type("AWS::IAM::Role")]
+    granting = {
+        logical_id: [
+            s
+            for s in TEMPLATE.statements(logical_id)
+            if any(a.startswith(prefix) for a in _actions(s))
+        ]
+        for logical_id in holders
+    }
+    return {logical_id: found for logical_id, found in granting.items() if found}
 
 
 def test_the_janitor_may_only_list_read_and_delete_data_objects() -> None:
     assert "JanitorFunction" in FUNCTIONS
     prefix = "${WarehousePrefix}/*"
     granted: set[str] = set()
-    for statement in _statements("JanitorFunction"):
+    for statement in _s3_statements("JanitorFunction"):
         assert statement["Effect"] == "Allow"
-        action = statement["Action"]
-        actions = set(action) if isinstance(action, list) else {action}
+        actions = _actions(statement)
         granted |= actions
         if actions == {"s3:ListBucket"}:
             # Listing the bucket is scoped to the warehouse: never the results, never all
@@ -128,6 +161,145 @@ def test_the_janitor_may_only_list_read_and_delete_data_objects() -> None:
             assert actions <= {"s3:GetObject", "s3:DeleteObject"}, actions
             assert statement["Resource"] == {"Fn::Sub": "${DataBucket.Arn}/" + prefix}
     assert granted == {"s3:ListBucket", "s3:GetObject", "s3:DeleteObject"}
+
+
+def test_the_compaction_job_role_is_assumed_and_passed_only_by_emr_serverless() -> None:
+    role = TEMPLATE.resources[JOB_ROLE]
+    assert role["Type"] == "AWS::IAM::Role"
+    (trust,) = role["Properties"]["AssumeRolePolicyDocument"]["Statement"]
+    assert trust["Effect"] == "Allow" and trust["Action"] == "sts:AssumeRole"
+    assert trust["Principal"] == {"Service": EMR_SERVICE}
+    # Only the orchestrator may pass a role, only this one, and only to EMR Serverless.
+    passing = _granting("iam:")
+    assert set(passing) == {"MergeOrchestratorFunction"}
+    for statement in passing["MergeOrchestratorFunction"]:
+        assert _actions(statement) == {"iam:PassRole"}
+        assert [TEMPLATE.logical_id_of(r) for r in _resources(statement)] == [JOB_ROLE]
+        assert statement["Condition"] == {"StringEquals": {"iam:PassedToService": EMR_SERVICE}}
+
+
+def test_the_orchestrator_may_start_jobs_only_on_the_declared_application() -> None:
+    assert TEMPLATE.resources[EMR_APPLICATION]["Type"] == "AWS::EMRServerless::Application"
+    application_arn = {"Fn::GetAtt": [EMR_APPLICATION, "Arn"]}
+    job_runs = {"Fn::Sub": "${" + EMR_APPLICATION + ".Arn}/jobruns/*"}
+    granting = _granting("emr-serverless:")
+    starting = {
+        logical_id
+        for logical_id, statements in granting.items()
+        if any("emr-serverless:StartJobRun" in _actions(s) for s in statements)
+    }
+    assert starting == {"MergeOrchestratorFunction"}
+    for logical_id, statements in granting.items():
+        for statement in statements:
+            assert all(r in (application_arn, job_runs) for r in _resources(statement)), (
+                logical_id,
+                statement["Resource"],
+            )
+    (janitor,) = granting["JanitorFunction"]  # it asks about job runs, nothing more
+    assert _actions(janitor) == {"emr-serverless:GetJobRun"} and _resources(janitor) == [job_runs]
+    assert "CompactionEventsFunction" not in granting  # the event carries what it needs
+
+
+def test_the_functions_use_the_declared_application_and_job_role() -> None:
+    application_id = {"Fn::GetAtt": [EMR_APPLICATION, "ApplicationId"]}
+    for logical_id in EMR_FUNCTIONS:
+        assert FUNCTIONS[logical_id].environment["ICEFLOE_EMR_APPLICATION_ID"] == application_id
+    orchestrator = FUNCTIONS["MergeOrchestratorFunction"].environment
+    assert TEMPLATE.logical_id_of(orchestrator["ICEFLOE_EMR_JOB_ROLE_ARN"]) == JOB_ROLE
+    # The job's entry point and environment are where the job role may read them.
+    artifacts = "s3://${DataBucket}/${ArtifactsPrefix}/"
+    assert orchestrator["ICEFLOE_EMR_ENTRY_POINT"] == {"Fn::Sub": artifacts + "compact_job.py"}
+    assert orchestrator["ICEFLOE_EMR_ENVIRONMENT_ARCHIVE"] == {
+        "Fn::Sub": artifacts + "icefloe-env.tar.gz"
+    }
+    readable = {
+        r["Fn::Sub"]
+        for s in _s3_statements(JOB_ROLE)
+        if "s3:GetObject" in _actions(s)
+        for r in _resources(s)
+    }
+    assert "${DataBucket.Arn}/${ArtifactsPrefix}/*" in readable
+
+
+def test_the_job_state_rule_targets_the_events_function_for_terminal_states_only() -> None:
+    targets = {
+        logical_id: function.event_rules
+        for logical_id, function in FUNCTIONS.items()
+        if function.event_rules
+    }
+    assert set(targets) == {"CompactionEventsFunction"}
+    assert FUNCTIONS["CompactionEventsFunction"].code_uri == "functions/compaction_events/"
+    (rule,) = targets["CompactionEventsFunction"]
+    pattern = rule.pattern
+    assert pattern["source"] == ["aws.emr-serverless"]
+    assert pattern["detail-type"] == ["EMR Serverless Job Run State Change"]
+    assert pattern["detail"]["applicationId"] == [
+        {"Fn::GetAtt": [EMR_APPLICATION, "ApplicationId"]}
+    ]
+    # The states the core settles a job on: no more (it would ignore them), no fewer.
+    assert set(pattern["detail"]["state"]) == TERMINAL_STATES
+
+
+def test_a_compaction_job_ends_before_the_lease_on_its_files() -> None:
+    # A job still running when its claims lapse has its partitions claimed by a later run (and
+    # the janitor settles it as abandoned): its commits then conflict and its work is wasted.
+    value = FUNCTIONS["MergeOrchestratorFunction"].environment["ICEFLOE_EMR_JOB_TIMEOUT_MINUTES"]
+    parameter = TEMPLATE.raw["Parameters"][TEMPLATE.logical_id_of(value)]
+    assert int(parameter["Default"]) <= int(parameter["MaxValue"])
+    assert int(parameter["MaxValue"]) * 60 < DEFAULT_COMPACTION_LEASE.total_seconds()
+
+
+def test_the_compaction_job_sees_the_warehouse_and_meta_store_of_the_functions() -> None:
+    globals_ = TEMPLATE.raw["Globals"]["Function"]["Environment"]["Variables"]
+    (defaults,) = [
+        c
+        for c in TEMPLATE.resources[EMR_APPLICATION]["Properties"]["RuntimeConfiguration"]
+        if c["Classification"] == "spark-defaults"
+    ]
+    driver_env = {
+        name.removeprefix("spark.emr-serverless.driverEnv."): value
+        for name, value in defaults["Properties"].items()
+        if name.startswith("spark.emr-serverless.driverEnv.")
+    }
+    for name in ("ICEFLOE_WAREHOUSE", "ICEFLOE_DATABASE_SECRET_ARN", "ICEFLOE_DATABASE_SCHEMA"):
+        assert driver_env[name] == globals_[name], name
+    assert driver_env["AWS_REGION"] == {"Ref": "AWS::Region"}
+
+
+def test_the_compaction_job_role_touches_only_the_warehouse_its_artifacts_and_its_logs() -> None:
+    allowed = {
+        "${DataBucket.Arn}/${WarehousePrefix}/*",
+        "${DataBucket.Arn}/${ArtifactsPrefix}/*",
+        "${DataBucket.Arn}/${ArtifactsPrefix}/logs/*",
+    }
+    writes = set()
+    for statement in _s3_statements(JOB_ROLE):
+        if _actions(statement) == {"s3:ListBucket"}:
+            assert statement["Resource"] == {"Fn::GetAtt": ["DataBucket", "Arn"]}
+            prefixes = statement["Condition"]["StringLike"]["s3:prefix"]
+            assert prefixes == [{"Ref": "WarehousePrefix"}, {"Fn::Sub": "${WarehousePrefix}/*"}]
+            continue
+        for resource in _resources(statement):
+            assert resource["Fn::Sub"] in allowed, resource
+            if _actions(statement) & {"s3:PutObject", "s3:DeleteObject"}:
+                writes.add(resource["Fn::Sub"])
+    # It never writes where its code is read from.
+    assert "${DataBucket.Arn}/${ArtifactsPrefix}/*" not in writes
+    for statement in TEMPLATE.statements(JOB_ROLE):
+        assert all("*" not in a for a in _actions(statement)), statement
+
+
+def test_the_compaction_events_function_failing_raises_an_alarm() -> None:
+    alarms = [
+        props
+        for props in TEMPLATE.of_type("AWS::CloudWatch::Alarm").values()
+        if props.get("MetricName") == "Errors"
+        and any(
+            TEMPLATE.logical_id_of(d["Value"]) == "CompactionEventsFunction"
+            for d in props.get("Dimensions", [])
+        )
+    ]
+    assert alarms, "no alarm on the compaction events function's Errors"
 
 
 def test_the_janitor_failing_raises_an_alarm() -> None:

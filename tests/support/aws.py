@@ -32,7 +32,17 @@ FAKE_AWS_ENVIRONMENT = {
     "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent/aws-credentials",
 }
 # Variables of a developer's machine that would send boto3 elsewhere.
-UNSET_AWS_VARIABLES = ("AWS_PROFILE", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3")
+UNSET_AWS_VARIABLES = (
+    "AWS_PROFILE",
+    "AWS_ENDPOINT_URL",
+    "AWS_ENDPOINT_URL_S3",
+    "AWS_ENDPOINT_URL_EMR_SERVERLESS",
+)
+# boto3's own setting that sends EMR Serverless clients to a moto server.
+EMR_SERVERLESS_ENDPOINT_VARIABLE = "AWS_ENDPOINT_URL_EMR_SERVERLESS"
+# moto knows release labels of the form emr-X.Y.0 only (not emr-spark-8.0.0).
+MOTO_EMR_RELEASE_LABEL = "emr-7.0.0"
+EMR_JOB_STATE_CHANGE = "EMR Serverless Job Run State Change"
 
 # CloudFormation's queue properties that are also SQS queue attributes of the same name.
 _QUEUE_ATTRIBUTES = (
@@ -123,6 +133,80 @@ def create_bucket(
     if "OwnershipControls" in props:
         s3.put_bucket_ownership_controls(Bucket=name, OwnershipControls=props["OwnershipControls"])
     return name
+
+
+def create_emr_application(
+    client: Any,
+    template: Template,
+    logical_id: str = "CompactionApplication",
+    *,
+    name: str = "test-compaction",
+    release_label: str = MOTO_EMR_RELEASE_LABEL,
+) -> str:
+    """Create the EMR Serverless application the template declares (type, architecture,
+    capacity, auto start and stop); returns its id. ``release_label`` stands in for the
+    declared one, which moto does not know."""
+    props = template.resources[logical_id]["Properties"]
+    request: dict[str, Any] = {
+        "name": name,
+        "releaseLabel": release_label,
+        "type": props["Type"],
+    }
+    if "Architecture" in props:
+        request["architecture"] = props["Architecture"]
+    if "MaximumCapacity" in props:
+        capacity = props["MaximumCapacity"]
+        request["maximumCapacity"] = {
+            "cpu": capacity["Cpu"],
+            "memory": capacity["Memory"],
+            **({"disk": capacity["Disk"]} if "Disk" in capacity else {}),
+        }
+    if "AutoStartConfiguration" in props:
+        request["autoStartConfiguration"] = {
+            "enabled": bool(props["AutoStartConfiguration"]["Enabled"])
+        }
+    if "AutoStopConfiguration" in props:
+        stop = props["AutoStopConfiguration"]
+        request["autoStopConfiguration"] = {
+            "enabled": bool(stop["Enabled"]),
+            **(
+                {"idleTimeoutMinutes": int(stop["IdleTimeoutMinutes"])}
+                if "IdleTimeoutMinutes" in stop
+                else {}
+            ),
+        }
+    return str(client.create_application(**request)["applicationId"])
+
+
+def job_state_change_event(
+    *, application_id: str, job_run_id: str, state: str, previous_state: str = "RUNNING"
+) -> dict[str, Any]:
+    """The EventBridge event EMR Serverless emits when a job run changes state."""
+    return {
+        "version": "0",
+        "id": "2d5b7c35-0000-4000-8000-000000000000",
+        "detail-type": EMR_JOB_STATE_CHANGE,
+        "source": "aws.emr-serverless",
+        "account": ACCOUNT_ID,
+        "time": "2026-05-04T00:00:00Z",
+        "region": REGION,
+        "resources": [],
+        "detail": {
+            "jobRunId": job_run_id,
+            "jobRunName": "icefloe",
+            "applicationId": application_id,
+            "arn": (
+                f"arn:aws:emr-serverless:{REGION}:{ACCOUNT_ID}:/applications/{application_id}"
+                f"/jobruns/{job_run_id}"
+            ),
+            "releaseLabel": MOTO_EMR_RELEASE_LABEL,
+            "state": state,
+            "previousState": previous_state,
+            "createdBy": f"arn:aws:sts::{ACCOUNT_ID}:assumed-role/icefloe/merge-orchestrator",
+            "updatedAt": "2026-05-04T00:00:00Z",
+            "createdAt": "2026-05-04T00:00:00Z",
+        },
+    }
 
 
 def send_messages(
@@ -252,8 +336,9 @@ def function_environment(
     template: Template, function: FunctionDecl, *, resources: Mapping[str, str]
 ) -> dict[str, str]:
     """The function's environment as deployed with default parameters: ``!Ref`` of a parameter
-    gives its default, ``!Sub`` substitutes parameters and the given resource names. Variables
-    that cannot be resolved (a parameter without a default) are left out."""
+    gives its default, ``!Ref X`` and ``!GetAtt X.Attr`` give ``resources["X"]`` and
+    ``resources["X.Attr"]``, ``!Sub`` substitutes both. Variables that cannot be resolved (a
+    parameter without a default, a resource not given) are left out."""
     environment: dict[str, str] = {}
     for name, value in function.environment.items():
         resolved = _resolve(template, value, resources)
@@ -272,6 +357,9 @@ def _resolve(template: Template, value: object, resources: Mapping[str, str]) ->
             return resources[ref]
         default = parameters.get(ref, {}).get("Default")
         return None if default is None else str(default)
+    if isinstance(value, Mapping) and set(value) == {"Fn::GetAtt"}:
+        logical_id, attribute = value["Fn::GetAtt"]
+        return resources.get(f"{logical_id}.{attribute}")
     if (
         isinstance(value, Mapping)
         and set(value) == {"Fn::Sub"}

@@ -1,5 +1,5 @@
 """What ``template.yaml`` declares, read for tests: queues, functions and their event sources
-(SQS, schedules), the data bucket.
+(SQS, schedules, EventBridge rules), the data bucket, IAM policy statements.
 
 Tests build their moto resources from these declarations (see :mod:`support.aws`) and check
 rules over them, so tests and infrastructure cannot drift apart.
@@ -119,6 +119,16 @@ class ScheduleEventDecl:
 
 
 @dataclass(frozen=True)
+class EventRuleDecl:
+    """An EventBridge rule event of a function (SAM ``EventBridgeRule``): the events whose
+    pattern matches invoke it."""
+
+    name: str
+    pattern: Mapping[str, Any]
+    properties: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
 class FunctionDecl:
     """An ``AWS::Serverless::Function`` with Globals applied."""
 
@@ -131,6 +141,7 @@ class FunctionDecl:
     sqs_events: tuple[SqsEventDecl, ...] = field(default=())
     schedules: tuple[ScheduleEventDecl, ...] = field(default=())
     memory_size: int | None = None  # MB; None where SAM's default applies
+    event_rules: tuple[EventRuleDecl, ...] = field(default=())
 
     @property
     def handler_file(self) -> Path:
@@ -232,8 +243,30 @@ class Template:
                 memory_size=_int_or_none(
                     self.resolve(props.get("MemorySize", globals_.get("MemorySize")))
                 ),
+                event_rules=tuple(
+                    EventRuleDecl(
+                        name=name,
+                        pattern=event["Properties"]["Pattern"],
+                        properties=event["Properties"],
+                    )
+                    for name, event in events.items()
+                    if event.get("Type") == "EventBridgeRule"
+                ),
             )
         return functions
+
+    def statements(self, logical_id: str) -> list[Mapping[str, Any]]:
+        """The IAM statements a function's inline ``Policies`` or a role's ``Policies`` grant
+        (SAM policy templates such as ``SQSSendMessagePolicy`` are not expanded)."""
+        resource = self.resources[logical_id]
+        policies = resource.get("Properties", {}).get("Policies") or []
+        statements: list[Mapping[str, Any]] = []
+        for policy in policies if isinstance(policies, list) else [policies]:
+            if not isinstance(policy, Mapping):
+                continue
+            document = policy.get("PolicyDocument", policy)  # a role's, or a function's inline
+            statements.extend(document.get("Statement") or [])
+        return statements
 
     def _schedule_event(self, name: str, event: Mapping[str, Any]) -> ScheduleEventDecl:
         props = event.get("Properties") or {}

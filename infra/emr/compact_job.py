@@ -1,0 +1,200 @@
+"""EMR Serverless entry point of a heavy compaction job.
+
+    python compact_job.py --manifest <key relative to the warehouse>
+
+The merge orchestrator starts it (``icefloe.compaction.emr``) with the key of the manifest it
+wrote, e.g. ``events/jobs/compact-0123abcd.json``. Settings come from the driver's environment,
+as for every icefloe process: ``ICEFLOE_WAREHOUSE``, ``ICEFLOE_DATABASE_SECRET_ARN`` (or
+``ICEFLOE_DATABASE_URL``), ``ICEFLOE_DATABASE_SCHEMA``, ``AWS_REGION``. On EMR Serverless the
+template sets them with ``spark.emr-serverless.driverEnv.*`` in the application's
+``spark-defaults`` (see ``infra/emr/README.md``).
+
+The job reads the manifest, runs :func:`icefloe.compaction.compact_with_spark` on the session
+EMR gives it, and prints one JSON line per partition and one summary line. Exit status:
+
+- 0: the job ran. Partitions whose claim was lost or whose commit conflicted are outcomes, not
+  failures: their files are freed when the job is settled.
+- 1: the job failed while running (an exception; its traceback is in the driver's log).
+- 2: the job could not start: bad arguments, no meta store configured, or the manifest is
+  missing or invalid. Nothing was read or written.
+
+This file is copied beside the job's environment archive by ``build_environment.py``; it holds
+no rule of the system, only the wiring.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+from icefloe.aws.lambda_runtime import SECRET_ARN_VARIABLE, settings_from_environment
+from icefloe.compaction import CompactionManifest, CompactionResult, compact_with_spark
+from icefloe.config import Settings
+from icefloe.errors import ConfigError, IcefloeError, InvalidInputError, ObjectNotFoundError
+from icefloe.metastore.store import MetaStore
+from icefloe.runtime import Runtime
+from icefloe.storage import ObjectStore, object_store_from_settings, validate_key
+
+logger = logging.getLogger("icefloe.compact_job")
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_CANNOT_START = 2  # argparse's own status for usage errors
+# The driver commits partitions one at a time: one connection is enough, two leave room.
+MAX_CONNECTIONS = 2
+
+
+class ManifestError(IcefloeError):
+    """The job's manifest cannot be used: missing, not a manifest, or not where it says."""
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """The job's arguments; exits with status 2 on a usage error (argparse's convention)."""
+    parser = argparse.ArgumentParser(
+        prog="compact_job.py",
+        description="Run one icefloe heavy compaction job (PySpark) from its manifest.",
+    )
+    parser.add_argument(
+        "--manifest",
+        required=True,
+        type=_manifest_key,
+        help="key of the job's manifest relative to the warehouse, e.g. events/jobs/<job id>.json",
+    )
+    return parser.parse_args(argv)
+
+
+def _manifest_key(value: str) -> str:
+    if "://" in value:
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is a URI; give the key relative to ICEFLOE_WAREHOUSE"
+        )
+    try:
+        key = validate_key(value)
+    except InvalidInputError as e:
+        raise argparse.ArgumentTypeError(str(e)) from e
+    if not key.endswith(".json"):
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not a manifest key (<table>/jobs/<id>.json)"
+        )
+    return key
+
+
+def load_manifest(objects: ObjectStore, key: str) -> CompactionManifest:
+    """The manifest stored under ``key``; it must name itself (its table and job id) there."""
+    try:
+        text = objects.get(key)
+    except ObjectNotFoundError as e:
+        raise ManifestError(f"no compaction manifest under {objects.uri(key)}") from e
+    try:
+        manifest = CompactionManifest.from_json(text)
+    except InvalidInputError as e:
+        raise ManifestError(f"{objects.uri(key)}: {e}") from e
+    if manifest.key != key:
+        # A manifest copied or renamed by hand: its job record and listings live elsewhere.
+        raise ManifestError(
+            f"{objects.uri(key)} describes job {manifest.job_id!r} of table {manifest.table!r},"
+            f" whose manifest key is {manifest.key!r}"
+        )
+    return manifest
+
+
+def result_lines(result: CompactionResult) -> Iterator[str]:
+    """One JSON line per partition outcome, then one summary line."""
+    for outcome in result.partitions:
+        yield json.dumps(
+            {
+                "job_id": result.job_id,
+                "table": result.table,
+                "partition": outcome.partition_path,
+                "status": outcome.status,
+                "snapshot_id": outcome.snapshot_id,
+                "files_in": outcome.files_in,
+                "files_out": outcome.files_out,
+                "rows_in": outcome.rows_in,
+                "rows_out": outcome.rows_out,
+                "reason": outcome.reason,
+            }
+        )
+    yield json.dumps(
+        {
+            "job_id": result.job_id,
+            "table": result.table,
+            "partitions": len(result.partitions),
+            "committed": result.count("committed"),
+            "already_committed": result.count("already_committed"),
+            "claim_lost": result.count("claim_lost"),
+            "conflict": result.count("conflict"),
+        }
+    )
+
+
+def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> int:
+    """Run the job; returns the exit status (see the module docstring)."""
+    args = parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO,
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s %(message)s",
+    )
+    try:
+        settings = _settings(environ)
+        objects = object_store_from_settings(settings)
+        manifest = load_manifest(objects, args.manifest)
+    except (ConfigError, ManifestError) as e:
+        logger.error("compaction job cannot start: %s", e)
+        return EXIT_CANNOT_START
+    logger.info(
+        "compaction job %s: %d partitions of %s",
+        manifest.job_id,
+        len(manifest.groups),
+        manifest.table,
+    )
+    assert settings.database_url is not None
+    meta = MetaStore(
+        settings.database_url, schema=settings.database_schema, max_connections=MAX_CONNECTIONS
+    )
+    with Runtime(settings=settings, meta=meta, objects=objects) as runtime:
+        result = _run(runtime, manifest)
+    for line in result_lines(result):
+        print(line, flush=True)
+    return EXIT_OK
+
+
+def _settings(environ: Mapping[str, str] | None) -> Settings:
+    settings = settings_from_environment(environ)
+    if settings.database_url is None:
+        # Settings fall back on an embedded Postgres, which on EMR would be an empty database.
+        raise ConfigError(
+            f"no meta store configured: set {SECRET_ARN_VARIABLE} or ICEFLOE_DATABASE_URL"
+            " (spark.emr-serverless.driverEnv.* on EMR Serverless)"
+        )
+    return settings
+
+
+def _run(runtime: Runtime, manifest: CompactionManifest) -> CompactionResult:
+    from pyspark.sql import SparkSession
+
+    # No master: spark-submit on EMR (or a local spark-submit) decides where the job runs.
+    spark: Any = SparkSession.builder.appName(
+        f"icefloe {manifest.table} {manifest.job_id}"
+    ).getOrCreate()
+    try:
+        return compact_with_spark(
+            spark,
+            meta=runtime.meta,
+            objects=runtime.objects,
+            location=runtime.settings.warehouse,
+            manifest=manifest,
+            endpoint_url=runtime.settings.s3_endpoint_url,
+            region=runtime.settings.aws_region,
+        )
+    finally:
+        spark.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
