@@ -3,6 +3,7 @@ committed partition by partition through the same replace commit as a merge."""
 
 from __future__ import annotations
 
+from icefloe.compaction.emr import CompactionStartError, EmrCompactionLauncher, EmrJobConfig
 from icefloe.compaction.manifest import (
     CompactionManifest,
     InvalidManifestError,
@@ -20,6 +21,9 @@ __all__ = [
     "DEFAULT_COMPACTION_LEASE",
     "CompactionManifest",
     "CompactionResult",
+    "CompactionStartError",
+    "EmrCompactionLauncher",
+    "EmrJobConfig",
     "InvalidManifestError",
     "PartitionGroup",
     "PartitionOutcome",

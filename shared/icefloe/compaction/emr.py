@@ -17,7 +17,7 @@ from typing import Any
 
 from icefloe.compaction.manifest import CompactionManifest, PartitionGroup
 from icefloe.compaction.planning import DEFAULT_COMPACTION_LEASE
-from icefloe.errors import ConfigError
+from icefloe.errors import ConfigError, IcefloeError
 from icefloe.merge.planner import MergeGroup
 from icefloe.metastore.jobs import JobStore
 from icefloe.metastore.store import MetaStore
@@ -26,6 +26,10 @@ from icefloe.storage import ObjectStore
 logger = logging.getLogger(__name__)
 
 ENV_PREFIX = "ICEFLOE_EMR_"
+
+
+class CompactionStartError(IcefloeError):
+    """EMR Serverless refused to start a compaction job (its claims were released)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,16 +132,26 @@ class EmrCompactionLauncher:
                 job_id=manifest.job_id, table=table, claim_tokens=tokens, manifest_key=manifest.key
             )
             response = self._client.start_job_run(**self.job_run_request(manifest))
-        except Exception:
+        except Exception as e:
             for token in tokens:
                 self._meta.release_claim(token)
             try:
                 self._objects.delete_many([manifest.key])
             except Exception:  # the manifest is outside the data prefix: harmless if left
                 logger.exception("could not delete manifest %s", manifest.key)
-            raise
+            if isinstance(e, IcefloeError):
+                raise
+            code = getattr(e, "response", {}).get("Error", {}).get("Code", type(e).__name__)
+            raise CompactionStartError(
+                f"could not start a compaction job for {table!r}: {code}: {e}"
+            ) from e
         run_id = str(response["jobRunId"])
-        self._jobs.started(manifest.job_id, job_run_id=run_id, state="SUBMITTED")
+        self._jobs.started(
+            manifest.job_id,
+            job_run_id=run_id,
+            state="SUBMITTED",
+            application_id=self._config.application_id,
+        )
         logger.info(
             "compaction job %s started as EMR job run %s for %d partitions of %s",
             manifest.job_id,

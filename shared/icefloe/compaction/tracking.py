@@ -82,26 +82,47 @@ def reconcile_jobs(
     application_id: str | None = None,
     older_than: timedelta = timedelta(minutes=15),
     abandon_after: timedelta = DEFAULT_COMPACTION_LEASE,
+    keep_settled: timedelta = timedelta(days=7),
 ) -> list[SettledJob]:
     """Settle unsettled jobs whose end event was lost: ask EMR about jobs that started; a job
-    that never got a run id (its starter died), or that runs past its claims' lease, is
-    settled as failed."""
+    that never got a run id (its starter died), that EMR no longer knows, or that runs past
+    its claims' lease, is settled as failed. Records of jobs settled more than
+    ``keep_settled`` ago are forgotten, with their manifests and output listings."""
     settled = []
     jobs = JobStore(meta)
     abandoned = {j.job_id for j in jobs.unsettled(older_than=abandon_after)}
     for job in jobs.unsettled(older_than=older_than):
         state: str | None = None
-        if job.job_run_id is not None and client is not None and application_id is not None:
-            run = client.get_job_run(applicationId=application_id, jobRunId=job.job_run_id)
-            state = str(run["jobRun"]["state"])
-            if state not in TERMINAL_STATES:
-                jobs.set_state(job.job_id, state)
-                state = None
+        app = job.application_id or application_id
+        if job.job_run_id is not None and client is not None and app is not None:
+            try:
+                run = client.get_job_run(applicationId=app, jobRunId=job.job_run_id)
+            except Exception as e:  # one job's trouble must not stop the others
+                code = getattr(e, "response", {}).get("Error", {}).get("Code")
+                if code == "ResourceNotFoundException":
+                    state = "CANCELLED"  # the run or its application is gone
+                else:
+                    logger.warning("cannot look up job run of %s: %s", job.job_id, e)
+                    continue
+            else:
+                state = str(run["jobRun"]["state"])
+                if state not in TERMINAL_STATES:
+                    jobs.set_state(job.job_id, state)
+                    state = None
         if state is None and job.job_id in abandoned:
             state = "CANCELLED"
         if state is not None:
             settled.append(settle_job(meta=meta, objects=objects, job=job, state=state))
+    for job in jobs.settled_before(age=keep_settled):
+        forget_job(meta=meta, objects=objects, job=job)
     return settled
+
+
+def forget_job(*, meta: MetaStore, objects: ObjectStore, job: CompactionJob) -> None:
+    """Delete a settled job's manifest, output listings and record."""
+    keys = [o.key for o in objects.list_prefix(f"{job.table}/jobs/{job.job_id}/")]
+    objects.delete_many([job.manifest_key, *keys])
+    JobStore(meta).forget(job.job_id)
 
 
 def _delete_uncommitted_outputs(meta: MetaStore, objects: ObjectStore, job: CompactionJob) -> int:

@@ -15,7 +15,7 @@ from icefloe.metastore.store import MetaStore
 
 _COLUMNS = (
     "j.job_id, t.name, j.job_run_id, j.state, j.claim_tokens, j.manifest_key, j.created_at,"
-    " j.settled_at"
+    " j.settled_at, j.application_id"
 )
 
 
@@ -29,6 +29,7 @@ class CompactionJob:
     manifest_key: str
     created_at: datetime
     settled_at: datetime | None
+    application_id: str | None = None
 
 
 class JobStore:
@@ -54,8 +55,14 @@ class JobStore:
                 (job_id, table_id, state, list(claim_tokens), manifest_key),
             )
 
-    def started(self, job_id: str, *, job_run_id: str, state: str) -> None:
-        self._update("job_run_id = %s, state = %s", (job_run_id, state), job_id)
+    def started(
+        self, job_id: str, *, job_run_id: str, state: str, application_id: str | None = None
+    ) -> None:
+        self._update(
+            "job_run_id = %s, state = %s, application_id = %s",
+            (job_run_id, state, application_id),
+            job_id,
+        )
 
     def set_state(self, job_id: str, state: str, *, settled: bool = False) -> None:
         if settled:
@@ -76,6 +83,14 @@ class JobStore:
     def unsettled(self, *, older_than: timedelta) -> list[CompactionJob]:
         """Jobs not settled yet, created at least ``older_than`` ago, oldest first."""
         return self._select("j.settled_at IS NULL AND j.created_at <= now() - %s", (older_than,))
+
+    def settled_before(self, *, age: timedelta) -> list[CompactionJob]:
+        """Jobs settled at least ``age`` ago (their records can go)."""
+        return self._select("j.settled_at <= now() - %s", (age,))
+
+    def forget(self, job_id: str) -> None:
+        with self._meta._connection() as conn, conn.transaction():
+            conn.execute("DELETE FROM compaction_jobs WHERE job_id = %s", (job_id,))
 
     def _update(self, assignments: str, params: tuple[Any, ...], job_id: str) -> None:
         with self._meta._connection() as conn, conn.transaction():
@@ -104,6 +119,7 @@ class JobStore:
                 manifest_key=str(r[5]),
                 created_at=r[6],
                 settled_at=r[7],
+                application_id=r[8],
             )
             for r in rows
         ]

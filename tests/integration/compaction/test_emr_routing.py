@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from datetime import timedelta
 from typing import Any
 
 import boto3
@@ -14,6 +15,7 @@ from moto import mock_aws
 from icefloe.compaction.emr import EmrCompactionLauncher, EmrJobConfig
 from icefloe.compaction.manifest import CompactionManifest
 from icefloe.compaction.tracking import handle_job_state_change, outputs_prefix
+from icefloe.errors import NotFoundError
 from icefloe.janitor import Janitor
 from icefloe.merge import InProcessQueue, MergeOrchestrator
 from icefloe.metastore.jobs import JobStore
@@ -199,3 +201,63 @@ def test_the_janitor_settles_a_job_whose_end_event_was_lost(
     assert report.jobs_settled == 1
     assert JobStore(lake.meta).get(job.job_id).state == "SUCCESS"
     assert not any(f.claimed for f in lake.meta.files("events"))
+
+
+def test_a_refused_start_is_one_tables_failure_and_the_other_tables_still_merge(
+    lake: Lake, emr: tuple[RecordingClient, str]
+) -> None:
+    client, _ = emr
+    heavy_lake(lake)
+    lake.create(name="small", sizes=SizeTargets(min_files_to_merge=4))
+    lake.insert_batches("small", batches=4, rows=50, days=1)
+    queue = InProcessQueue()
+    orchestrator = MergeOrchestrator(
+        meta=lake.meta, sender=queue, heavy=launcher(lake, client, "00nosuchapp")
+    )
+
+    summary = orchestrator.run()
+
+    assert "CompactionStartError" in summary.failed_tables["events"]
+    assert "ResourceNotFoundException" in summary.failed_tables["events"]
+    assert [t.table for t in summary.tables] == ["small"] and summary.groups_sent == 1
+    assert not any(f.claimed for f in lake.meta.files("events"))
+
+
+def test_reconciliation_settles_a_job_emr_no_longer_knows_and_forgets_old_settled_jobs(
+    lake: Lake, emr: tuple[RecordingClient, str], postgres_dsn: str
+) -> None:
+    import psycopg
+    from psycopg import sql
+
+    client, application_id = emr
+    heavy_lake(lake)
+    job = launcher(lake, client, application_id).launch(
+        "events", MergeOrchestrator(meta=lake.meta, sender=InProcessQueue()).plan("events")
+    )
+    assert job is not None
+
+    def update(statement: str) -> None:
+        with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+            conn.execute(
+                sql.SQL(statement).format(sql.Identifier(lake.meta.schema))  # type: ignore[arg-type]
+            )
+
+    # Given a job recorded on an application that was replaced since
+    update(
+        "UPDATE {}.compaction_jobs SET created_at = now() - interval '20 minutes',"
+        " application_id = 'replaced-app'"
+    )
+    janitor = Janitor(
+        meta=lake.meta, objects=lake.objects, emr_client=client, emr_application_id=application_id
+    )
+    assert janitor.run().jobs_settled == 1
+    assert JobStore(lake.meta).get(job.job_id).state == "CANCELLED"
+    assert not any(f.claimed for f in lake.meta.files("events"))
+
+    # And a week after settling, its record and manifest are gone
+    update("UPDATE {}.compaction_jobs SET settled_at = now() - interval '8 days'")
+    janitor.run()
+    assert JobStore(lake.meta).unsettled(older_than=timedelta(0)) == []
+    with pytest.raises(NotFoundError):
+        JobStore(lake.meta).get(job.job_id)
+    assert list(lake.objects.list_prefix("events/jobs/")) == []

@@ -5,7 +5,8 @@
 CREATE TABLE compaction_jobs (
     job_id        text PRIMARY KEY,
     table_id      bigint NOT NULL REFERENCES lake_tables (table_id) ON DELETE CASCADE,
-    -- The EMR Serverless job run id, once started (null for local runs).
+    -- The EMR Serverless application and job run id, once started (null for local runs).
+    application_id text,
     job_run_id    text UNIQUE,
     state         text NOT NULL,
     claim_tokens  uuid[] NOT NULL,
