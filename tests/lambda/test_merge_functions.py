@@ -607,7 +607,7 @@ def worker_app_invoke(
 
 @pytest.mark.parametrize(
     ("memory_mb", "memory_limit", "threads"),
-    [("3008", "2256MB", 2), ("10240", "7680MB", 6), ("1769", "1326MB", 1), ("128", "96MB", 1)],
+    [("3008", "1804MB", 2), ("10240", "6144MB", 6), ("1769", "1061MB", 1), ("128", "76MB", 1)],
 )
 def test_merge_limits_follow_the_function_memory(
     memory_mb: str, memory_limit: str, threads: int

@@ -41,7 +41,9 @@ LAMBDA_MB_PER_VCPU = 1769
 LAMBDA_MAX_VCPUS = 6
 # DuckDB's share of the function's memory; the rest is Python, pyarrow's write buffers and
 # the runtime. DuckDB spills to the temp directory past its limit instead of failing.
-MERGE_MEMORY_SHARE = 0.75
+# The worker process peaks about 500 MiB above DuckDB's limit (Python, Arrow, the row group
+# being cut; docs/benchmarks.md), so DuckDB gets less of the function than a query does.
+MERGE_MEMORY_SHARE = 0.6
 
 _lock = threading.Lock()
 _runtime: Runtime | None = None
@@ -114,7 +116,7 @@ def merge_lease_from_environment(environ: Mapping[str, str] | None = None) -> ti
 def merge_limits_from_environment(environ: Mapping[str, str] | None = None) -> MergeLimits:
     """What one merge may use in this container.
 
-    In Lambda the defaults follow ``AWS_LAMBDA_FUNCTION_MEMORY_SIZE``: 75% of it for DuckDB and
+    In Lambda the defaults follow ``AWS_LAMBDA_FUNCTION_MEMORY_SIZE``: 60% of it for DuckDB and
     one thread per vCPU (1,769 MB each); elsewhere :class:`MergeLimits`' defaults.
     ``ICEFLOE_MERGE_MEMORY_LIMIT`` (e.g. ``2GB``) and ``ICEFLOE_MERGE_THREADS`` override them.
     DuckDB spills under the temporary directory (``/tmp``, the ephemeral storage, in Lambda).

@@ -23,7 +23,10 @@ class SizeTargets:
     min_files_to_merge: int = 4
     max_merge_group_bytes: int = 2 * GIB
     max_files_per_merge: int = 100
-    lambda_merge_cap_bytes: int = 2 * GIB  # bigger groups go to EMR Serverless
+    # Bigger groups go to EMR Serverless. From benchmarks/compaction_bench.py: a 3,008 MB,
+    # 15-minute merge worker with 10 GB of /tmp fills half its disk with spill and staged
+    # output at about 0.9 GB of input; its speed would allow about 3.8 GB.
+    lambda_merge_cap_bytes: int = 768 * MIB
     # A merge group's bytes must be at least this many times its largest input's: every row
     # then lands in a file at least this much bigger each time it is rewritten, so it is
     # rewritten at most log_ratio(target / smallest file) times (ClickHouse's "base").
