@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from datetime import datetime
 
 import duckdb
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -70,17 +69,21 @@ def partition_rows(
 
 def _run_starts(ordered: pa.Table, columns: Sequence[str]) -> list[int]:
     """Row offsets where the tuple of ``columns`` changes in an ordered table (first is 0)."""
-    if ordered.num_rows == 0:
+    n = ordered.num_rows
+    if n == 0:
         return []
-    changed = np.zeros(ordered.num_rows - 1, dtype=bool)
+    changed = None
     for name in columns:
         # Dictionary indices compare equal exactly when values do (nulls get an index too).
         encoded = pc.dictionary_encode(
             ordered.column(name).combine_chunks(), null_encoding="encode"
         )
-        indices = encoded.indices.to_numpy(zero_copy_only=False)
-        changed |= indices[1:] != indices[:-1]
-    return [0, *(np.flatnonzero(changed) + 1).tolist()]
+        indices = encoded.indices
+        differs = pc.not_equal(indices.slice(1), indices.slice(0, n - 1))
+        changed = differs if changed is None else pc.or_(changed, differs)
+    if changed is None:
+        return [0]
+    return [0, *(int(i) + 1 for i in pc.indices_nonzero(changed).to_pylist())]
 
 
 def _expression(spec: TableSpec, field: PartitionField, position: int) -> str:
