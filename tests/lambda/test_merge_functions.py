@@ -639,7 +639,9 @@ def test_the_merge_worker_is_built_once_per_container(stack: Stack) -> None:
     assert lambda_runtime._merge_worker is None
     worker = merge_worker_from_environment()
     assert merge_worker_from_environment() is worker
-    assert worker.limits.memory_limit == f"{int(int(str(WORKER.memory_size)) * 0.75)}MB"
+    assert (
+        worker.limits.memory_limit == f"{int(int(str(WORKER.memory_size)) * 0.6)}MB"
+    )  # MERGE_MEMORY_SHARE
     assert worker.limits.temp_directory is not None and worker.limits.temp_directory.is_dir()
     reset_for_tests()
     assert lambda_runtime._merge_worker is None
