@@ -13,17 +13,15 @@ import json
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import boto3
 import pytest
 
-from icefloe.aws.lambda_runtime import reset_for_tests, runtime_from_environment
+from icefloe.aws.lambda_runtime import runtime_from_environment
 from icefloe.compaction import CompactionManifest
 from icefloe.compaction.tracking import outputs_prefix
-from icefloe.ingest import Inserter
 from icefloe.merge import MergeTask
 from icefloe.metastore.jobs import JobStore
 from icefloe.metastore.store import MetaStore
@@ -31,19 +29,30 @@ from icefloe.spec import SizeTargets, TableSpec
 from support.aws import (
     ACCOUNT_ID,
     EMR_SERVERLESS_ENDPOINT_VARIABLE,
-    FAKE_AWS_ENVIRONMENT,
     REGION,
-    UNSET_AWS_VARIABLES,
     CreatedQueue,
-    FakeLambdaContext,
-    create_bucket,
     create_emr_application,
-    create_queues,
-    function_environment,
     job_state_change_event,
     receive,
+    scheduled_rule_event,
 )
-from support.template import FunctionDecl, import_handler_module, load_template
+from support.lambda_stack import (
+    BATCHES,
+    DAYS,
+    PREFIX,
+    TEMPLATE,
+    DeployedFunctions,
+    Deployment,
+    MotoWorld,
+    emitted_metrics,
+    fresh_runtime,
+    handler_module_fixture,
+    insert_small_batches,
+    object_keys,
+    schedule_event,
+    set_environment,
+    use_fake_aws,
+)
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -51,46 +60,29 @@ if TYPE_CHECKING:
 
 pytestmark = pytest.mark.e2e
 
-TEMPLATE = load_template()
 FUNCTIONS = TEMPLATE.functions()
 ORCHESTRATOR = FUNCTIONS["MergeOrchestratorFunction"]
 EVENTS = FUNCTIONS["CompactionEventsFunction"]
 (MERGE_SOURCE,) = FUNCTIONS["MergeWorkerFunction"].sqs_events
-PREFIX = str(TEMPLATE.parameter_default("WarehousePrefix"))
 ARTIFACTS = str(TEMPLATE.parameter_default("ArtifactsPrefix"))
 JOB_TIMEOUT = int(TEMPLATE.parameter_default("EmrJobTimeoutMinutes"))
 ROLE = f"arn:aws:iam::{ACCOUNT_ID}:role/test-CompactionJobRole"
 SCHEMA = "ts TIMESTAMP NOT NULL, event VARCHAR, user_id VARCHAR"
 HEAVY = "events"  # every merge group passes its 4 KiB Lambda cap
 LIGHT = "clicks"  # the default cap: its groups go to the merge queue
-DAYS = 3
-BATCHES = 5
 
 
 @dataclass
-class Stack:
+class Stack(DeployedFunctions):
     s3: S3Client
     sqs: SQSClient
     emr: Any
     bucket: str
     queue: CreatedQueue
     application_id: str
-    environments: dict[str, dict[str, str]]  # function logical id -> its environment
-    monkeypatch: pytest.MonkeyPatch
-
-    def invoke(self, app: ModuleType, function: FunctionDecl, event: object) -> dict[str, Any]:
-        """Invoke ``function``'s handler with its environment as deployed."""
-        for name, value in self.environments[function.logical_id].items():
-            self.monkeypatch.setenv(name, value)
-        context = FakeLambdaContext(
-            function_name=function.logical_id, memory_limit_in_mb=function.memory_size or 128
-        )
-        response: dict[str, Any] = app.lambda_handler(event, context)
-        return response
 
     def object_keys(self) -> set[str]:
-        pages = self.s3.get_paginator("list_objects_v2").paginate(Bucket=self.bucket)
-        return {o["Key"] for page in pages for o in page.get("Contents", [])}
+        return object_keys(self.s3, self.bucket)
 
     def job_runs(self) -> list[dict[str, Any]]:
         runs: list[dict[str, Any]] = self.emr.list_job_runs(applicationId=self.application_id)[
@@ -104,72 +96,43 @@ class Stack:
         )
 
 
-@pytest.fixture(scope="module")
-def orchestrator_app() -> ModuleType:
-    return import_handler_module(ORCHESTRATOR)
-
-
-@pytest.fixture(scope="module")
-def events_app() -> ModuleType:
-    return import_handler_module(EVENTS)
+orchestrator_app = handler_module_fixture(ORCHESTRATOR, name="orchestrator_app")
+events_app = handler_module_fixture(EVENTS, name="events_app")
 
 
 @pytest.fixture
 def stack(
     monkeypatch: pytest.MonkeyPatch,
     moto_endpoint: str,
-    postgres_dsn: str,
-    schema_name: str,
+    deployment: Deployment,
     meta: MetaStore,
     orchestrator_app: ModuleType,
-    tmp_path: Path,
 ) -> Iterator[Stack]:
     """The orchestrator's and the events function's world as the template declares it, on a
     fresh bucket, queues and EMR Serverless application of the shared moto server, with a
     table whose groups all go to EMR and one whose groups go to the merge queue."""
-    for name in (
-        *UNSET_AWS_VARIABLES,
-        "ICEFLOE_DATABASE_SECRET_ARN",
-        "AWS_SECURITY_TOKEN",
-        "AWS_SESSION_TOKEN",
-    ):
-        monkeypatch.delenv(name, raising=False)
-    for name, value in FAKE_AWS_ENVIRONMENT.items():
-        if name not in ("AWS_SECURITY_TOKEN", "AWS_SESSION_TOKEN"):
-            monkeypatch.setenv(name, value)
+    use_fake_aws(monkeypatch, session_token=False)
     # boto3's own endpoint settings send the functions' SQS and EMR clients to the moto server.
     monkeypatch.setenv("AWS_ENDPOINT_URL_SQS", moto_endpoint)
     monkeypatch.setenv(EMR_SERVERLESS_ENDPOINT_VARIABLE, moto_endpoint)
 
-    unique = uuid.uuid4().hex[:10]
-    bucket = f"icefloe-e2e-compaction-{unique}"
-    s3 = boto3.client("s3", endpoint_url=moto_endpoint, region_name=REGION)
-    sqs = boto3.client("sqs", endpoint_url=moto_endpoint, region_name=REGION)
+    world = MotoWorld.create(moto_endpoint, "compaction")
     emr = boto3.client("emr-serverless", endpoint_url=moto_endpoint, region_name=REGION)
-    create_bucket(s3, TEMPLATE, bucket)
-    queues = create_queues(sqs, TEMPLATE, name_prefix=f"t{unique}-")
-    application_id = create_emr_application(emr, TEMPLATE, name=f"t{unique}-compaction")
+    application_id = create_emr_application(emr, TEMPLATE, name=f"t{world.unique}-compaction")
     resources = {
-        "DataBucket": bucket,
-        "MergeQueue": queues[MERGE_SOURCE.queue].url,
+        "DataBucket": world.bucket,
+        "MergeQueue": world.queues[MERGE_SOURCE.queue].url,
         "CompactionApplication.ApplicationId": application_id,
         "CompactionJobRole.Arn": ROLE,
     }
     environments = {}
     for function in (ORCHESTRATOR, EVENTS):
-        environment = function_environment(TEMPLATE, function, resources=resources)
-        environment.update(
-            ICEFLOE_DATABASE_URL=postgres_dsn,
-            ICEFLOE_DATABASE_SCHEMA=schema_name,
-            ICEFLOE_S3_ENDPOINT_URL=moto_endpoint,
-            ICEFLOE_HOME=str(tmp_path / "home"),
-            AWS_LAMBDA_FUNCTION_MEMORY_SIZE=str(function.memory_size),
-            POWERTOOLS_TRACE_DISABLED="1",
+        environment = deployment.environment(
+            function, resources=resources, s3_endpoint=moto_endpoint, memory_size=True
         )
         assert environment["ICEFLOE_EMR_APPLICATION_ID"] == application_id
         environments[function.logical_id] = environment
-    for name, value in environments[ORCHESTRATOR.logical_id].items():
-        monkeypatch.setenv(name, value)
+    set_environment(monkeypatch, environments[ORCHESTRATOR.logical_id])
     for name, sizes in ((HEAVY, SizeTargets(lambda_merge_cap_bytes=4096)), (LIGHT, None)):
         meta.create_table(
             TableSpec.create(
@@ -180,58 +143,17 @@ def stack(
                 **({"sizes": sizes} if sizes else {}),
             )
         )
-    reset_for_tests()
-    orchestrator_app.reset_for_tests()
-    try:
+    with fresh_runtime(orchestrator_app):
         yield Stack(
-            s3=s3,
-            sqs=sqs,
+            s3=world.s3,
+            sqs=world.sqs,
             emr=emr,
-            bucket=bucket,
-            queue=queues[MERGE_SOURCE.queue],
+            bucket=world.bucket,
+            queue=world.queues[MERGE_SOURCE.queue],
             application_id=application_id,
             environments=environments,
             monkeypatch=monkeypatch,
         )
-    finally:
-        orchestrator_app.reset_for_tests()
-        reset_for_tests()
-
-
-def insert_small_batches(table: str, *, batches: int = BATCHES, rows: int = 60) -> None:
-    """``batches`` inserts, each writing one small file into each of ``DAYS`` day partitions."""
-    runtime = runtime_from_environment()
-    inserter = Inserter(meta=runtime.meta, objects=runtime.objects)
-    try:
-        for b in range(batches):
-            inserter.insert_rows(
-                table,
-                [
-                    {
-                        "ts": f"2026-05-0{1 + i % DAYS}T{i % 24:02d}:{b:02d}:00Z",
-                        "event": ("view", "click", "buy")[(i + b) % 3],
-                        "user_id": f"u{(i * 7 + b) % 13}",
-                    }
-                    for i in range(rows)
-                ],
-            )
-    finally:
-        inserter.close()
-
-
-def emitted_metrics(output: str) -> list[dict[str, Any]]:
-    """The EMF documents Powertools printed (one per invocation)."""
-    return [
-        json.loads(line)
-        for line in output.splitlines()
-        if line.startswith("{") and '"_aws"' in line
-    ]
-
-
-def schedule_event() -> object:
-    (schedule,) = ORCHESTRATOR.schedules
-    assert schedule.input is not None
-    return json.loads(schedule.input)
 
 
 def plans(summary: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -241,7 +163,7 @@ def plans(summary: dict[str, Any]) -> dict[str, dict[str, Any]]:
 def start_heavy_job(stack: Stack, app: ModuleType) -> tuple[str, str]:
     """Run the scheduled orchestrator over the heavy table; returns the job and run ids."""
     insert_small_batches(HEAVY)
-    summary = stack.invoke(app, ORCHESTRATOR, schedule_event())
+    summary = stack.invoke(app, ORCHESTRATOR, schedule_event(ORCHESTRATOR))
     (job_id,) = plans(summary)[HEAVY]["heavy_jobs"]
     (run,) = stack.job_runs()
     return job_id, str(run["id"])
@@ -280,7 +202,7 @@ def test_groups_above_the_lambda_cap_start_one_emr_job_and_only_the_others_are_q
     # When the schedule invokes the orchestrator
     capsys.readouterr()
     caplog.clear()
-    summary = stack.invoke(orchestrator_app, ORCHESTRATOR, schedule_event())
+    summary = stack.invoke(orchestrator_app, ORCHESTRATOR, schedule_event(ORCHESTRATOR))
 
     # Then the heavy table's groups went to one EMR job, the light table's to the queue
     heavy, light = plans(summary)[HEAVY], plans(summary)[LIGHT]
@@ -329,7 +251,7 @@ def test_groups_above_the_lambda_cap_start_one_emr_job_and_only_the_others_are_q
     assert (started.table, started.jobs, started.groups) == (HEAVY, [job_id], DAYS)
 
     # When the schedule runs again while the job holds the files
-    again = stack.invoke(orchestrator_app, ORCHESTRATOR, schedule_event())
+    again = stack.invoke(orchestrator_app, ORCHESTRATOR, schedule_event(ORCHESTRATOR))
 
     # Then no second job is started
     assert plans(again)[HEAVY]["groups_planned"] == 0 and len(stack.job_runs()) == 1
@@ -390,7 +312,7 @@ def test_a_failed_job_event_releases_its_claims_and_deletes_its_listed_outputs(
     assert again == {"ignored": True}
 
     # And the next orchestrator run starts a new job for the freed partitions
-    summary = stack.invoke(orchestrator_app, ORCHESTRATOR, schedule_event())
+    summary = stack.invoke(orchestrator_app, ORCHESTRATOR, schedule_event(ORCHESTRATOR))
     assert plans(summary)[HEAVY]["groups_to_heavy"] == DAYS and len(stack.job_runs()) == 2
 
 
@@ -423,17 +345,7 @@ def test_events_that_are_not_the_end_of_one_of_its_jobs_are_ignored(
     # Given a running job that holds its files
     job_id, run_id = start_heavy_job(stack, orchestrator_app)
     outputs = write_job_outputs(job_id)
-    scheduled = {
-        "version": "0",
-        "id": str(uuid.uuid4()),
-        "detail-type": "Scheduled Event",
-        "source": "aws.events",
-        "account": ACCOUNT_ID,
-        "time": "2026-05-04T00:00:00Z",
-        "region": REGION,
-        "resources": [],
-        "detail": {},
-    }
+    scheduled = scheduled_rule_event()
     another_application = job_state_change_event(
         application_id="00another0app00", job_run_id=run_id, state="FAILED"
     )

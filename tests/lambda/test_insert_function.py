@@ -7,32 +7,39 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import boto3
 import pytest
 from moto import mock_aws
 
-from icefloe.aws.lambda_runtime import reset_for_tests
 from icefloe.errors import StorageError
 from icefloe.metastore.store import MetaStore
 from icefloe.spec import TableSpec
 from support.aws import (
-    FAKE_AWS_ENVIRONMENT,
     REGION,
-    UNSET_AWS_VARIABLES,
     CreatedQueue,
-    FakeLambdaContext,
     create_bucket,
     create_queues,
     delete_succeeded,
-    function_environment,
     make_visible,
     receive,
     send_messages,
     sqs_event,
 )
-from support.template import import_handler_module, load_template
+from support.lambda_stack import (
+    PREFIX,
+    TEMPLATE,
+    Deployment,
+    emitted_metrics,
+    failures,
+    fresh_runtime,
+    handler_module_fixture,
+    invoke,
+    object_keys,
+    set_environment,
+    use_fake_aws,
+)
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -40,10 +47,8 @@ if TYPE_CHECKING:
 
 pytestmark = pytest.mark.e2e
 
-TEMPLATE = load_template()
 INSERT = TEMPLATE.functions()["InsertFunction"]
 BUCKET = "icefloe-e2e-warehouse"
-PREFIX = str(TEMPLATE.parameter_default("WarehousePrefix"))
 TABLE = str(TEMPLATE.parameter_default("DefaultTable"))
 
 
@@ -56,35 +61,21 @@ class Stack:
     max_receive_count: int
 
 
-@pytest.fixture(scope="module")
-def app() -> ModuleType:
-    return import_handler_module(INSERT)
+app = handler_module_fixture(INSERT, name="app")
 
 
 @pytest.fixture
 def stack(
     monkeypatch: pytest.MonkeyPatch,
-    postgres_dsn: str,
-    schema_name: str,
+    deployment: Deployment,
     meta: MetaStore,
     events_spec: TableSpec,
-    tmp_path: Any,
 ) -> Iterator[Stack]:
     """The insert function's world as the template declares it, with the `events` table."""
-    for name in (*UNSET_AWS_VARIABLES, "ICEFLOE_DATABASE_SECRET_ARN", "ICEFLOE_S3_ENDPOINT_URL"):
-        monkeypatch.delenv(name, raising=False)
-    for name, value in FAKE_AWS_ENVIRONMENT.items():
-        monkeypatch.setenv(name, value)
-    environment = function_environment(TEMPLATE, INSERT, resources={"DataBucket": BUCKET})
-    environment.update(
-        ICEFLOE_DATABASE_URL=postgres_dsn,
-        ICEFLOE_DATABASE_SCHEMA=schema_name,
-        ICEFLOE_HOME=str(tmp_path / "home"),
-        POWERTOOLS_TRACE_DISABLED="1",
-    )
+    use_fake_aws(monkeypatch, session_token=True)
+    environment = deployment.environment(INSERT, resources={"DataBucket": BUCKET})
     assert environment["ICEFLOE_WAREHOUSE"] == f"s3://{BUCKET}/{PREFIX}"
-    for name, value in environment.items():
-        monkeypatch.setenv(name, value)
+    set_environment(monkeypatch, environment)
     assert events_spec.name == TABLE
     meta.create_table(events_spec)
     with mock_aws():
@@ -95,8 +86,7 @@ def stack(
         (source,) = INSERT.sqs_events
         declared = TEMPLATE.queues()[source.queue]
         assert declared.dead_letter_target is not None and declared.max_receive_count
-        reset_for_tests()
-        try:
+        with fresh_runtime():
             yield Stack(
                 s3=s3,
                 sqs=sqs,
@@ -104,13 +94,6 @@ def stack(
                 dlq=queues[declared.dead_letter_target],
                 max_receive_count=declared.max_receive_count,
             )
-        finally:
-            reset_for_tests()
-
-
-def invoke(app: ModuleType, event: object) -> dict[str, Any]:
-    response: dict[str, Any] = app.lambda_handler(event, FakeLambdaContext())
-    return response
 
 
 def event_row(i: int) -> dict[str, object]:
@@ -118,21 +101,7 @@ def event_row(i: int) -> dict[str, object]:
 
 
 def bucket_keys(s3: S3Client) -> list[str]:
-    pages = s3.get_paginator("list_objects_v2").paginate(Bucket=BUCKET)
-    return sorted(o["Key"] for page in pages for o in page.get("Contents", []))
-
-
-def failures(response: dict[str, Any]) -> list[str]:
-    return sorted(item["itemIdentifier"] for item in response["batchItemFailures"])
-
-
-def emitted_metrics(output: str) -> list[dict[str, Any]]:
-    """The EMF documents Powertools printed (one per invocation)."""
-    documents = []
-    for line in output.splitlines():
-        if line.startswith("{") and '"_aws"' in line:
-            documents.append(json.loads(line))
-    return documents
+    return sorted(object_keys(s3, BUCKET))
 
 
 MALFORMED = {

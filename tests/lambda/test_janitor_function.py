@@ -5,11 +5,9 @@ and DuckDB (the merges and the queries read the objects over HTTP from moto's se
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
@@ -18,10 +16,9 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from icefloe.aws.lambda_runtime import reset_for_tests, runtime_from_environment
+from icefloe.aws.lambda_runtime import runtime_from_environment
 from icefloe.compaction.emr import EmrCompactionLauncher, EmrJobConfig
-from icefloe.ingest import Inserter
-from icefloe.merge import InProcessQueue, MergeOrchestrator, MergeWorker, merge_locally
+from icefloe.merge import InProcessQueue, MergeOrchestrator
 from icefloe.metastore.jobs import JobStore
 from icefloe.metastore.models import DataFile
 from icefloe.metastore.store import MetaStore
@@ -31,27 +28,38 @@ from icefloe.spec import Retention, TableSpec
 from support.aws import (
     ACCOUNT_ID,
     EMR_SERVERLESS_ENDPOINT_VARIABLE,
-    FAKE_AWS_ENVIRONMENT,
     REGION,
-    UNSET_AWS_VARIABLES,
-    FakeLambdaContext,
-    create_bucket,
     create_emr_application,
     function_environment,
+    scheduled_rule_event,
 )
-from support.template import import_handler_module, load_template
+from support.lambda_stack import (
+    BATCHES,
+    DAYS,
+    PREFIX,
+    TEMPLATE,
+    Deployment,
+    MotoWorld,
+    emitted_metrics,
+    fresh_runtime,
+    handler_module_fixture,
+    insert_small_batches,
+    invoke,
+    lambda_context,
+    merge_until_quiet,
+    object_keys,
+    schedule_event,
+    set_environment,
+    use_fake_aws,
+)
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
 
 pytestmark = pytest.mark.e2e
 
-TEMPLATE = load_template()
 JANITOR = TEMPLATE.functions()["JanitorFunction"]
-PREFIX = str(TEMPLATE.parameter_default("WarehousePrefix"))
 TABLE = "events"
-DAYS = 3
-BATCHES = 5
 COUNT_SQL = (
     "SELECT event, count(*) AS n, count(DISTINCT user_id) AS users, min(ts) AS first"
     " FROM events GROUP BY event ORDER BY event"
@@ -65,102 +73,36 @@ class Stack:
     app: ModuleType
 
     def invoke(self, event: object) -> dict[str, Any]:
-        context = FakeLambdaContext(
-            function_name=JANITOR.logical_id, memory_limit_in_mb=JANITOR.memory_size or 128
-        )
-        response: dict[str, Any] = self.app.lambda_handler(event, context)
-        return response
+        return invoke(self.app, event, lambda_context(JANITOR))
 
     def object_keys(self) -> set[str]:
-        pages = self.s3.get_paginator("list_objects_v2").paginate(Bucket=self.bucket)
-        return {o["Key"] for page in pages for o in page.get("Contents", [])}
+        return object_keys(self.s3, self.bucket)
 
 
-@pytest.fixture(scope="module")
-def app() -> ModuleType:
-    return import_handler_module(JANITOR)
+app = handler_module_fixture(JANITOR, name="app")
 
 
 @pytest.fixture
 def stack(
     monkeypatch: pytest.MonkeyPatch,
     moto_endpoint: str,
-    postgres_dsn: str,
-    schema_name: str,
+    deployment: Deployment,
     meta: MetaStore,
     events_spec: TableSpec,
     app: ModuleType,
-    tmp_path: Path,
 ) -> Iterator[Stack]:
     """The janitor's world as the template declares it, on a fresh bucket of the shared moto
     server, with the `events` table."""
-    for name in (
-        *UNSET_AWS_VARIABLES,
-        "ICEFLOE_DATABASE_SECRET_ARN",
-        "AWS_SECURITY_TOKEN",
-        "AWS_SESSION_TOKEN",
-    ):
-        monkeypatch.delenv(name, raising=False)
-    for name, value in FAKE_AWS_ENVIRONMENT.items():
-        if name not in ("AWS_SECURITY_TOKEN", "AWS_SESSION_TOKEN"):
-            monkeypatch.setenv(name, value)
-    bucket = f"icefloe-e2e-janitor-{uuid.uuid4().hex[:10]}"
-    s3 = boto3.client("s3", endpoint_url=moto_endpoint, region_name=REGION)
-    create_bucket(s3, TEMPLATE, bucket)
-    environment = function_environment(TEMPLATE, JANITOR, resources={"DataBucket": bucket})
-    assert environment["ICEFLOE_WAREHOUSE"] == f"s3://{bucket}/{PREFIX}"
-    environment.update(
-        ICEFLOE_DATABASE_URL=postgres_dsn,
-        ICEFLOE_DATABASE_SCHEMA=schema_name,
-        ICEFLOE_S3_ENDPOINT_URL=moto_endpoint,
-        ICEFLOE_HOME=str(tmp_path / "home"),
-        AWS_LAMBDA_FUNCTION_MEMORY_SIZE=str(JANITOR.memory_size),
-        POWERTOOLS_TRACE_DISABLED="1",
+    use_fake_aws(monkeypatch, session_token=False)
+    world = MotoWorld.create(moto_endpoint, "janitor", queues=False)
+    environment = deployment.environment(
+        JANITOR, resources={"DataBucket": world.bucket}, s3_endpoint=moto_endpoint, memory_size=True
     )
-    for name, value in environment.items():
-        monkeypatch.setenv(name, value)
+    assert environment["ICEFLOE_WAREHOUSE"] == f"s3://{world.bucket}/{PREFIX}"
+    set_environment(monkeypatch, environment)
     meta.create_table(events_spec)
-    reset_for_tests()
-    app.reset_for_tests()
-    try:
-        yield Stack(s3=s3, bucket=bucket, app=app)
-    finally:
-        app.reset_for_tests()
-        reset_for_tests()
-
-
-def insert_small_batches(table: str = TABLE, *, batches: int = BATCHES, rows: int = 60) -> None:
-    """``batches`` inserts, each writing one small file into each of ``DAYS`` day partitions."""
-    runtime = runtime_from_environment()
-    inserter = Inserter(meta=runtime.meta, objects=runtime.objects)
-    try:
-        for b in range(batches):
-            inserter.insert_rows(
-                table,
-                [
-                    {
-                        "ts": f"2026-05-0{1 + i % DAYS}T{i % 24:02d}:{b:02d}:00Z",
-                        "event": ("view", "click", "buy")[(i + b) % 3],
-                        "user_id": f"u{(i * 7 + b) % 13}",
-                    }
-                    for i in range(rows)
-                ],
-            )
-    finally:
-        inserter.close()
-
-
-def merge(table: str = TABLE) -> None:
-    """Merge until the planner finds nothing: the inputs stay in S3, dead in the meta store."""
-    runtime = runtime_from_environment()
-    settings = runtime.settings
-    worker = MergeWorker(
-        meta=runtime.meta,
-        objects=runtime.objects,
-        configure=lambda con: configure_s3_from_settings(con, settings),
-    )
-    report = merge_locally(meta=runtime.meta, worker=worker, table=table, until_quiet=True)
-    assert report.dead_letters == ()
+    with fresh_runtime(app):
+        yield Stack(s3=world.s3, bucket=world.bucket, app=app)
 
 
 def answer(sql: str = COUNT_SQL) -> list[dict[str, object]]:
@@ -191,27 +133,11 @@ def key_of(path: str) -> str:
 def merged_lake(meta: MetaStore) -> tuple[set[str], set[str]]:
     """Five small inserts into three day partitions, merged: the dead and the live keys."""
     insert_small_batches()
-    merge()
+    merge_until_quiet()
     dead = {key_of(f.path) for f in dead_files(meta)}
     live = {key_of(f.path) for f in meta.files(TABLE)}
     assert len(dead) == DAYS * BATCHES and len(live) == DAYS
     return dead, live
-
-
-def emitted_metrics(output: str) -> list[dict[str, Any]]:
-    """The EMF documents Powertools printed (one per invocation)."""
-    return [
-        json.loads(line)
-        for line in output.splitlines()
-        if line.startswith("{") and '"_aws"' in line
-    ]
-
-
-def schedule_event() -> object:
-    """What the template's schedule invokes the janitor with."""
-    (schedule,) = JANITOR.schedules
-    assert schedule.input is not None
-    return json.loads(schedule.input)
 
 
 def test_gc_with_retention_zero_deletes_exactly_the_dead_files_objects(
@@ -349,7 +275,7 @@ def test_a_young_orphan_survives_a_default_run(stack: Stack, meta: MetaStore) ->
 
     # When the schedule runs the janitor (each table's own retention and 1-day orphan grace),
     # and when an operator runs it with the shortest orphan grace allowed
-    scheduled = stack.invoke(schedule_event())
+    scheduled = stack.invoke(schedule_event(JANITOR))
     shortest = stack.invoke({"orphan_grace": "1h", "retention": "0s"})
 
     # Then the orphan is still there, and neither run found it
@@ -425,24 +351,14 @@ def test_the_scheduled_event_collects_every_table_by_its_own_retention(
         )
     for name in (TABLE, "clicks", "views"):
         insert_small_batches(name)
-        merge(name)
+        merge_until_quiet(name)
     dead = {name: {key_of(f.path) for f in dead_files(meta, name)} for name in ("clicks", "views")}
     kept = {key_of(f.path) for f in every_file(meta, TABLE)}
     assert all(len(keys) == DAYS * BATCHES for keys in dead.values())
 
     # When the schedule invokes the janitor, as Scheduler (its Input) and as an EventBridge rule
-    report = stack.invoke(schedule_event())
-    rule_event = {
-        "version": "0",
-        "id": str(uuid.uuid4()),
-        "detail-type": "Scheduled Event",
-        "source": "aws.events",
-        "account": "123456789012",
-        "time": "2026-05-04T00:00:00Z",
-        "region": REGION,
-        "resources": [],
-        "detail": {},
-    }
+    report = stack.invoke(schedule_event(JANITOR))
+    rule_event = scheduled_rule_event()
     again = stack.invoke(rule_event)
 
     # Then every table was collected, each by its own retention
@@ -508,7 +424,7 @@ def test_a_compaction_job_whose_end_event_was_lost_is_settled_by_asking_emr(
 
     # When the schedule runs the janitor
     capsys.readouterr()
-    report = stack.invoke(schedule_event())
+    report = stack.invoke(schedule_event(JANITOR))
 
     # Then it asked EMR Serverless, settled the job as it ended, and freed the files
     assert report["jobs_settled"] == 1
@@ -518,4 +434,4 @@ def test_a_compaction_job_whose_end_event_was_lost_is_settled_by_asking_emr(
     assert emf["JobsSettled"] == [1]
 
     # And a second run has nothing left to settle
-    assert stack.invoke(schedule_event())["jobs_settled"] == 0
+    assert stack.invoke(schedule_event(JANITOR))["jobs_settled"] == 0

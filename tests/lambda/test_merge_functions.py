@@ -10,11 +10,9 @@ import uuid
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-import boto3
 import pytest
 
 from icefloe.aws import lambda_runtime
@@ -31,20 +29,31 @@ from icefloe.merge import InProcessQueue, MergeOrchestrator, MergeTask
 from icefloe.metastore.store import MetaStore
 from icefloe.spec import TableSpec
 from support.aws import (
-    FAKE_AWS_ENVIRONMENT,
-    REGION,
-    UNSET_AWS_VARIABLES,
     CreatedQueue,
-    FakeLambdaContext,
-    create_bucket,
-    create_queues,
     delete_succeeded,
-    function_environment,
     receive,
+    scheduled_rule_event,
     send_messages,
     sqs_event,
 )
-from support.template import FunctionDecl, import_handler_module, load_template
+from support.lambda_stack import (
+    BATCHES,
+    DAYS,
+    PREFIX,
+    TEMPLATE,
+    DeployedFunctions,
+    Deployment,
+    MotoWorld,
+    emitted_metrics,
+    failures,
+    fresh_runtime,
+    handler_module_fixture,
+    insert_small_batches,
+    object_keys,
+    schedule_event,
+    set_environment,
+    use_fake_aws,
+)
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -53,38 +62,22 @@ if TYPE_CHECKING:
 
 pytestmark = pytest.mark.e2e
 
-TEMPLATE = load_template()
 FUNCTIONS = TEMPLATE.functions()
 ORCHESTRATOR = FUNCTIONS["MergeOrchestratorFunction"]
 WORKER = FUNCTIONS["MergeWorkerFunction"]
 (WORKER_SOURCE,) = WORKER.sqs_events
 MERGE_QUEUE = TEMPLATE.queues()[WORKER_SOURCE.queue]
-PREFIX = str(TEMPLATE.parameter_default("WarehousePrefix"))
 TABLE = "events"
-DAYS = 3
-BATCHES = 5
 
 
 @dataclass
-class Stack:
+class Stack(DeployedFunctions):
     s3: S3Client
     sqs: SQSClient
     bucket: str
     queue: CreatedQueue
     dlq: CreatedQueue
     max_receive_count: int
-    environments: dict[str, dict[str, str]]  # function logical id -> its environment
-    monkeypatch: pytest.MonkeyPatch
-
-    def invoke(self, app: ModuleType, function: FunctionDecl, event: object) -> dict[str, Any]:
-        """Invoke ``function``'s handler with its environment as deployed."""
-        for name, value in self.environments[function.logical_id].items():
-            self.monkeypatch.setenv(name, value)
-        context = FakeLambdaContext(
-            function_name=function.logical_id, memory_limit_in_mb=function.memory_size or 128
-        )
-        response: dict[str, Any] = app.lambda_handler(event, context)
-        return response
 
     def queue_depth(self, queue: CreatedQueue) -> int:
         """Messages still on ``queue``, visible or in flight."""
@@ -98,108 +91,51 @@ class Stack:
         return sum(int(value) for value in attributes.values())
 
 
-@pytest.fixture(scope="module")
-def orchestrator_app() -> ModuleType:
-    return import_handler_module(ORCHESTRATOR)
-
-
-@pytest.fixture(scope="module")
-def worker_app() -> ModuleType:
-    return import_handler_module(WORKER)
+orchestrator_app = handler_module_fixture(ORCHESTRATOR, name="orchestrator_app")
+worker_app = handler_module_fixture(WORKER, name="worker_app")
 
 
 @pytest.fixture
 def stack(
     monkeypatch: pytest.MonkeyPatch,
     moto_endpoint: str,
-    postgres_dsn: str,
-    schema_name: str,
+    deployment: Deployment,
     meta: MetaStore,
     events_spec: TableSpec,
     orchestrator_app: ModuleType,
-    tmp_path: Path,
 ) -> Iterator[Stack]:
     """Both merge functions' world as the template declares it, on a fresh bucket and fresh
     queues of the shared moto server, with the `events` table."""
-    for name in (
-        *UNSET_AWS_VARIABLES,
-        "ICEFLOE_DATABASE_SECRET_ARN",
-        "ICEFLOE_MERGE_MEMORY_LIMIT",
-        "ICEFLOE_MERGE_THREADS",
-        "AWS_SECURITY_TOKEN",
-        "AWS_SESSION_TOKEN",
-    ):
-        monkeypatch.delenv(name, raising=False)
-    for name, value in FAKE_AWS_ENVIRONMENT.items():
-        if name not in ("AWS_SECURITY_TOKEN", "AWS_SESSION_TOKEN"):
-            monkeypatch.setenv(name, value)
+    use_fake_aws(monkeypatch, session_token=False)
     # boto3's own endpoint setting sends the orchestrator's SQS client to the moto server.
     monkeypatch.setenv("AWS_ENDPOINT_URL_SQS", moto_endpoint)
 
-    unique = uuid.uuid4().hex[:10]
-    bucket = f"icefloe-e2e-merge-{unique}"
-    s3 = boto3.client("s3", endpoint_url=moto_endpoint, region_name=REGION)
-    sqs = boto3.client("sqs", endpoint_url=moto_endpoint, region_name=REGION)
-    create_bucket(s3, TEMPLATE, bucket)
-    queues = create_queues(sqs, TEMPLATE, name_prefix=f"t{unique}-")
+    world = MotoWorld.create(moto_endpoint, "merge")
     assert MERGE_QUEUE.dead_letter_target is not None and MERGE_QUEUE.max_receive_count
-    resources = {"DataBucket": bucket, "MergeQueue": queues[MERGE_QUEUE.logical_id].url}
+    resources = {"DataBucket": world.bucket, "MergeQueue": world.queues[MERGE_QUEUE.logical_id].url}
     environments = {}
     for function in (ORCHESTRATOR, WORKER):
-        environment = function_environment(TEMPLATE, function, resources=resources)
-        environment.update(
-            ICEFLOE_DATABASE_URL=postgres_dsn,
-            ICEFLOE_DATABASE_SCHEMA=schema_name,
-            ICEFLOE_S3_ENDPOINT_URL=moto_endpoint,
-            ICEFLOE_HOME=str(tmp_path / "home"),
-            AWS_LAMBDA_FUNCTION_MEMORY_SIZE=str(function.memory_size),
-            POWERTOOLS_TRACE_DISABLED="1",
+        environment = deployment.environment(
+            function, resources=resources, s3_endpoint=moto_endpoint, memory_size=True
         )
-        assert environment["ICEFLOE_WAREHOUSE"] == f"s3://{bucket}/{PREFIX}"
+        assert environment["ICEFLOE_WAREHOUSE"] == f"s3://{world.bucket}/{PREFIX}"
         environments[function.logical_id] = environment
     assert (
         environments[ORCHESTRATOR.logical_id]["ICEFLOE_MERGE_QUEUE_URL"] == resources["MergeQueue"]
     )
-    for name, value in environments[WORKER.logical_id].items():
-        monkeypatch.setenv(name, value)
+    set_environment(monkeypatch, environments[WORKER.logical_id])
     meta.create_table(events_spec)
-    reset_for_tests()
-    orchestrator_app.reset_for_tests()
-    try:
+    with fresh_runtime(orchestrator_app):
         yield Stack(
-            s3=s3,
-            sqs=sqs,
-            bucket=bucket,
-            queue=queues[MERGE_QUEUE.logical_id],
-            dlq=queues[MERGE_QUEUE.dead_letter_target],
+            s3=world.s3,
+            sqs=world.sqs,
+            bucket=world.bucket,
+            queue=world.queues[MERGE_QUEUE.logical_id],
+            dlq=world.queues[MERGE_QUEUE.dead_letter_target],
             max_receive_count=MERGE_QUEUE.max_receive_count,
             environments=environments,
             monkeypatch=monkeypatch,
         )
-    finally:
-        orchestrator_app.reset_for_tests()
-        reset_for_tests()
-
-
-def insert_small_batches(*, batches: int = BATCHES, rows: int = 60) -> None:
-    """``batches`` inserts, each writing one small file into each of ``DAYS`` day partitions."""
-    runtime = runtime_from_environment()
-    inserter = Inserter(meta=runtime.meta, objects=runtime.objects)
-    try:
-        for b in range(batches):
-            inserter.insert_rows(
-                TABLE,
-                [
-                    {
-                        "ts": f"2026-05-0{1 + i % DAYS}T{i % 24:02d}:{b:02d}:00Z",
-                        "event": ("view", "click", "buy")[(i + b) % 3],
-                        "user_id": f"u{(i * 7 + b) % 13}",
-                    }
-                    for i in range(rows)
-                ],
-            )
-    finally:
-        inserter.close()
 
 
 def planned_groups(meta: MetaStore) -> set[tuple[str, tuple[int, ...]]]:
@@ -213,33 +149,12 @@ def files_per_partition(meta: MetaStore) -> dict[str, int]:
 
 
 def bucket_keys(stack: Stack) -> set[str]:
-    pages = stack.s3.get_paginator("list_objects_v2").paginate(Bucket=stack.bucket)
-    return {o["Key"] for page in pages for o in page.get("Contents", [])}
-
-
-def failures(response: dict[str, Any]) -> list[str]:
-    return sorted(item["itemIdentifier"] for item in response["batchItemFailures"])
-
-
-def emitted_metrics(output: str) -> list[dict[str, Any]]:
-    """The EMF documents Powertools printed (one per invocation)."""
-    return [
-        json.loads(line)
-        for line in output.splitlines()
-        if line.startswith("{") and '"_aws"' in line
-    ]
-
-
-def schedule_event() -> object:
-    """What the template's schedule invokes the orchestrator with."""
-    (schedule,) = ORCHESTRATOR.schedules
-    assert schedule.input is not None
-    return json.loads(schedule.input)
+    return object_keys(stack.s3, stack.bucket)
 
 
 def orchestrate(stack: Stack, app: ModuleType) -> tuple[dict[str, Any], list[MessageTypeDef]]:
     """Run the scheduled orchestrator and receive every task it sent."""
-    summary = stack.invoke(app, ORCHESTRATOR, schedule_event())
+    summary = stack.invoke(app, ORCHESTRATOR, schedule_event(ORCHESTRATOR))
     messages = receive(stack.sqs, stack.queue.url, limit=100)
     return summary, messages
 
@@ -375,17 +290,7 @@ def test_an_eventbridge_scheduled_event_orchestrates_every_table(
 ) -> None:
     # The event a classic EventBridge rule (a SAM `Schedule` event without Input) sends.
     insert_small_batches()
-    event = {
-        "version": "0",
-        "id": str(uuid.uuid4()),
-        "detail-type": "Scheduled Event",
-        "source": "aws.events",
-        "account": "123456789012",
-        "time": "2026-05-04T00:00:00Z",
-        "region": REGION,
-        "resources": [],
-        "detail": {},
-    }
+    event = scheduled_rule_event()
 
     summary = stack.invoke(orchestrator_app, ORCHESTRATOR, event)
 

@@ -7,65 +7,47 @@ import json
 import urllib.request
 from collections.abc import Iterator
 from types import ModuleType
-from typing import Any
 
 import boto3
 import pytest
 
-from icefloe.aws.lambda_runtime import reset_for_tests, runtime_from_environment
+from icefloe.aws.lambda_runtime import runtime_from_environment
 from icefloe.ingest import Inserter
 from icefloe.metastore.store import MetaStore
 from icefloe.spec import TableSpec
-from support.aws import (
-    FAKE_AWS_ENVIRONMENT,
-    REGION,
-    UNSET_AWS_VARIABLES,
-    FakeLambdaContext,
-    create_bucket,
-    function_environment,
+from support.aws import REGION, create_bucket
+from support.lambda_stack import (
+    TEMPLATE,
+    Deployment,
+    fresh_runtime,
+    handler_module_fixture,
+    invoke,
+    set_environment,
+    use_fake_aws,
 )
-from support.template import import_handler_module, load_template
 
 pytestmark = pytest.mark.e2e
 
-TEMPLATE = load_template()
 QUERY = TEMPLATE.functions()["QueryFunction"]
 BUCKET = "icefloe-e2e-query"
 
-
-@pytest.fixture(scope="module")
-def app() -> ModuleType:
-    return import_handler_module(QUERY)
+app = handler_module_fixture(QUERY, name="app")
 
 
 @pytest.fixture
 def deployed(
     monkeypatch: pytest.MonkeyPatch,
     moto_endpoint: str,
-    postgres_dsn: str,
-    schema_name: str,
+    deployment: Deployment,
     meta: MetaStore,
     app: ModuleType,
-    tmp_path: Any,
 ) -> Iterator[None]:
-    for name in (*UNSET_AWS_VARIABLES, "ICEFLOE_DATABASE_SECRET_ARN"):
-        monkeypatch.delenv(name, raising=False)
-    environment = {**FAKE_AWS_ENVIRONMENT}
-    environment.pop("AWS_SECURITY_TOKEN", None)
-    environment.pop("AWS_SESSION_TOKEN", None)
-    monkeypatch.delenv("AWS_SECURITY_TOKEN", raising=False)
-    monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
-    environment.update(function_environment(TEMPLATE, QUERY, resources={"DataBucket": BUCKET}))
-    environment.update(
-        ICEFLOE_DATABASE_URL=postgres_dsn,
-        ICEFLOE_DATABASE_SCHEMA=schema_name,
-        ICEFLOE_S3_ENDPOINT_URL=moto_endpoint,
-        ICEFLOE_HOME=str(tmp_path / "home"),
-        POWERTOOLS_TRACE_DISABLED="1",
+    use_fake_aws(monkeypatch, session_token=False)
+    environment = deployment.environment(
+        QUERY, resources={"DataBucket": BUCKET}, s3_endpoint=moto_endpoint
     )
     assert environment["ICEFLOE_RESULTS"] == f"s3://{BUCKET}/results"
-    for name, value in environment.items():
-        monkeypatch.setenv(name, value)
+    set_environment(monkeypatch, environment)
     s3 = boto3.client("s3", endpoint_url=moto_endpoint, region_name=REGION)
     if BUCKET not in [b["Name"] for b in s3.list_buckets()["Buckets"]]:
         create_bucket(s3, TEMPLATE, BUCKET)
@@ -76,26 +58,18 @@ def deployed(
             partition_by="day(ts)",
         )
     )
-    reset_for_tests()
-    app.reset_for_tests()
-    runtime = runtime_from_environment()
-    inserter = Inserter(meta=runtime.meta, objects=runtime.objects)
-    inserter.insert_rows(
-        "events",
-        [
-            {"ts": f"2026-05-0{1 + i % 3}T10:00:00Z", "event": f"e{i % 4}", "n": i}
-            for i in range(3000)
-        ],
-    )
-    inserter.close()
-    yield
-    app.reset_for_tests()
-    reset_for_tests()
-
-
-def invoke(app: ModuleType, event: object) -> dict[str, Any]:
-    response: dict[str, Any] = app.lambda_handler(event, FakeLambdaContext())
-    return response
+    with fresh_runtime(app):
+        runtime = runtime_from_environment()
+        inserter = Inserter(meta=runtime.meta, objects=runtime.objects)
+        inserter.insert_rows(
+            "events",
+            [
+                {"ts": f"2026-05-0{1 + i % 3}T10:00:00Z", "event": f"e{i % 4}", "n": i}
+                for i in range(3000)
+            ],
+        )
+        inserter.close()
+        yield
 
 
 def test_a_small_result_comes_back_inline(app: ModuleType, deployed: None) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -206,6 +207,21 @@ def job_state_change_event(
             "updatedAt": "2026-05-04T00:00:00Z",
             "createdAt": "2026-05-04T00:00:00Z",
         },
+    }
+
+
+def scheduled_rule_event() -> dict[str, Any]:
+    """The event a classic EventBridge rule (a SAM ``Schedule`` event without Input) sends."""
+    return {
+        "version": "0",
+        "id": str(uuid.uuid4()),
+        "detail-type": "Scheduled Event",
+        "source": "aws.events",
+        "account": ACCOUNT_ID,
+        "time": "2026-05-04T00:00:00Z",
+        "region": REGION,
+        "resources": [],
+        "detail": {},
     }
 
 
