@@ -7,9 +7,12 @@ data directory), or on ``icefloe db stop``.
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +45,9 @@ def embedded_database_url(data_dir: Path) -> str:
         module = _server_module()
         data_dir.parent.mkdir(parents=True, exist_ok=True)
         try:
-            with warnings.catch_warnings():
+            # Two processes starting at once would both create the data directory (the wheel
+            # does not guard that): start one at a time; the second then joins the first's.
+            with _startup_lock(data_dir), warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 server = module.get_server(data_dir, cleanup_mode="stop")
         except Exception as e:  # the wheel raises plain subprocess/OS errors
@@ -52,6 +57,18 @@ def embedded_database_url(data_dir: Path) -> str:
         _servers[data_dir] = server
         logger.info("embedded Postgres ready in %s", data_dir)
     return str(server.get_uri())
+
+
+@contextmanager
+def _startup_lock(data_dir: Path) -> Iterator[None]:
+    """An exclusive lock on a file beside ``data_dir`` (``flock``: released if we die)."""
+    lock_path = data_dir.with_name(f".{data_dir.name}.lock")
+    with open(lock_path, "a+b") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def stop_embedded(data_dir: Path) -> bool:
