@@ -63,3 +63,42 @@ def write_results(name: str, payload: dict[str, Any]) -> Path:
     }
     path.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
     return path
+
+
+def status_kib(field: str) -> int:
+    """A ``/proc/self/status`` field in KiB (``VmRSS``, ``VmHWM``): Linux only."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise RuntimeError(f"no {field} in /proc/self/status")
+
+
+def reset_peak() -> None:
+    """Reset VmHWM to the current RSS (Linux: writing 5 to clear_refs), so a later peak is
+    this process's peak from now on."""
+    Path("/proc/self/clear_refs").write_text("5")
+
+
+def copy_table_files(meta: Any, objects: Any, *, source: str, target: str) -> None:
+    """Register copies of ``source``'s live files under the existing table ``target`` (fresh
+    objects, the same rows and ids), so every run works on its own inputs."""
+    from icefloe.datafiles import new_data_key
+    from icefloe.metastore.models import NewFile
+
+    copies = []
+    for f in meta.files(source):
+        key = new_data_key(table=target, partition_path=f.partition_path)
+        objects.put_file(key, Path(objects.uri(f.path)))
+        copies.append(
+            NewFile(
+                path=key,
+                partition_path=f.partition_path,
+                size_bytes=f.size_bytes,
+                row_count=f.row_count,
+                row_group_count=f.row_group_count,
+                partition_values=dict(f.partition_values),
+                partition_start=f.partition_start,
+                column_stats=dict(f.column_stats),
+            )
+        )
+    meta.commit_append(target, files=copies)

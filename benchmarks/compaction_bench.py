@@ -55,7 +55,13 @@ from typing import Any
 import duckdb
 import psutil
 
-from benchmarks.common import benchmark_postgres, write_results
+from benchmarks.common import (
+    benchmark_postgres,
+    copy_table_files,
+    reset_peak,
+    status_kib,
+    write_results,
+)
 from icefloe.aws.lambda_runtime import merge_limits_from_environment
 from icefloe.compaction import CompactionManifest, claim_partitions, compact_with_spark
 from icefloe.config import WarehouseLocation
@@ -187,23 +193,7 @@ def copy_and_claim(meta: MetaStore, objects: LocalObjectStore, source: str) -> C
     """A new table holding copies of ``source``'s files, its partition claimed whole."""
     table = f"c_{uuid.uuid4().hex[:10]}"
     meta.create_table(_spec(table))
-    copies = []
-    for f in meta.files(source):
-        key = new_data_key(table=table, partition_path=f.partition_path)
-        objects.put_file(key, Path(objects.uri(f.path)))
-        copies.append(
-            NewFile(
-                path=key,
-                partition_path=f.partition_path,
-                size_bytes=f.size_bytes,
-                row_count=f.row_count,
-                row_group_count=f.row_group_count,
-                partition_values=dict(f.partition_values),
-                partition_start=f.partition_start,
-                column_stats=dict(f.column_stats),
-            )
-        )
-    meta.commit_append(table, files=copies)
+    copy_table_files(meta, objects, source=source, target=table)
     manifest = claim_partitions(meta, table)
     if manifest is None or len(manifest.groups) != 1:
         raise RuntimeError(f"could not claim the partition of {table}: {manifest}")
@@ -215,18 +205,6 @@ def copy_and_claim(meta: MetaStore, objects: LocalObjectStore, source: str) -> C
 
 def _emit(record: dict[str, Any]) -> None:
     print(MARK + json.dumps(record), flush=True)
-
-
-def _status_kib(field: str) -> int:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1])
-    raise RuntimeError(f"no {field} in /proc/self/status")
-
-
-def _reset_peak() -> None:
-    # Linux: writing 5 to clear_refs resets VmHWM to the current RSS.
-    Path("/proc/self/clear_refs").write_text("5")
 
 
 def _probe(engine: str, sources: list[str], runs: int) -> None:
@@ -262,8 +240,8 @@ def _probe(engine: str, sources: list[str], runs: int) -> None:
                 (group,) = manifest.groups
                 inputs = meta.files_by_id(manifest.table, group.file_ids)
                 rows_in = sum(f.row_count for f in inputs)
-                rss_before = _status_kib("VmRSS")
-                _reset_peak()
+                rss_before = status_kib("VmRSS")
+                reset_peak()
                 start = time.monotonic()
                 if spark is not None:
                     result = compact_with_spark(
@@ -286,7 +264,7 @@ def _probe(engine: str, sources: list[str], runs: int) -> None:
                     merged = worker.run(task)
                     status, rows_out = merged.status, merged.rows_out
                 end = time.monotonic()
-                hwm = _status_kib("VmHWM")
+                hwm = status_kib("VmHWM")
                 if status != "committed" or rows_out != rows_in:
                     raise RuntimeError(f"{engine} compaction of {source} went wrong: {status}")
                 out = meta.files(manifest.table)

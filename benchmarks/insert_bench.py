@@ -27,7 +27,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from benchmarks.common import benchmark_postgres, write_results
+from benchmarks.common import benchmark_postgres, reset_peak, status_kib, write_results
 from icefloe.datafiles import encode_parquet, new_data_key, new_file_record, with_json_columns
 from icefloe.ingest import Inserter
 from icefloe.ingest.row_ids import new_row_ids
@@ -158,24 +158,12 @@ def _memory_probe(dsn: str, schema: str, events: int) -> dict[str, int]:
         table = f"m{uuid.uuid4().hex[:8]}"
         meta.create_table(_spec(table))
         inserter = Inserter(meta=meta, objects=LocalObjectStore(Path(tmp)), duckdb_threads=1)
-        before = _status_kib("VmRSS")
-        _reset_peak()
+        before = status_kib("VmRSS")
+        reset_peak()
         inserter.insert_rows(table, rows)
-        peak = _status_kib("VmHWM")
+        peak = status_kib("VmHWM")
         inserter.close()
     return {"events": events, "rss_before_kib": before, "peak_kib": peak}
-
-
-def _status_kib(field: str) -> int:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1])
-    raise RuntimeError(f"no {field} in /proc/self/status")
-
-
-def _reset_peak() -> None:
-    # Linux: writing 5 to clear_refs resets VmHWM to the current RSS.
-    Path("/proc/self/clear_refs").write_text("5")
 
 
 def bench_memory(dsn: str, schema: str, events: int) -> dict[str, Any]:

@@ -33,13 +33,18 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
-from benchmarks.common import benchmark_postgres, median_seconds, write_results
+from benchmarks.common import (
+    benchmark_postgres,
+    copy_table_files,
+    median_seconds,
+    reset_peak,
+    status_kib,
+    write_results,
+)
 from icefloe import duck
-from icefloe.datafiles import new_data_key
 from icefloe.ingest import Inserter
 from icefloe.ingest.row_ids import ROW_ID_COLUMN
 from icefloe.merge import MergeLimits, MergeTask, MergeWorker, merge_locally
-from icefloe.metastore.models import NewFile
 from icefloe.metastore.store import MetaStore
 from icefloe.query import QueryEngine
 from icefloe.sample_events import EVENTS_SCHEMA, sample_events
@@ -119,23 +124,7 @@ def copy_and_claim(meta: MetaStore, objects: LocalObjectStore, source: str) -> M
     """A new table holding copies of ``source``'s files, all claimed: one task, ready to run."""
     table = f"m_{uuid.uuid4().hex[:10]}"
     meta.create_table(_throughput_spec(table))
-    copies = []
-    for f in meta.files(source):
-        key = new_data_key(table=table, partition_path=f.partition_path)
-        objects.put_file(key, Path(objects.uri(f.path)))
-        copies.append(
-            NewFile(
-                path=key,
-                partition_path=f.partition_path,
-                size_bytes=f.size_bytes,
-                row_count=f.row_count,
-                row_group_count=f.row_group_count,
-                partition_values=dict(f.partition_values),
-                partition_start=f.partition_start,
-                column_stats=dict(f.column_stats),
-            )
-        )
-    meta.commit_append(table, files=copies)
+    copy_table_files(meta, objects, source=source, target=table)
     live = meta.files(table)
     ids = tuple(f.file_id for f in live)
     token = meta.claim_files(table, ids, lease=LEASE)
@@ -235,32 +224,20 @@ def _memory_probe(kind: str, source: str) -> dict[str, Any]:
         if kind == "worker":
             task = copy_and_claim(meta, objects, source)
             worker = MergeWorker(meta=meta, objects=objects, limits=LIMITS)
-            before = _status_kib("VmRSS")
-            _reset_peak()
+            before = status_kib("VmRSS")
+            reset_peak()
             outcome = worker.run(task)
-            peak = _status_kib("VmHWM")
+            peak = status_kib("VmHWM")
             if outcome.status != "committed":
                 raise RuntimeError(f"probe merge went wrong: {outcome}")
         else:
             uris = [objects.uri(f.path) for f in meta.files(source)]
             sql = baseline_sql(uris, Path(tmp) / "out.parquet")
-            before = _status_kib("VmRSS")
-            _reset_peak()
+            before = status_kib("VmRSS")
+            reset_peak()
             run_baseline(sql)
-            peak = _status_kib("VmHWM")
+            peak = status_kib("VmHWM")
     return {"kind": kind, "rss_before_kib": before, "peak_kib": peak}
-
-
-def _status_kib(field: str) -> int:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1])
-    raise RuntimeError(f"no {field} in /proc/self/status")
-
-
-def _reset_peak() -> None:
-    # Linux: writing 5 to clear_refs resets VmHWM to the current RSS.
-    Path("/proc/self/clear_refs").write_text("5")
 
 
 def bench_memory(dsn: str, schema: str, root: Path, source: str, kind: str) -> dict[str, Any]:

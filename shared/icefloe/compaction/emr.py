@@ -63,6 +63,12 @@ class EmrJobConfig:
             raise ConfigError(
                 f"{ENV_PREFIX}JOB_TIMEOUT_MINUTES: {timeout!r} is not a positive integer"
             )
+        if int(timeout) * 60 >= DEFAULT_COMPACTION_LEASE.total_seconds():
+            # A job still running when its claims' lease ends could see its files claimed again.
+            raise ConfigError(
+                f"{ENV_PREFIX}JOB_TIMEOUT_MINUTES: {timeout} minutes must stay below the"
+                f" compaction lease ({int(DEFAULT_COMPACTION_LEASE.total_seconds() // 60)} minutes)"
+            )
         return cls(
             application_id=application,
             execution_role_arn=environ[ENV_PREFIX + "JOB_ROLE_ARN"],

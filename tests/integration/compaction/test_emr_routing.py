@@ -9,10 +9,12 @@ from datetime import timedelta
 from typing import Any
 
 import boto3
+import psycopg
 import pytest
 from moto import mock_aws
+from psycopg import sql
 
-from icefloe.compaction.emr import EmrCompactionLauncher, EmrJobConfig
+from icefloe.compaction.emr import EmrCompactionLauncher, EmrJobConfig, LaunchedJob
 from icefloe.compaction.manifest import CompactionManifest
 from icefloe.compaction.tracking import handle_job_state_change, outputs_prefix
 from icefloe.errors import NotFoundError
@@ -72,6 +74,24 @@ def launcher(lake: Lake, client: RecordingClient, application_id: str) -> EmrCom
         log_uri="s3://artifacts/icefloe/logs/",
     )
     return EmrCompactionLauncher(meta=lake.meta, objects=lake.objects, client=client, config=config)
+
+
+def start_job(lake: Lake, client: RecordingClient, application_id: str) -> LaunchedJob:
+    """One EMR job over every heavy group of ``events``, as the orchestrator would start it."""
+    groups = MergeOrchestrator(meta=lake.meta, sender=InProcessQueue()).plan("events")
+    job = launcher(lake, client, application_id).launch("events", groups)
+    assert job is not None
+    return job
+
+
+def update_jobs(lake: Lake, dsn: str, assignments: str) -> None:
+    """Rewrite every compaction job record (``SET`` clause): time passing, an app replaced."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL("UPDATE {}.compaction_jobs SET " + assignments).format(  # type: ignore[arg-type]
+                sql.Identifier(lake.meta.schema)
+            )
+        )
 
 
 def test_groups_above_the_lambda_cap_start_one_emr_job_with_the_expected_request(
@@ -147,10 +167,7 @@ def test_a_failed_job_state_event_releases_its_claims_and_deletes_its_outputs(
 ) -> None:
     client, application_id = emr
     heavy_lake(lake)
-    job = launcher(lake, client, application_id).launch(
-        "events", MergeOrchestrator(meta=lake.meta, sender=InProcessQueue()).plan("events")
-    )
-    assert job is not None
+    job = start_job(lake, client, application_id)
     # The job's tasks uploaded an output each and listed them, then the job failed
     outputs = [f"events/data/day=2026-03-01/spark-output-{n}.parquet" for n in range(2)]
     for key in outputs:
@@ -177,21 +194,10 @@ def test_a_failed_job_state_event_releases_its_claims_and_deletes_its_outputs(
 def test_the_janitor_settles_a_job_whose_end_event_was_lost(
     lake: Lake, emr: tuple[RecordingClient, str], postgres_dsn: str
 ) -> None:
-    import psycopg
-    from psycopg import sql
-
     client, application_id = emr
     heavy_lake(lake)
-    job = launcher(lake, client, application_id).launch(
-        "events", MergeOrchestrator(meta=lake.meta, sender=InProcessQueue()).plan("events")
-    )
-    assert job is not None
-    with psycopg.connect(postgres_dsn, autocommit=True) as conn:  # started 20 minutes ago
-        conn.execute(
-            sql.SQL(
-                "UPDATE {}.compaction_jobs SET created_at = now() - interval '20 minutes'"
-            ).format(sql.Identifier(lake.meta.schema))
-        )
+    job = start_job(lake, client, application_id)
+    update_jobs(lake, postgres_dsn, "created_at = now() - interval '20 minutes'")
 
     report = Janitor(
         meta=lake.meta, objects=lake.objects, emr_client=client, emr_application_id=application_id
@@ -226,26 +232,15 @@ def test_a_refused_start_is_one_tables_failure_and_the_other_tables_still_merge(
 def test_reconciliation_settles_a_job_emr_no_longer_knows_and_forgets_old_settled_jobs(
     lake: Lake, emr: tuple[RecordingClient, str], postgres_dsn: str
 ) -> None:
-    import psycopg
-    from psycopg import sql
-
     client, application_id = emr
     heavy_lake(lake)
-    job = launcher(lake, client, application_id).launch(
-        "events", MergeOrchestrator(meta=lake.meta, sender=InProcessQueue()).plan("events")
-    )
-    assert job is not None
-
-    def update(statement: str) -> None:
-        with psycopg.connect(postgres_dsn, autocommit=True) as conn:
-            conn.execute(
-                sql.SQL(statement).format(sql.Identifier(lake.meta.schema))  # type: ignore[arg-type]
-            )
+    job = start_job(lake, client, application_id)
 
     # Given a job recorded on an application that was replaced since
-    update(
-        "UPDATE {}.compaction_jobs SET created_at = now() - interval '20 minutes',"
-        " application_id = 'replaced-app'"
+    update_jobs(
+        lake,
+        postgres_dsn,
+        "created_at = now() - interval '20 minutes', application_id = 'replaced-app'",
     )
     janitor = Janitor(
         meta=lake.meta, objects=lake.objects, emr_client=client, emr_application_id=application_id
@@ -255,7 +250,7 @@ def test_reconciliation_settles_a_job_emr_no_longer_knows_and_forgets_old_settle
     assert not any(f.claimed for f in lake.meta.files("events"))
 
     # And a week after settling, its record and manifest are gone
-    update("UPDATE {}.compaction_jobs SET settled_at = now() - interval '8 days'")
+    update_jobs(lake, postgres_dsn, "settled_at = now() - interval '8 days'")
     janitor.run()
     assert JobStore(lake.meta).unsettled(older_than=timedelta(0)) == []
     with pytest.raises(NotFoundError):

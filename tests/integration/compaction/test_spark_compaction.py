@@ -5,6 +5,7 @@ on one partition that leaves the others committed."""
 from __future__ import annotations
 
 from collections import Counter
+from datetime import timedelta
 from typing import Any
 
 import pyarrow.parquet as pq
@@ -156,6 +157,7 @@ def test_a_conflict_on_one_partition_leaves_the_others_committed_and_its_outputs
     live = lake.meta.files("events")
     victim_files = [f for f in live if f.partition_path == victim.partition_path]
     assert len(victim_files) == 3  # four inputs, one deleted, none replaced
+    assert not any(f.claimed for f in victim_files)  # its claim was released
     # The victim partition's Spark outputs are gone; the others' are registered
     after = {o.key for o in lake.objects.list_prefix("events/data/")}
     new_objects = after - before_objects
@@ -193,3 +195,26 @@ def test_a_custom_merge_query_is_refused_by_spark_naming_the_duckdb_engine(
             location=WarehouseLocation(scheme="file", path=lake.objects.root),
             manifest=manifest,
         )
+
+
+def test_a_failed_local_compaction_settles_its_job_and_frees_its_claims(
+    lake: Lake, spark: Any
+) -> None:
+    from icefloe.compaction.local import compact_locally
+    from icefloe.config import Settings
+    from icefloe.metastore.jobs import JobStore
+
+    lake.create(merge="sql:SELECT * FROM events", sizes=SizeTargets(min_files_to_merge=2))
+    lake.insert_batches("events", batches=2, rows=10, days=1)
+    settings = Settings.from_env({"ICEFLOE_WAREHOUSE": str(lake.objects.root)})
+    with pytest.raises(SparkMergeUnsupportedError):
+        compact_locally(
+            meta=lake.meta,
+            objects=lake.objects,
+            settings=settings,
+            table="events",
+            engine="spark",
+            spark=spark,
+        )
+    assert not any(f.claimed for f in lake.meta.files("events"))
+    assert JobStore(lake.meta).unsettled(older_than=timedelta(0)) == []

@@ -312,3 +312,31 @@ def test_the_orphan_limit_counts_orphans_not_listed_objects(merged_lake: Lake) -
     # Then the 14 registered objects listed first do not use up the limit
     assert report.tables[0].orphan_paths == (orphan,)
     assert orphan not in objects_of(lake)
+
+
+def test_the_sweep_spares_objects_written_while_a_compaction_job_runs(
+    merged_lake: Lake, postgres_dsn: str
+) -> None:
+    from icefloe.metastore.jobs import JobStore
+
+    # Given a compaction job that started three hours ago and has not finished (within its
+    # claims' lease: reconciliation leaves it running)
+    lake = merged_lake
+    JobStore(lake.meta).record(
+        job_id="compact-running", table="events", claim_tokens=[], manifest_key="m.json"
+    )
+    backdate(
+        postgres_dsn,
+        lake.meta.schema,
+        "UPDATE compaction_jobs SET created_at = now() - interval '3 hours'",
+    )
+    upload, leftover = (f"events/data/day=2026-03-01/{n}.parquet" for n in ("upload", "leftover"))
+    for key, written_ago in ((upload, timedelta(hours=2)), (leftover, timedelta(hours=4))):
+        lake.objects.put(key, b"x")
+        age(lake, key, written_ago)
+
+    report = Janitor(meta=lake.meta, objects=lake.objects).run(orphan_grace=ORPHAN_GRACE_FLOOR)
+
+    # Then its upload (written after it started, older than the 1 h grace) stays; older junk goes
+    assert report.tables[0].orphan_paths == (leftover,)
+    assert upload in objects_of(lake) and leftover not in objects_of(lake)

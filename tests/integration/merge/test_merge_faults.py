@@ -164,6 +164,8 @@ def test_inputs_merged_elsewhere_meanwhile_make_a_conflict_that_deletes_the_outp
     assert outcome.status == "conflict"
     assert data_objects(lake) == {f.path for f in inputs}
     assert len(lake.meta.files("events")) == 5
+    # and the inputs it still held are free for the next plan
+    assert not any(f.claimed for f in lake.meta.files("events"))
 
 
 @pytest.fixture

@@ -108,3 +108,30 @@ def test_a_table_dropped_during_orchestration_is_reported_and_the_others_still_m
     assert summary.groups_sent == 1 and len(sender.sent) == 1
     assert set(summary.failed_tables) == {"b_events"}
     assert "TableNotFoundError" in summary.failed_tables["b_events"]
+
+
+def test_claims_are_sent_in_chunks_and_only_a_refused_chunk_is_released(lake: Lake) -> None:
+    from icefloe.merge import MergeTask
+    from icefloe.merge.orchestrator import SEND_CHUNK
+
+    # Given more partitions with work than one chunk of sends
+    lake.create()
+    lake.insert_batches("events", batches=4, rows=2 * (SEND_CHUNK + 2), days=SEND_CHUNK + 2)
+
+    class RefusesTheSecondChunk:
+        def __init__(self) -> None:
+            self.calls: list[list[MergeTask]] = []
+
+        def send(self, tasks: list[MergeTask]) -> list[MergeTask]:
+            self.calls.append(list(tasks))
+            return list(tasks) if len(self.calls) == 2 else []
+
+    sender = RefusesTheSecondChunk()
+    summary = MergeOrchestrator(meta=lake.meta, sender=sender).run(table="events")
+
+    # Then it sent a full chunk, then the rest; the refused chunk's files are free again
+    assert [len(c) for c in sender.calls] == [SEND_CHUNK, 2]
+    (plan,) = summary.tables
+    assert (plan.groups_sent, plan.groups_unsent) == (SEND_CHUNK, 2)
+    claimed = {f.file_id for f in lake.meta.files("events") if f.claimed}
+    assert claimed == {i for task in sender.calls[0] for i in task.file_ids}
