@@ -9,7 +9,14 @@ STAMP  := $(VENV)/.installed-stamp
 ICEFLOE_HOME ?= $(CURDIR)/.icefloe
 export ICEFLOE_HOME
 
-.PHONY: venv test test-unit test-integration lint demo bench clean stop
+.PHONY: venv test test-unit test-integration lint validate package build-CoreLayer demo bench clean stop
+
+# The SAM CLI lives in a venv of its own: its pins (boto3, click, cfn-lint) are not the project's.
+SAM_CLI_VERSION := 1.170.0
+SAM_VENV := .venv-sam
+SAM      := $(SAM_VENV)/bin/sam
+export SAM_CLI_TELEMETRY := 0
+AWS_REGION ?= us-east-1
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "icefloe needs Python 3.11+, found " + sys.version.split()[0])'
@@ -24,10 +31,30 @@ lint: venv
 	$(BIN)/ruff check shared functions infra tests benchmarks
 	$(BIN)/ruff format --check shared functions infra tests benchmarks
 	$(BIN)/mypy
-	$(BIN)/cfn-lint template.yaml
 
-# Every tier: lint, unit, integration (real Postgres, moto), end to end.
-test: lint
+$(SAM):
+	$(PYTHON) -m venv $(SAM_VENV)
+	$(SAM_VENV)/bin/pip install --quiet --upgrade pip
+	$(SAM_VENV)/bin/pip install --quiet aws-sam-cli==$(SAM_CLI_VERSION)
+
+# The template: cfn-lint (with the SAM transform expanded) and SAM's own validation; offline.
+validate: venv $(SAM)
+	$(BIN)/cfn-lint template.yaml
+	$(SAM) validate --lint --region $(AWS_REGION) --template-file template.yaml
+
+# sam build (no Docker; python3.12 on PATH for the functions), then each function's unzipped
+# size with its layers against Lambda's 250 MB. Deploy with `sam deploy --guided` after this.
+package: venv $(SAM)
+	$(SAM) build --template-file template.yaml --build-dir .aws-sam/build
+	$(PY) infra/lambda/package_report.py --template template.yaml --build-dir .aws-sam/build
+
+# `sam build` runs this (CoreLayer's BuildMethod: makefile) with ARTIFACTS_DIR set.
+build-CoreLayer:
+	$(PYTHON) infra/lambda/build_layer.py --output "$(ARTIFACTS_DIR)"
+
+# Every tier: lint, template validation, unit, integration (real Postgres, moto), end to end,
+# the Lambda package (sam build, sizes, handlers imported under python3.12).
+test: lint validate
 	$(PY) -m pytest
 
 test-unit: venv
@@ -63,4 +90,4 @@ stop: venv
 	$(BIN)/icefloe db stop
 
 clean:
-	rm -rf .icefloe .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf .aws-sam .icefloe .pytest_cache .mypy_cache .ruff_cache .hypothesis

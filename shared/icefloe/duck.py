@@ -7,6 +7,9 @@ names (see :mod:`icefloe.spec.names`) and are quoted here. Values go in as param
 from __future__ import annotations
 
 import re
+import tempfile
+import uuid
+from pathlib import Path
 
 import duckdb
 
@@ -27,11 +30,42 @@ def name_literal(name: str) -> str:
     return f"'{name}'"
 
 
+def duckdb_home() -> Path:
+    """DuckDB's home under the temporary directory: ``/tmp/icefloe-duckdb`` in Lambda.
+
+    Lambda sets no usable ``HOME`` and only ``/tmp`` is writable there; DuckDB's defaults (its
+    home, ``~/.duckdb/extensions``, and an in-memory database's spill directory ``.tmp`` in the
+    working directory, ``/var/task``) would all fail.
+    """
+    return Path(tempfile.gettempdir()) / "icefloe-duckdb"
+
+
+def connection_config() -> dict[str, str | bool | int | float | list[str]]:
+    """What every icefloe DuckDB connection starts with: home, extension, secret and spill
+    directories under :func:`duckdb_home`, and no extension ever downloaded or auto-loaded
+    (httpfs is loaded from its wheel by path; json and parquet are built in).
+
+    The spill directory is unique to the connection: DuckDB creates it on the first spill and
+    removes it when the connection closes, so concurrent connections never share spill files.
+    """
+    home = duckdb_home()
+    home.mkdir(parents=True, exist_ok=True)
+    return {
+        "home_directory": str(home),
+        "extension_directory": str(home / "extensions"),
+        "secret_directory": str(home / "secrets"),
+        "temp_directory": str(home / f"spill-{uuid.uuid4().hex}"),
+        "autoinstall_known_extensions": False,
+        "autoload_known_extensions": False,
+    }
+
+
 def connect(
     *, threads: int | None = None, memory_limit: str | None = None
 ) -> duckdb.DuckDBPyConnection:
-    """An in-memory DuckDB connection in UTC, optionally bounded in threads and memory."""
-    con = duckdb.connect(":memory:")
+    """An in-memory DuckDB connection in UTC (set up by :func:`connection_config`), optionally
+    bounded in threads and memory."""
+    con = duckdb.connect(":memory:", config=connection_config())
     con.execute("SET TimeZone = 'UTC'")
     if threads is not None:
         con.execute(f"SET threads = {int(threads)}")

@@ -379,3 +379,51 @@ def test_cfn_lint_passes() -> None:
         [str(cfn_lint), "template.yaml"], cwd=REPO_ROOT, capture_output=True, text=True, check=False
     )
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_no_function_uses_a_sam_sqs_event() -> None:
+    # SAM's SQS event attaches the managed AWSLambdaSQSQueueExecutionRole: receive and delete on
+    # every queue of the account. Queues reach functions through explicit mappings instead.
+    for function in FUNCTIONS.values():
+        sam_events = [name for name, e in function.events.items() if e.get("Type") == "SQS"]
+        assert not sam_events, (function.logical_id, sam_events)
+
+
+@pytest.mark.parametrize("queue", sorted(CONSUMERS))
+def test_each_queue_consumer_may_poll_only_its_own_queue(queue: str) -> None:
+    for function in CONSUMERS[queue]:
+        policies = TEMPLATE.resources[function.logical_id]["Properties"]["Policies"]
+        pollers = [p["SQSPollerPolicy"] for p in policies if "SQSPollerPolicy" in p]
+        assert pollers == [{"QueueName": {"Fn::GetAtt": [queue, "QueueName"]}}], pollers
+
+
+def test_every_function_is_traced() -> None:
+    globals_ = TEMPLATE.raw["Globals"]["Function"]
+    assert globals_["Tracing"] == "Active"
+    for logical_id in FUNCTIONS:
+        assert TEMPLATE.resources[logical_id]["Properties"].get("Tracing", "Active") == "Active"
+
+
+def test_functions_join_a_vpc_only_when_subnets_are_given() -> None:
+    # For a meta store only a VPC reaches (RDS): optional, and off by default.
+    parameters = TEMPLATE.raw["Parameters"]
+    for name in ("FunctionSubnetIds", "FunctionSecurityGroupIds"):
+        assert parameters[name]["Type"] == "CommaDelimitedList"
+        assert parameters[name]["Default"] == ""
+    condition = TEMPLATE.raw["Conditions"]["HasFunctionNetwork"]
+    assert condition == {
+        "Fn::Not": [{"Fn::Equals": [{"Fn::Join": ["", {"Ref": "FunctionSubnetIds"}]}, ""]}]
+    }
+    vpc = TEMPLATE.raw["Globals"]["Function"]["VpcConfig"]
+    assert vpc == {
+        "Fn::If": [
+            "HasFunctionNetwork",
+            {
+                "SubnetIds": {"Ref": "FunctionSubnetIds"},
+                "SecurityGroupIds": {"Ref": "FunctionSecurityGroupIds"},
+            },
+            {"Ref": "AWS::NoValue"},
+        ]
+    }
+    for logical_id in FUNCTIONS:  # none overrides it
+        assert "VpcConfig" not in TEMPLATE.resources[logical_id]["Properties"], logical_id

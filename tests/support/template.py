@@ -92,7 +92,8 @@ class QueueDecl:
 
 @dataclass(frozen=True)
 class SqsEventDecl:
-    """An SQS event source of a function."""
+    """An SQS event source of a function: a SAM ``SQS`` event, or an
+    ``AWS::Lambda::EventSourceMapping`` from a queue (``name`` is then its logical id)."""
 
     name: str
     queue: str  # logical id
@@ -234,7 +235,8 @@ class Template:
                     self._sqs_event(name, event["Properties"])
                     for name, event in events.items()
                     if event.get("Type") == "SQS"
-                ),
+                )
+                + self._event_source_mappings(logical_id),
                 schedules=tuple(
                     self._schedule_event(name, event)
                     for name, event in events.items()
@@ -279,10 +281,20 @@ class Template:
             properties=props,
         )
 
+    def _event_source_mappings(self, function: str) -> tuple[SqsEventDecl, ...]:
+        """The ``AWS::Lambda::EventSourceMapping`` resources from a queue of this template to
+        ``function``, in the shape of SAM SQS events."""
+        return tuple(
+            self._sqs_event(logical_id, props)
+            for logical_id, props in self.of_type("AWS::Lambda::EventSourceMapping").items()
+            if self.logical_id_of(props["FunctionName"]) == function
+            and self.logical_id_of(props["EventSourceArn"]) in self.of_type("AWS::SQS::Queue")
+        )
+
     def _sqs_event(self, name: str, props: Mapping[str, Any]) -> SqsEventDecl:
         return SqsEventDecl(
             name=name,
-            queue=self.logical_id_of(props["Queue"]),
+            queue=self.logical_id_of(props.get("Queue") or props["EventSourceArn"]),
             batch_size=_int_or_none(self.resolve(props.get("BatchSize"))),
             batching_window=_int_or_none(self.resolve(props.get("MaximumBatchingWindowInSeconds"))),
             function_response_types=tuple(props.get("FunctionResponseTypes") or ()),

@@ -24,10 +24,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from icefloe import duck
 from icefloe.compaction.manifest import CompactionManifest, PartitionGroup
 from icefloe.compaction.tracking import outputs_prefix
 from icefloe.config import WarehouseLocation
@@ -271,7 +271,7 @@ def _apply_mode(spec: TableSpec, rows: DataFrame) -> DataFrame:
 
 def _arrow_schema(spec: TableSpec) -> pa.Schema:
     """The Arrow types DuckDB gives the table's columns: what every icefloe file holds."""
-    con = duckdb.connect()
+    con = duck.connect()
     try:
         items = [f'CAST(NULL AS {c.type}) AS "{c.name}"' for c in spec.columns]
         items.append(f'CAST(NULL AS BLOB) AS "{ROW_ID_COLUMN}"')

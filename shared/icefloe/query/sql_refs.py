@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 import duckdb
 
+from icefloe import duck
 from icefloe.errors import InvalidInputError
 
 Op = Literal["=", "<", "<=", ">", ">="]
@@ -50,7 +51,7 @@ def analyze(sql: str, *, con: duckdb.DuckDBPyConnection | None = None) -> SqlRef
     """Base tables and pruning bounds of one SELECT statement (parsed by ``con``, or a
     throwaway connection: opening one costs several milliseconds)."""
     own = con is None
-    parser = duckdb.connect(":memory:") if con is None else con
+    parser = duck.connect() if con is None else con
     try:
         raw = parser.execute("SELECT json_serialize_sql(?)", [sql]).fetchone()
     finally:

@@ -1,35 +1,29 @@
-"""The scripts under ``infra/emr/`` are files, not a package: load them by path."""
+"""The infra scripts under test, loaded by path (see :mod:`support.infra_scripts`)."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
 from types import ModuleType
 
 import pytest
 
-EMR_DIR = Path(__file__).resolve().parents[3] / "infra" / "emr"
-
-
-def load_script(name: str) -> ModuleType:
-    """Import ``infra/emr/<name>.py`` (without running it: its ``main`` is guarded)."""
-    path = EMR_DIR / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(f"icefloe_infra_{name}", path)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot import {path}")
-    module = importlib.util.module_from_spec(spec)
-    # Registered first, as for ``python -m``: dataclasses resolve annotations through it.
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+from support.infra_scripts import load_script
 
 
 @pytest.fixture(scope="module")
 def compact_job() -> ModuleType:
-    return load_script("compact_job")
+    return load_script("compact_job", "emr")
 
 
 @pytest.fixture(scope="module")
 def build_environment() -> ModuleType:
-    return load_script("build_environment")
+    return load_script("build_environment", "emr")
+
+
+@pytest.fixture(scope="module")
+def build_layer() -> ModuleType:
+    return load_script("build_layer", "lambda")
+
+
+@pytest.fixture(scope="module")
+def package_report() -> ModuleType:
+    return load_script("package_report", "lambda")
