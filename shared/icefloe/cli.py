@@ -21,6 +21,7 @@ from typing import Any, TextIO
 from uuid import UUID
 
 from icefloe import __version__
+from icefloe.aws.secrets import with_database_secret
 from icefloe.config import Settings
 from icefloe.errors import IcefloeError, InvalidInputError, TableExistsError
 from icefloe.ingest import INPUT_FORMATS, InputFormat, Inserter, format_from_suffix
@@ -169,7 +170,8 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
     out = out or sys.stdout
     args = build_parser().parse_args(argv)
     try:
-        settings = Settings.from_env()
+        # A deployed stack's meta store is reachable through its secret, as for its functions.
+        settings = with_database_secret(Settings.from_env(), os.environ)
         if args.command == "db":
             stopped = stop_embedded(settings.embedded_database_dir)
             print("stopped" if stopped else "not running", file=out)

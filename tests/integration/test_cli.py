@@ -6,11 +6,14 @@ import io
 import json
 from pathlib import Path
 
+import boto3
 import pyarrow.parquet as pq
 import pytest
+from moto import mock_aws
 
 from icefloe.cli import main
 from icefloe.metastore.store import MetaStore
+from support.aws import FAKE_AWS_ENVIRONMENT, REGION, UNSET_AWS_VARIABLES
 from support.files import new_file
 
 pytestmark = pytest.mark.integration
@@ -161,6 +164,46 @@ def test_a_bad_environment_is_a_one_line_error(
     code, _ = run("status")
     err = capsys.readouterr().err
     assert code != 0 and "ICEFLOE_WAREHOUSE" in err and err.count("\n") == 1
+
+
+def test_a_deployed_meta_store_is_reached_through_its_secret(
+    cli_env: str, postgres_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # What the README's deploy guide does: init and register tables through the stack's secret.
+    for name in UNSET_AWS_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    for name, value in FAKE_AWS_ENVIRONMENT.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("ICEFLOE_DATABASE_URL")
+    with mock_aws():
+        secrets = boto3.client("secretsmanager", region_name=REGION)
+        arn = secrets.create_secret(
+            Name="icefloe-db", SecretString=json.dumps({"dsn": postgres_dsn})
+        )["ARN"]
+        monkeypatch.setenv("ICEFLOE_DATABASE_SECRET_ARN", arn)
+        assert run("init")[0] == 0
+        create_events()
+        code, out = run("table", "list", "--format", "json")
+    assert code == 0 and [t["name"] for t in json.loads(out)] == ["events"]
+    # The tables are in the database the secret names.
+    with MetaStore(postgres_dsn, schema=cli_env) as meta:
+        assert meta.get_table("events").name == "events"
+
+
+def test_a_missing_secret_is_a_one_line_error_naming_it(
+    cli_env: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name in UNSET_AWS_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    for name, value in FAKE_AWS_ENVIRONMENT.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("ICEFLOE_DATABASE_URL")
+    arn = "arn:aws:secretsmanager:us-east-1:123456789012:secret:icefloe-nope-AbCdEf"
+    monkeypatch.setenv("ICEFLOE_DATABASE_SECRET_ARN", arn)
+    with mock_aws():
+        code, _ = run("init")
+    err = capsys.readouterr().err
+    assert code != 0 and arn in err and err.count("\n") == 1
 
 
 def test_insert_from_a_file_and_stdin_with_an_idempotency_key(

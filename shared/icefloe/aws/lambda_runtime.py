@@ -13,11 +13,10 @@ import os
 import tempfile
 import threading
 from collections.abc import Mapping
-from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
-from icefloe.aws.secrets import database_url_from_secret
+from icefloe.aws.secrets import SECRET_ARN_VARIABLE, with_database_secret
 from icefloe.config import Settings
 from icefloe.errors import ConfigError
 from icefloe.ingest.insert import Inserter
@@ -28,7 +27,6 @@ from icefloe.runtime import Runtime
 
 logger = logging.getLogger(__name__)
 
-SECRET_ARN_VARIABLE = "ICEFLOE_DATABASE_SECRET_ARN"
 # One invocation at a time per container: a small pool, so that many containers stay under
 # the database's connection limit.
 LAMBDA_MAX_CONNECTIONS = 2
@@ -55,11 +53,7 @@ def settings_from_environment(environ: Mapping[str, str] | None = None) -> Setti
     """:meth:`Settings.from_env`, with the DSN read from ``ICEFLOE_DATABASE_SECRET_ARN`` when
     ``ICEFLOE_DATABASE_URL`` is not set."""
     env = os.environ if environ is None else environ
-    settings = Settings.from_env(env)
-    secret_arn = env.get(SECRET_ARN_VARIABLE) or None
-    if settings.database_url is None and secret_arn is not None:
-        url = database_url_from_secret(secret_arn, region=settings.aws_region)
-        settings = replace(settings, database_url=url)
+    settings = with_database_secret(Settings.from_env(env), env)
     if settings.database_url is None and env.get("AWS_LAMBDA_FUNCTION_NAME"):
         # The embedded Postgres is for one machine; in Lambda it would be a fresh, empty
         # database per container. Say what to set instead.

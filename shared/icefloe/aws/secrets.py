@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any, Protocol, cast
 from urllib.parse import quote
 
@@ -17,9 +18,12 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
+from icefloe.config import Settings
 from icefloe.errors import ConfigError, MetaStoreUnavailableError
 
 logger = logging.getLogger(__name__)
+
+SECRET_ARN_VARIABLE = "ICEFLOE_DATABASE_SECRET_ARN"
 
 DEFAULT_PORT = 5432
 REQUIRED_RDS_KEYS = ("host", "username", "password")
@@ -42,6 +46,20 @@ class SecretsClient(Protocol):
     """The one Secrets Manager call this module makes (a boto3 client satisfies it)."""
 
     def get_secret_value(self, *, SecretId: str) -> Mapping[str, Any]: ...
+
+
+def with_database_secret(settings: Settings, environ: Mapping[str, str]) -> Settings:
+    """``settings`` with the meta store's DSN read from the secret ``ICEFLOE_DATABASE_SECRET_ARN``
+    names, when no ``ICEFLOE_DATABASE_URL`` is set (a DSN given outright wins).
+
+    The functions and the command line share it: ``icefloe init`` and ``icefloe table create``
+    reach a deployed stack's meta store through the same secret as its functions.
+    """
+    secret_arn = environ.get(SECRET_ARN_VARIABLE) or None
+    if settings.database_url is not None or secret_arn is None:
+        return settings
+    url = database_url_from_secret(secret_arn, region=settings.aws_region)
+    return replace(settings, database_url=url)
 
 
 def database_url_from_secret(
