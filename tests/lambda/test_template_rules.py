@@ -427,3 +427,12 @@ def test_functions_join_a_vpc_only_when_subnets_are_given() -> None:
     }
     for logical_id in FUNCTIONS:  # none overrides it
         assert "VpcConfig" not in TEMPLATE.resources[logical_id]["Properties"], logical_id
+
+
+def test_every_alarm_notifies_the_alarm_topic_when_one_is_given() -> None:
+    alarms = TEMPLATE.of_type("AWS::CloudWatch::Alarm")
+    assert len(alarms) >= 5  # two dead-letter queues, the janitor (two), compaction events
+    expected = {"Fn::If": ["HasAlarmTopic", [{"Ref": "AlarmTopicArn"}], {"Ref": "AWS::NoValue"}]}
+    for logical_id, props in alarms.items():
+        assert props.get("AlarmActions") == expected, logical_id
+    assert TEMPLATE.raw["Parameters"]["AlarmTopicArn"]["Default"] == ""
