@@ -93,3 +93,33 @@ def test_in_lambda_a_missing_database_configuration_is_an_error_not_an_embedded_
     with pytest.raises(ConfigError, match="ICEFLOE_DATABASE_SECRET_ARN"):
         settings_from_environment(env)
     assert settings_from_environment(environment(tmp_path, "icefloe")).database_url is None
+
+
+def test_the_inserters_duckdb_is_bounded_by_the_functions_memory(
+    secrets: Any,
+    postgres_dsn: str,
+    meta: MetaStore,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # In Lambda (2,048 MB, the insert function's size): half for DuckDB, one thread per vCPU.
+    monkeypatch.setenv("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "2048")
+    runtime_from_environment(environment(tmp_path, meta.schema, ICEFLOE_DATABASE_URL=postgres_dsn))
+    con = inserter_from_environment()._duck
+    settings = dict(
+        con.execute(
+            "SELECT name, value FROM duckdb_settings() WHERE name IN ('memory_limit', 'threads')"
+        ).fetchall()
+    )
+    assert settings["threads"] == "1"
+    # DuckDB shows the limit in its own units: 1,024 MB is 976.5 MiB.
+    assert settings["memory_limit"] == "976.5 MiB"
+
+
+def test_duckdb_shares_follow_lambda_memory_and_are_none_elsewhere() -> None:
+    share = lambda_runtime.lambda_duckdb_share
+    assert share(0.5, {"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "2048"}) == ("1024MB", 1)
+    assert share(0.6, {"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "10240"}) == ("6144MB", 6)
+    assert share(0.5, {"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "3538"}) == ("1769MB", 2)
+    assert share(0.5, {}) is None
+    assert share(0.5, {"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "lots"}) is None

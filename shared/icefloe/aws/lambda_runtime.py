@@ -42,6 +42,9 @@ LAMBDA_MAX_VCPUS = 6
 # The worker process peaks about 500 MiB above DuckDB's limit (Python, Arrow, the row group
 # being cut; docs/benchmarks.md), so DuckDB gets less of the function than a query does.
 MERGE_MEMORY_SHARE = 0.6
+# An insert holds its whole batch in Python and Arrow besides DuckDB's sort (a delivered batch
+# of 1,000 messages can be hundreds of MB of JSON): DuckDB gets half the function.
+INSERT_MEMORY_SHARE = 0.5
 
 _lock = threading.Lock()
 _runtime: Runtime | None = None
@@ -77,17 +80,36 @@ def runtime_from_environment(environ: Mapping[str, str] | None = None) -> Runtim
         return _runtime
 
 
+def lambda_duckdb_share(
+    share: float, environ: Mapping[str, str] | None = None
+) -> tuple[str, int] | None:
+    """``(memory_limit, threads)`` for DuckDB in this Lambda container: ``share`` of
+    ``AWS_LAMBDA_FUNCTION_MEMORY_SIZE`` and one thread per vCPU (1,769 MB each, at most six);
+    ``None`` outside Lambda."""
+    env = os.environ if environ is None else environ
+    lambda_mb = env.get("AWS_LAMBDA_FUNCTION_MEMORY_SIZE") or ""
+    if not (lambda_mb.isdigit() and int(lambda_mb) > 0):
+        return None
+    megabytes = int(lambda_mb)
+    threads = max(1, min(LAMBDA_MAX_VCPUS, round(megabytes / LAMBDA_MB_PER_VCPU)))
+    return f"{int(megabytes * share)}MB", threads
+
+
 def inserter_from_environment() -> Inserter:
     """The container's :class:`Inserter` over :func:`runtime_from_environment`, scratch in the
-    temporary directory (``/tmp``, the function's ephemeral storage, in Lambda)."""
+    temporary directory (``/tmp``, the function's ephemeral storage, in Lambda), DuckDB bounded
+    by :data:`INSERT_MEMORY_SHARE` of the function's memory."""
     global _inserter
     runtime = runtime_from_environment()
     with _lock:
         if _inserter is None:
+            memory, threads = lambda_duckdb_share(INSERT_MEMORY_SHARE) or (None, None)
             _inserter = Inserter(
                 meta=runtime.meta,
                 objects=runtime.objects,
                 scratch_dir=Path(tempfile.gettempdir()),
+                duckdb_threads=threads,
+                duckdb_memory_limit=memory,
             )
         return _inserter
 
@@ -117,11 +139,10 @@ def merge_limits_from_environment(environ: Mapping[str, str] | None = None) -> M
     """
     env = os.environ if environ is None else environ
     defaults = MergeLimits()
-    memory, threads = defaults.memory_limit, defaults.threads
-    lambda_mb = env.get("AWS_LAMBDA_FUNCTION_MEMORY_SIZE") or ""
-    if lambda_mb.isdigit() and int(lambda_mb) > 0:
-        memory = f"{int(int(lambda_mb) * MERGE_MEMORY_SHARE)}MB"
-        threads = max(1, min(LAMBDA_MAX_VCPUS, round(int(lambda_mb) / LAMBDA_MB_PER_VCPU)))
+    memory, threads = lambda_duckdb_share(MERGE_MEMORY_SHARE, env) or (
+        defaults.memory_limit,
+        defaults.threads,
+    )
     memory = env.get(MERGE_MEMORY_VARIABLE) or memory
     threads_value = env.get(MERGE_THREADS_VARIABLE) or str(threads)
     if not threads_value.isdigit() or int(threads_value) < 1:

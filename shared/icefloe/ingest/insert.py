@@ -74,12 +74,13 @@ class Inserter:
         limits: InsertLimits | None = None,
         scratch_dir: Path | None = None,
         duckdb_threads: int | None = None,
+        duckdb_memory_limit: str | None = None,
     ) -> None:
         self._meta = meta
         self._objects = objects
         self.limits = limits or InsertLimits()
         self._scratch = scratch_dir
-        self._duck = duck.connect(threads=duckdb_threads)
+        self._duck = duck.connect(threads=duckdb_threads, memory_limit=duckdb_memory_limit)
         self._duck_lock = threading.Lock()
 
     def close(self) -> None:
