@@ -27,22 +27,7 @@ build_layer = load_script("build_layer", "lambda")
 package_report = load_script("package_report", "lambda")
 
 
-def _python312() -> str | None:
-    """A python3.12 that runs: on PATH, else one pyenv installed (a pyenv shim answers for
-    the selected version only, so it may exist and still fail)."""
-    candidates = [shutil.which("python3.12")]
-    pyenv_root = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv")
-    candidates += [str(p) for p in sorted(pyenv_root.glob("versions/3.12*/bin/python3.12"))]
-    for candidate in candidates:
-        if candidate is None:
-            continue
-        probe = subprocess.run([candidate, "-c", "pass"], capture_output=True, check=False)
-        if probe.returncode == 0:
-            return candidate
-    return None
-
-
-PYTHON312 = _python312()
+PYTHON312 = build_layer.find_python("3.12")
 needs_python312 = pytest.mark.skipif(
     PYTHON312 is None,
     reason="no python3.12 on PATH (nor under pyenv): the built Lambda package is measured, but"
@@ -103,6 +88,15 @@ def test_every_function_with_its_layers_fits_lambdas_unzipped_limit(build_dir: P
     assert all(s.fits for s in sizes), report
     # Every function carries the core layer: a size without it would measure nothing.
     assert all("CoreLayer" in s.layer_bytes for s in sizes), report
+
+
+@needs_python312
+def test_the_layer_ships_python312_bytecode(build_dir: Path) -> None:
+    # sam build finds python3.12 as this test does; without .pyc files every cold start would
+    # compile its imports (/opt is read-only).
+    site = build_dir / "CoreLayer" / "python"
+    for package in ("icefloe", "pyarrow", "duckdb", "boto3", "aws_lambda_powertools"):
+        assert (site / package / "__pycache__" / "__init__.cpython-312.pyc").is_file(), package
 
 
 def test_the_layer_holds_icefloe_with_its_migrations_and_nothing_pruned(build_dir: Path) -> None:

@@ -56,6 +56,7 @@ def test_prune_removes_the_listed_paths_and_unused_botocore_models(
         "botocore/data/s3/2006-03-01/service-2.json.gz",
         "botocore/data/endpoints.json",
         "duckdb/__init__.py",
+        "icefloe/__pycache__/__init__.cpython-312.pyc",  # bytecode is compiled after pruning
     ]
     removed = [
         "pyarrow/libarrow_flight.so.2600",
@@ -64,7 +65,6 @@ def test_prune_removes_the_listed_paths_and_unused_botocore_models(
         "pyarrow/include/arrow/api.h",
         "pyarrow/lib.pxd",
         "botocore/data/ec2/2016-11-15/service-2.json.gz",
-        "icefloe/__pycache__/x.cpython-311.pyc",
     ]
     for i, relative in enumerate(kept + removed):
         _write(tmp_path / relative, 10 + i)
@@ -106,9 +106,20 @@ def test_build_installs_then_prunes_and_reports_the_size(
             _write(site / "pyarrow" / "tests" / "t.py", 5000)
 
     size = build_layer.build(build_layer.LayerPlan(output=tmp_path / "layer"), run=fake_pip)
-    assert [c[3] for c in commands] == ["wheel", "install"]
+    assert [c[3] for c in commands] == ["wheel", "install"]  # no python3.12: no bytecode
     assert size == 100  # the tests were pruned
     assert not (site / "pyarrow" / "tests").exists()
+
+    # With a python3.12, the pruned layer is compiled last, to unchecked-hash .pyc files.
+    commands.clear()
+    plan = build_layer.LayerPlan(output=tmp_path / "layer", bytecode_python="/opt/py312/python3.12")
+    build_layer.build(plan, run=fake_pip)
+    assert [c[3] for c in commands[:2]] == ["wheel", "install"]
+    assert commands[2] == [
+        "/opt/py312/python3.12",
+        *("-m", "compileall", "-q", "-j", "0", "--invalidation-mode", "unchecked-hash"),
+        str(site),
+    ]
 
 
 def test_build_fails_when_pip_installed_no_icefloe(build_layer: ModuleType, tmp_path: Path) -> None:
@@ -124,8 +135,26 @@ def test_build_fails_when_pip_installed_no_icefloe(build_layer: ModuleType, tmp_
 def test_dry_run_prints_both_pip_commands(
     build_layer: ModuleType, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert build_layer.main(["--output", str(tmp_path), "--dry-run"]) == 0
+    assert build_layer.main(["--output", str(tmp_path), "--dry-run", "--no-bytecode"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 2
     assert " pip wheel " in lines[0] and " pip install " in lines[1]
     assert not (tmp_path / "python").exists()
+
+
+def test_find_python_answers_only_with_an_interpreter_that_runs(
+    build_layer: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A pyenv-style shim that fails (its version is not selected) and a working interpreter.
+    shims, versions = tmp_path / "shims", tmp_path / "pyenv" / "versions" / "3.12.9" / "bin"
+    shims.mkdir()
+    versions.mkdir(parents=True)
+    (shims / "python3.12").write_text("#!/bin/sh\nexit 127\n")
+    (versions / "python3.12").write_text("#!/bin/sh\nexit 0\n")
+    for script in (shims / "python3.12", versions / "python3.12"):
+        script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{shims}:/usr/bin:/bin")
+    monkeypatch.setenv("PYENV_ROOT", str(tmp_path / "pyenv"))
+    assert build_layer.find_python("3.12") == str(versions / "python3.12")
+    (versions / "python3.12").write_text("#!/bin/sh\nexit 1\n")
+    assert build_layer.find_python("3.12") is None
