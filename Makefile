@@ -42,14 +42,16 @@ validate: venv $(SAM)
 	$(BIN)/cfn-lint template.yaml
 	$(SAM) validate --lint --region $(AWS_REGION) --template-file template.yaml
 
-# sam build (no Docker; python3.12 on PATH for the functions), then each function's unzipped
-# size with its layers against Lambda's 250 MB. Deploy with `sam deploy --guided` after this.
+# sam build (no Docker; a python3.12 found on PATH or under pyenv compiles the layer's
+# bytecode), then each function's unzipped size with its layers against Lambda's 250 MB.
+# Deploy with `sam deploy --guided` after this.
 package: venv $(SAM)
 	$(SAM) build --template-file template.yaml --build-dir .aws-sam/build
 	$(PY) infra/lambda/package_report.py --template template.yaml --build-dir .aws-sam/build
 
 # `sam build` runs this (CoreLayer's BuildMethod: makefile) with ARTIFACTS_DIR set.
 build-CoreLayer:
+	$(if $(ARTIFACTS_DIR),,$(error build-CoreLayer is run by sam build, which sets ARTIFACTS_DIR))
 	$(PYTHON) infra/lambda/build_layer.py --output "$(ARTIFACTS_DIR)"
 
 # Every tier: lint, template validation, unit, integration (real Postgres, moto), end to end,

@@ -249,6 +249,8 @@ def build(plan: BuildPlan, *, run: Runner = _run) -> None:
     """Build the archive and copy the entry point into ``plan.output``."""
     shutil.rmtree(plan.build_dir, ignore_errors=True)
     plan.output.mkdir(parents=True, exist_ok=True)
+    # setuptools reuses a build/lib it finds, where a module deleted since would live on.
+    shutil.rmtree(plan.source / "build" / "lib", ignore_errors=True)
     run(plan.pip_wheel())
     if not (plan.wheels / plan.project.wheel_name).is_file():
         raise BuildError(f"pip wheel did not write {plan.wheels / plan.project.wheel_name}")

@@ -36,19 +36,23 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PYTHON_VERSION = "3.12"  # the functions' Runtime in template.yaml
-# Lambda python3.12 runs Amazon Linux 2023 (glibc 2.34). pyarrow and duckdb publish x86_64
-# wheels as manylinux_2_28; psycopg-binary and the httpfs extension as manylinux2014.
-PLATFORMS = ("manylinux2014_x86_64", "manylinux_2_28_x86_64")
+# Lambda python3.12 runs Amazon Linux 2023 (glibc 2.34): any manylinux wheel up to glibc 2.34
+# runs there. pip does not widen an explicit --platform to older tags, so each is listed
+# (pyarrow and duckdb publish manylinux_2_28; psycopg-binary and httpfs manylinux2014).
+PLATFORMS = (
+    "manylinux2014_x86_64",
+    *(f"manylinux_2_{minor}_x86_64" for minor in range(17, 35)),
+)
 LAMBDA_EXTRA = "lambda"
 
 # The AWS services the functions call through boto3 (a test checks the code names no other),
 # plus X-Ray, whose SDK (Powertools' Tracer) makes a client for its sampling rules. botocore
-# ships models of about 440 services (28 MB); only these are kept.
+# ships models of about 440 services (18 MiB); only these are kept.
 BOTOCORE_SERVICES = frozenset({"s3", "sqs", "secretsmanager", "emr-serverless", "sts", "xray"})
 
 # Glob patterns, relative to the layer's python/ directory, of what no function loads.
 PRUNED: tuple[tuple[str, str], ...] = (
-    # Arrow Flight (RPC), 35 MB: icefloe never uses it and pyarrow.lib does not link it.
+    # Arrow Flight (RPC), 32 MiB: icefloe never uses it and pyarrow.lib does not link it.
     # (Substrait stays: pyarrow.lib links libarrow_substrait.)
     ("pyarrow/libarrow_flight.so*", "Arrow Flight"),
     ("pyarrow/libarrow_python_flight.so*", "Arrow Flight"),
@@ -100,11 +104,11 @@ class LayerPlan:
     def site_packages(self) -> Path:
         return self.output / "python"
 
-    def pip_wheel(self, wheel_dir: Path) -> list[str]:
+    def pip_wheel(self, wheel_dir: Path, source: Path | None = None) -> list[str]:
         return [
             self.python,
             *("-m", "pip", "wheel", "--quiet", "--no-deps"),
-            *("--wheel-dir", str(wheel_dir), str(self.source)),
+            *("--wheel-dir", str(wheel_dir), str(source or self.source)),
         ]
 
     def pip_install(self, wheel: Path) -> list[str]:
@@ -175,6 +179,23 @@ def is_pruned(relative: str) -> bool:
     return any(fnmatch.fnmatch(relative, pattern) for pattern, _why in PRUNED)
 
 
+# What building the icefloe wheel reads (pyproject.toml names README.md as the readme).
+SOURCE_FILES = ("pyproject.toml", "README.md")
+SOURCE_PACKAGE_ROOT = "shared"
+
+
+def copy_sources(source: Path, destination: Path) -> None:
+    """Copy what the wheel is built from, without build leftovers or bytecode."""
+    destination.mkdir(parents=True)
+    for name in SOURCE_FILES:
+        shutil.copy2(source / name, destination / name)
+    shutil.copytree(
+        source / SOURCE_PACKAGE_ROOT,
+        destination / SOURCE_PACKAGE_ROOT,
+        ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info"),
+    )
+
+
 Runner = Callable[[Sequence[str]], None]
 
 
@@ -192,9 +213,13 @@ def build(plan: LayerPlan, *, run: Runner = _run) -> int:
     """Fill ``plan.output/python`` and return its size in bytes."""
     shutil.rmtree(plan.site_packages, ignore_errors=True)
     plan.site_packages.mkdir(parents=True)
-    with tempfile.TemporaryDirectory(prefix="icefloe-layer-wheel-") as wheel_dir:
-        run(plan.pip_wheel(Path(wheel_dir)))
-        wheels = sorted(Path(wheel_dir).glob("icefloe-*.whl"))
+    with tempfile.TemporaryDirectory(prefix="icefloe-layer-wheel-") as scratch:
+        # From a clean copy of the sources: setuptools reuses a build/lib it finds, where a
+        # module deleted since would live on in the wheel.
+        source, wheel_dir = Path(scratch) / "source", Path(scratch) / "wheels"
+        copy_sources(plan.source, source)
+        run(plan.pip_wheel(wheel_dir, source))
+        wheels = sorted(wheel_dir.glob("icefloe-*.whl"))
         if len(wheels) != 1:
             raise LayerBuildError(f"pip wheel wrote {len(wheels)} icefloe wheels, expected one")
         run(plan.pip_install(wheels[0]))

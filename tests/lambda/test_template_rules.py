@@ -20,6 +20,7 @@ from support.template import (
     FunctionDecl,
     import_handler_module,
     load_template,
+    sam_expanded,
 )
 
 TEMPLATE = load_template()
@@ -436,3 +437,79 @@ def test_every_alarm_notifies_the_alarm_topic_when_one_is_given() -> None:
     for logical_id, props in alarms.items():
         assert props.get("AlarmActions") == expected, logical_id
     assert TEMPLATE.raw["Parameters"]["AlarmTopicArn"]["Default"] == ""
+
+
+# What AWSLambdaVPCAccessExecutionRole lets a role change (it also describes, which is harmless).
+NETWORK_INTERFACE_WRITES = {
+    "ec2:CreateNetworkInterface",
+    "ec2:DeleteNetworkInterface",
+    "ec2:AssignPrivateIpAddresses",
+    "ec2:UnassignPrivateIpAddresses",
+}
+
+
+def _function_roles() -> dict[str, Mapping[str, Any]]:
+    expanded = sam_expanded()["Resources"]
+    roles = {
+        logical_id: expanded[f"{logical_id}Role"]["Properties"]
+        for logical_id in FUNCTIONS
+        if f"{logical_id}Role" in expanded
+    }
+    assert set(roles) == set(FUNCTIONS)  # SAM writes one role per function
+    return roles
+
+
+def test_sam_attaches_no_account_wide_queue_policy_to_any_role() -> None:
+    for logical_id, role in _function_roles().items():
+        managed = " ".join(str(arn) for arn in role.get("ManagedPolicyArns", []))
+        assert "AWSLambdaSQSQueueExecutionRole" not in managed, logical_id
+
+
+def test_outside_a_vpc_every_role_is_bounded_to_no_network_interfaces() -> None:
+    boundary = {
+        "Fn::If": [
+            "HasFunctionNetwork",
+            {"Ref": "AWS::NoValue"},
+            {"Ref": "NoNetworkInterfacesBoundary"},
+        ]
+    }
+    for logical_id, role in _function_roles().items():
+        managed = " ".join(str(arn) for arn in role.get("ManagedPolicyArns", []))
+        # SAM attaches the VPC policy whatever the !If says; the boundary takes it back.
+        if "AWSLambdaVPCAccessExecutionRole" in managed:
+            assert role.get("PermissionsBoundary") == boundary, logical_id
+    policy = TEMPLATE.resources["NoNetworkInterfacesBoundary"]
+    assert policy["Condition"] == "NoFunctionNetwork"
+    assert TEMPLATE.raw["Conditions"]["NoFunctionNetwork"] == {
+        "Fn::Equals": [{"Fn::Join": ["", {"Ref": "FunctionSubnetIds"}]}, ""]
+    }
+    denied = set()
+    for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
+        if statement["Effect"] == "Deny":
+            denied |= _actions(statement)
+    assert denied >= NETWORK_INTERFACE_WRITES
+
+
+def test_a_network_needs_both_subnets_and_security_groups() -> None:
+    rules = TEMPLATE.raw["Rules"]
+    for prefix in ("Function", "Emr"):
+        rule = rules[f"{prefix}NetworkIsComplete"]
+        assert rule["RuleCondition"] == {
+            "Fn::Not": [{"Fn::Equals": [{"Fn::Join": ["", {"Ref": f"{prefix}SubnetIds"}]}, ""]}]
+        }
+        (assertion,) = rule["Assertions"]
+        assert assertion["Assert"] == {
+            "Fn::Not": [
+                {"Fn::Equals": [{"Fn::Join": ["", {"Ref": f"{prefix}SecurityGroupIds"}]}, ""]}
+            ]
+        }
+
+
+def test_both_dead_letter_queues_are_outputs() -> None:
+    outputs = {
+        TEMPLATE.logical_id_of(o["Value"])
+        for o in TEMPLATE.raw["Outputs"].values()
+        if isinstance(o["Value"], Mapping) and "Ref" in o["Value"]
+    }
+    dead_letter_queues = {q.dead_letter_target for q in QUEUES.values() if q.dead_letter_target}
+    assert dead_letter_queues and dead_letter_queues <= outputs

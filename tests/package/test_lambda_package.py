@@ -28,6 +28,9 @@ package_report = load_script("package_report", "lambda")
 
 
 PYTHON312 = build_layer.find_python("3.12")
+# sam build downloads the layer's wheels (about 100 MB with an empty pip cache): more than the
+# suite's 300 s per test may be needed on a slow link.
+pytestmark = pytest.mark.timeout(1200)
 needs_python312 = pytest.mark.skipif(
     PYTHON312 is None,
     reason="no python3.12 on PATH (nor under pyenv): the built Lambda package is measured, but"

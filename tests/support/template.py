@@ -321,6 +321,46 @@ def _int_or_none(value: Any) -> int | None:
 
 
 @cache
+def sam_expanded(path: Path = TEMPLATE_PATH) -> Mapping[str, Any]:
+    """The template as CloudFormation sees it after the SAM transform (samtranslator, offline):
+    the roles SAM writes for the functions, with the managed policies it attaches.
+
+    Code locations become placeholder S3 URIs (the transform wants them uploaded), and managed
+    policy names are not resolved to ARNs (SAM's own ones are fixed ARNs anyway).
+    """
+    import json
+    import os
+
+    from cfnlint.decode import decode
+    from samtranslator.translator.transform import transform
+
+    decoded, problems = decode(str(path))
+    assert decoded is not None, problems
+    template = json.loads(json.dumps(decoded))
+    for resource in template["Resources"].values():
+        props = resource.get("Properties", {})
+        for key in ("CodeUri", "ContentUri"):
+            if key in props:
+                props[key] = "s3://placeholder-bucket/placeholder-key"
+
+    class NoManagedPolicies:
+        def load(self) -> dict[str, str]:
+            return {}
+
+    parameters = {"DatabaseSecretArn": "arn:aws:secretsmanager:us-east-1:123456789012:secret:x"}
+    region = os.environ.get("AWS_DEFAULT_REGION")
+    os.environ["AWS_DEFAULT_REGION"] = "us-east-1"  # the transform resolves AWS::Region
+    try:
+        expanded: Mapping[str, Any] = transform(template, parameters, NoManagedPolicies())
+    finally:
+        if region is None:
+            del os.environ["AWS_DEFAULT_REGION"]
+        else:
+            os.environ["AWS_DEFAULT_REGION"] = region
+    return expanded
+
+
+@cache
 def load_template(path: Path = TEMPLATE_PATH) -> Template:
     with open(path, encoding="utf-8") as f:
         return Template(yaml.load(f, Loader=CfnLoader))

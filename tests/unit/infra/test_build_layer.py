@@ -27,7 +27,10 @@ def test_pip_installs_cpython_312_manylinux_wheels_only(build_layer: ModuleType)
     joined = " ".join(command)
     assert "--only-binary=:all:" in command and "--no-compile" in command
     assert "--implementation cp --python-version 3.12" in joined
-    assert "--platform manylinux2014_x86_64 --platform manylinux_2_28_x86_64" in joined
+    platforms = {command[i + 1] for i, arg in enumerate(command) if arg == "--platform"}
+    # Every manylinux tag whose glibc Amazon Linux 2023 (2.34) has: pip does not widen them.
+    assert {"manylinux2014_x86_64", "manylinux_2_28_x86_64", "manylinux_2_34_x86_64"} <= platforms
+    assert "manylinux_2_35_x86_64" not in platforms
     assert command[command.index("--target") + 1] == "/out/python"
     assert command[-1] == "/w/icefloe-0.1.0-py3-none-any.whl[lambda]"
 
@@ -100,6 +103,7 @@ def test_build_installs_then_prunes_and_reports_the_size(
         commands.append(command)
         if "wheel" in command:
             wheel_dir = Path(command[command.index("--wheel-dir") + 1])
+            wheel_dir.mkdir(parents=True, exist_ok=True)
             (wheel_dir / "icefloe-0.1.0-py3-none-any.whl").write_bytes(b"wheel")
         else:
             _write(site / "icefloe" / "__init__.py", 100)
@@ -126,10 +130,29 @@ def test_build_fails_when_pip_installed_no_icefloe(build_layer: ModuleType, tmp_
     def fake_pip(command: Sequence[str]) -> None:
         if "wheel" in command:
             wheel_dir = Path(command[command.index("--wheel-dir") + 1])
+            wheel_dir.mkdir(parents=True, exist_ok=True)
             (wheel_dir / "icefloe-0.1.0-py3-none-any.whl").write_bytes(b"wheel")
 
     with pytest.raises(build_layer.LayerBuildError, match="icefloe was not installed"):
         build_layer.build(build_layer.LayerPlan(output=tmp_path), run=fake_pip)
+
+
+def test_the_wheel_is_built_from_a_clean_copy_of_the_sources(
+    build_layer: ModuleType, tmp_path: Path
+) -> None:
+    # A stale build/lib (setuptools reuses it) or bytecode must not reach the layer.
+    repo = tmp_path / "repo"
+    (repo / "shared" / "icefloe" / "__pycache__").mkdir(parents=True)
+    (repo / "shared" / "icefloe" / "__init__.py").write_text("")
+    (repo / "shared" / "icefloe" / "__pycache__" / "__init__.cpython-311.pyc").write_bytes(b"x")
+    (repo / "build" / "lib" / "icefloe").mkdir(parents=True)
+    (repo / "build" / "lib" / "icefloe" / "deleted_since.py").write_text("")
+    (repo / "pyproject.toml").write_text("[project]\n")
+    (repo / "README.md").write_text("readme\n")
+    copy = tmp_path / "copy"
+    build_layer.copy_sources(repo, copy)
+    files = sorted(str(p.relative_to(copy)) for p in copy.rglob("*") if p.is_file())
+    assert files == ["README.md", "pyproject.toml", "shared/icefloe/__init__.py"]
 
 
 def test_dry_run_prints_both_pip_commands(
