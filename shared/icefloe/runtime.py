@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from icefloe.config import Settings
+from icefloe.metastore.credentials import DsnSource
 from icefloe.metastore.embedded import embedded_database_url
 from icefloe.metastore.store import MetaStore
 from icefloe.storage import ObjectStore, object_store_from_settings
@@ -26,9 +27,15 @@ class Runtime:
     objects: ObjectStore
 
     @classmethod
-    def open(cls, settings: Settings, *, max_connections: int = 8) -> Runtime:
+    def open(
+        cls, settings: Settings, *, max_connections: int = 8, dsn: DsnSource | None = None
+    ) -> Runtime:
+        """Open the meta store at ``dsn`` (a source read again when a connection fails, such
+        as a rotated secret), else at :func:`database_url`."""
         meta = MetaStore(
-            database_url(settings), schema=settings.database_schema, max_connections=max_connections
+            dsn if dsn is not None else database_url(settings),
+            schema=settings.database_schema,
+            max_connections=max_connections,
         )
         return cls(settings=settings, meta=meta, objects=object_store_from_settings(settings))
 

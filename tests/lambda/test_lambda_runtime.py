@@ -10,6 +10,7 @@ from typing import Any
 import boto3
 import pytest
 from moto import mock_aws
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from icefloe.aws import lambda_runtime
 from icefloe.aws.lambda_runtime import (
@@ -18,6 +19,7 @@ from icefloe.aws.lambda_runtime import (
     runtime_from_environment,
     settings_from_environment,
 )
+from icefloe.aws.secrets import SecretDsn
 from icefloe.errors import ConfigError
 from icefloe.metastore.store import MetaStore
 from support.aws import FAKE_AWS_ENVIRONMENT, REGION, UNSET_AWS_VARIABLES
@@ -123,3 +125,29 @@ def test_duckdb_shares_follow_lambda_memory_and_are_none_elsewhere() -> None:
     assert share(0.5, {"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "3538"}) == ("1769MB", 2)
     assert share(0.5, {}) is None
     assert share(0.5, {"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "lots"}) is None
+
+
+def test_a_rotated_secret_is_read_again_when_a_new_connection_is_refused(
+    secrets: Any, postgres_dsn: str, meta: MetaStore, tmp_path: Path
+) -> None:
+    # Given a warm container that read the secret once
+    arn = secrets.create_secret(Name="db", SecretString=json.dumps({"dsn": postgres_dsn}))["ARN"]
+    runtime = runtime_from_environment(
+        environment(tmp_path, meta.schema, ICEFLOE_DATABASE_SECRET_ARN=arn)
+    )
+    source = runtime.meta.dsn_source
+    assert isinstance(source, SecretDsn) and source.reads == 1
+    runtime.meta.list_tables()
+    assert source.reads == 1  # connections come and go without reading the secret
+
+    # When the secret is rotated and the password this container holds stops working
+    rotated = postgres_dsn + ("&" if "?" in postgres_dsn else "?") + "application_name=rotated"
+    secrets.put_secret_value(SecretId=arn, SecretString=json.dumps({"dsn": rotated}))
+    fields = conninfo_to_dict(postgres_dsn)
+    fields["user"] = "icefloe_retired_user"
+    source._dsn = make_conninfo(**fields)  # what the old password now amounts to
+    runtime.meta._pool.drain()  # the next operations need new connections
+
+    # Then the next new connection reads the secret again and uses the rotated DSN
+    assert runtime.meta.list_tables() == []
+    assert source.reads == 2 and source.current() == rotated

@@ -13,10 +13,11 @@ import os
 import tempfile
 import threading
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
-from icefloe.aws.secrets import SECRET_ARN_VARIABLE, with_database_secret
+from icefloe.aws.secrets import SECRET_ARN_VARIABLE, SecretDsn, with_database_secret
 from icefloe.config import Settings
 from icefloe.errors import ConfigError
 from icefloe.ingest.insert import Inserter
@@ -74,8 +75,17 @@ def runtime_from_environment(environ: Mapping[str, str] | None = None) -> Runtim
     global _runtime
     with _lock:
         if _runtime is None:
-            settings = settings_from_environment(environ)
-            _runtime = Runtime.open(settings, max_connections=LAMBDA_MAX_CONNECTIONS)
+            env = os.environ if environ is None else environ
+            settings = Settings.from_env(env)
+            secret_arn = env.get(SECRET_ARN_VARIABLE) or None
+            source: SecretDsn | None = None
+            if settings.database_url is None and secret_arn is not None:
+                # Read once; read again only if a new connection fails (a rotated secret).
+                source = SecretDsn(secret_arn, region=settings.aws_region)
+                settings = replace(settings, database_url=source.current())
+            else:
+                settings = settings_from_environment(env)
+            _runtime = Runtime.open(settings, max_connections=LAMBDA_MAX_CONNECTIONS, dsn=source)
             logger.info("runtime opened (warehouse %s)", settings.warehouse.uri)
         return _runtime
 

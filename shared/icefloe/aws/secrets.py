@@ -48,6 +48,33 @@ class SecretsClient(Protocol):
     def get_secret_value(self, *, SecretId: str) -> Mapping[str, Any]: ...
 
 
+class SecretDsn:
+    """The meta store's DSN from a secret, as a :class:`~icefloe.metastore.DsnSource`: read
+    once when built, and read again only when the meta store asks (a connection failed: the
+    secret may have been rotated). A failed re-read keeps the DSN it had."""
+
+    def __init__(
+        self, secret_arn: str, *, region: str | None = None, client: SecretsClient | None = None
+    ) -> None:
+        self.secret_arn = secret_arn
+        self._client = client or _build_client(_arn_region(secret_arn) or region)
+        self._dsn = database_url_from_secret(secret_arn, client=self._client)
+        self.reads = 1
+
+    def current(self) -> str:
+        return self._dsn
+
+    def refresh(self) -> str:
+        try:
+            self._dsn = database_url_from_secret(self.secret_arn, client=self._client)
+        except (ConfigError, MetaStoreUnavailableError) as e:
+            logger.warning("database secret %s not re-read: %s", self.secret_arn, e)
+        else:
+            self.reads += 1
+            logger.info("database secret %s re-read after a failed connection", self.secret_arn)
+        return self._dsn
+
+
 def with_database_secret(settings: Settings, environ: Mapping[str, str]) -> Settings:
     """``settings`` with the meta store's DSN read from the secret ``ICEFLOE_DATABASE_SECRET_ARN``
     names, when no ``ICEFLOE_DATABASE_URL`` is set (a DSN given outright wins).

@@ -39,6 +39,13 @@ from icefloe.errors import (
     TableExistsError,
     TableNotFoundError,
 )
+from icefloe.metastore.credentials import (
+    DEFAULT_MIN_REFRESH_INTERVAL_S,
+    DsnSource,
+    FixedDsn,
+    RefreshGate,
+    refreshing_connection_class,
+)
 from icefloe.metastore.migrate import MigrationReport, migrate
 from icefloe.metastore.models import (
     ColumnStats,
@@ -117,21 +124,33 @@ class MetaStore:
 
     def __init__(
         self,
-        dsn: str,
+        dsn: str | DsnSource,
         *,
         schema: str = "icefloe",
         max_connections: int = 8,
         connect_timeout_s: float = 10.0,
         commit_attempts: int = 3,
+        min_refresh_interval_s: float = DEFAULT_MIN_REFRESH_INTERVAL_S,
     ) -> None:
+        """``dsn`` is a libpq DSN, or a :class:`DsnSource` (a secret) read again when opening a
+        connection fails, at most once per ``min_refresh_interval_s``."""
         self.schema = schema
-        self._dsn = dsn
         self._commit_attempts = commit_attempts
         self._refs: dict[str, _TableRef] = {}
         if not _SCHEMA_NAME.match(schema):
             raise InvalidInputError(f"meta store schema {schema!r} is not a plain lower-case name")
+        source = FixedDsn(dsn) if isinstance(dsn, str) else dsn
+        self.dsn_source: DsnSource = source
+        connection_class: type[Conn] = (
+            psycopg.Connection
+            if isinstance(dsn, str)
+            else refreshing_connection_class(
+                source, gate=RefreshGate(interval_s=min_refresh_interval_s)
+            )
+        )
         self._pool: ConnectionPool[Conn] = ConnectionPool(
-            dsn,
+            source.current(),
+            connection_class=connection_class,
             min_size=1,
             max_size=max_connections,
             timeout=connect_timeout_s,
