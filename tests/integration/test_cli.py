@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import boto3
@@ -166,42 +167,40 @@ def test_a_bad_environment_is_a_one_line_error(
     assert code != 0 and "ICEFLOE_WAREHOUSE" in err and err.count("\n") == 1
 
 
-def test_a_deployed_meta_store_is_reached_through_its_secret(
-    cli_env: str, postgres_dsn: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # What the README's deploy guide does: init and register tables through the stack's secret.
+@pytest.fixture
+def secret_env(cli_env: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """``cli_env`` with the meta store named by a secret only (moto), as on a deployed stack."""
     for name in UNSET_AWS_VARIABLES:
         monkeypatch.delenv(name, raising=False)
     for name, value in FAKE_AWS_ENVIRONMENT.items():
         monkeypatch.setenv(name, value)
     monkeypatch.delenv("ICEFLOE_DATABASE_URL")
     with mock_aws():
-        secrets = boto3.client("secretsmanager", region_name=REGION)
-        arn = secrets.create_secret(
-            Name="icefloe-db", SecretString=json.dumps({"dsn": postgres_dsn})
-        )["ARN"]
-        monkeypatch.setenv("ICEFLOE_DATABASE_SECRET_ARN", arn)
-        assert run("init")[0] == 0
-        create_events()
-        code, out = run("table", "list", "--format", "json")
+        yield cli_env
+
+
+def test_a_deployed_meta_store_is_reached_through_its_secret(
+    secret_env: str, postgres_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # What the README's deploy guide does: init and register tables through the stack's secret.
+    secrets = boto3.client("secretsmanager", region_name=REGION)
+    arn = secrets.create_secret(Name="icefloe-db", SecretString=json.dumps({"dsn": postgres_dsn}))
+    monkeypatch.setenv("ICEFLOE_DATABASE_SECRET_ARN", arn["ARN"])
+    assert run("init")[0] == 0
+    create_events()
+    code, out = run("table", "list", "--format", "json")
     assert code == 0 and [t["name"] for t in json.loads(out)] == ["events"]
     # The tables are in the database the secret names.
-    with MetaStore(postgres_dsn, schema=cli_env) as meta:
+    with MetaStore(postgres_dsn, schema=secret_env) as meta:
         assert meta.get_table("events").name == "events"
 
 
 def test_a_missing_secret_is_a_one_line_error_naming_it(
-    cli_env: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    secret_env: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    for name in UNSET_AWS_VARIABLES:
-        monkeypatch.delenv(name, raising=False)
-    for name, value in FAKE_AWS_ENVIRONMENT.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.delenv("ICEFLOE_DATABASE_URL")
     arn = "arn:aws:secretsmanager:us-east-1:123456789012:secret:icefloe-nope-AbCdEf"
     monkeypatch.setenv("ICEFLOE_DATABASE_SECRET_ARN", arn)
-    with mock_aws():
-        code, _ = run("init")
+    code, _ = run("init")
     err = capsys.readouterr().err
     assert code != 0 and arn in err and err.count("\n") == 1
 
