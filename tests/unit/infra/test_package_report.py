@@ -4,6 +4,7 @@ real ``sam build``."""
 
 from __future__ import annotations
 
+import tomllib
 from pathlib import Path
 from types import ModuleType
 
@@ -102,3 +103,17 @@ def test_a_layer_from_outside_the_template_is_refused_not_ignored(
         (tmp_path / name).mkdir()
     with pytest.raises(package_report.ReportError, match="TwoLayerFunction"):
         package_report.measure(template=template, build_dir=tmp_path)
+
+
+def test_samconfig_deploys_with_the_capabilities_the_template_needs() -> None:
+    root = Path(__file__).resolve().parents[3]
+    with open(root / "samconfig.toml", "rb") as f:
+        config = tomllib.load(f)["default"]
+    deploy = config["deploy"]["parameters"]
+    # The template declares IAM roles and a managed policy without names: CAPABILITY_IAM, and
+    # no more (CAPABILITY_NAMED_IAM would hide a named role slipping in).
+    assert deploy["capabilities"] == "CAPABILITY_IAM"
+    template = (root / "template.yaml").read_text(encoding="utf-8")
+    assert "RoleName:" not in template and "ManagedPolicyName:" not in template
+    assert deploy["resolve_s3"] is True  # the layer is uploaded to SAM's managed bucket
+    assert config["global"]["parameters"]["stack_name"] == "icefloe"
