@@ -231,8 +231,8 @@ def build(plan: LayerPlan, *, run: Runner = _run) -> int:
         bytecode = "with python3.12 bytecode"
     else:
         print(
-            "warning: no python3.12 found: the layer has no bytecode, and each cold start"
-            " compiles its imports",
+            "warning: building without bytecode (no python3.12 found, or --no-bytecode): each"
+            " cold start compiles its imports",
             file=sys.stderr,
             flush=True,
         )
