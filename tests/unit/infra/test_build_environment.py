@@ -11,7 +11,8 @@ from __future__ import annotations
 import shlex
 import subprocess
 import sys
-from collections.abc import Iterator
+import tarfile
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import ModuleType
 
@@ -256,3 +257,35 @@ def test_uploading_before_building_is_refused(
             destination=build_environment.S3Destination.parse(DESTINATION),
             client=s3,
         )
+
+
+def test_build_drops_a_stale_build_lib_then_packs_the_environment(
+    build_environment: ModuleType, tmp_path: Path
+) -> None:
+    # setuptools reuses a build/lib it finds: a module deleted from shared/ would live on.
+    source = tmp_path / "repo"
+    stale = source / "build" / "lib" / "icefloe" / "deleted_since.py"
+    stale.parent.mkdir(parents=True)
+    stale.write_text("")
+    project = build_environment.Project(name="icefloe", version="0.1.0", extra_requirements=())
+    plan = build_environment.BuildPlan(
+        project=project, python_version="3.11", output=tmp_path / "dist", source=source
+    )
+    commands: list[list[str]] = []
+
+    def fake_pip(command: Sequence[str]) -> None:
+        commands.append(list(command))
+        assert not stale.exists()  # gone before pip runs
+        if "wheel" in command:
+            plan.wheels.mkdir(parents=True, exist_ok=True)
+            (plan.wheels / project.wheel_name).write_bytes(b"wheel")
+        else:
+            plan.site_packages.mkdir(parents=True)
+            (plan.site_packages / "icefloe.py").write_text("")
+
+    build_environment.build(plan, run=fake_pip)
+    assert [c[3] for c in commands] == ["wheel", "install"]
+    with tarfile.open(plan.archive) as archive:
+        names = set(archive.getnames())
+    assert {"bin/python", "lib/python3.11/site-packages/icefloe.py"} <= names
+    assert plan.entry_point.is_file()
