@@ -49,10 +49,11 @@ package: venv $(SAM)
 	$(SAM) build --template-file template.yaml --build-dir .aws-sam/build
 	$(PY) infra/lambda/package_report.py --template template.yaml --build-dir .aws-sam/build
 
-# `sam build` runs this (CoreLayer's BuildMethod: makefile) with ARTIFACTS_DIR set.
+# `sam build` runs this (CoreLayer's BuildMethod: makefile) with ARTIFACTS_DIR set, with the
+# project's venv python when there is one (a system python3 may have no pip).
 build-CoreLayer:
 	$(if $(ARTIFACTS_DIR),,$(error build-CoreLayer is run by sam build, which sets ARTIFACTS_DIR))
-	$(PYTHON) infra/lambda/build_layer.py --output "$(ARTIFACTS_DIR)"
+	$(if $(wildcard $(PY)),$(PY),$(PYTHON)) infra/lambda/build_layer.py --output "$(ARTIFACTS_DIR)"
 
 # Every tier: lint, template validation, unit, integration (real Postgres, moto), end to end,
 # the Lambda package (sam build, sizes, handlers imported under python3.12).

@@ -69,7 +69,7 @@ from icefloe.datafiles import encode_parquet, new_data_key, new_file_record, wit
 from icefloe.merge import MergeLimits, MergeTask, MergeWorker
 from icefloe.metastore.models import NewFile
 from icefloe.metastore.store import MetaStore
-from icefloe.sample_events import EVENTS_SCHEMA
+from icefloe.sample_events import sample_events_spec
 from icefloe.spec import SizeTargets, TableSpec
 from icefloe.storage import LocalObjectStore
 
@@ -138,14 +138,7 @@ FROM p ORDER BY user_id, event, ts
 
 
 def _spec(name: str) -> TableSpec:
-    return TableSpec.create(
-        name=name,
-        schema=EVENTS_SCHEMA,
-        partition_by="day(ts)",
-        sort_by="event, ts",
-        row_group_by="user_id",
-        sizes=SizeTargets(max_files_per_merge=1000),
-    )
+    return sample_events_spec(name, sizes=SizeTargets(max_files_per_merge=1000))
 
 
 # --- inputs -----------------------------------------------------------------------------------

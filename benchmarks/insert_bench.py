@@ -33,7 +33,7 @@ from icefloe.ingest import Inserter
 from icefloe.ingest.row_ids import new_row_ids
 from icefloe.metastore.models import NewFile
 from icefloe.metastore.store import MetaStore
-from icefloe.sample_events import EVENTS_SCHEMA, sample_events
+from icefloe.sample_events import sample_events, sample_events_spec
 from icefloe.spec import TableSpec
 from icefloe.storage import LocalObjectStore, ObjectStore
 
@@ -49,16 +49,6 @@ SCALES: dict[str, dict[str, Any]] = {
         "memory": 1_000_000,
     },
 }
-
-
-def _spec(name: str) -> TableSpec:
-    return TableSpec.create(
-        name=name,
-        schema=EVENTS_SCHEMA,
-        partition_by="day(ts)",
-        sort_by="event, ts",
-        row_group_by="user_id",
-    )
 
 
 def per_row_baseline(
@@ -125,7 +115,7 @@ def bench_throughput(
         for size, runs in scale["batches"].items():
             rows = sample_events(size)
             table = f"t{size}"
-            spec = _spec(table)
+            spec = sample_events_spec(table)
             meta.create_table(spec)
             rate, rates = _median_rate(
                 lambda t=table, r=rows: inserter.insert_rows(t, r), size, runs
@@ -138,7 +128,7 @@ def bench_throughput(
             }
             if size <= scale["baseline_max"]:
                 base_table = f"b{size}"
-                base_spec = _spec(base_table)
+                base_spec = sample_events_spec(base_table)
                 meta.create_table(base_spec)
                 base, _ = _median_rate(
                     lambda s=base_spec, r=rows: per_row_baseline(meta, objects, s, r), size, runs
@@ -156,7 +146,7 @@ def _memory_probe(dsn: str, schema: str, events: int) -> dict[str, int]:
     rows = sample_events(events)
     with tempfile.TemporaryDirectory() as tmp, MetaStore(dsn, schema=schema) as meta:
         table = f"m{uuid.uuid4().hex[:8]}"
-        meta.create_table(_spec(table))
+        meta.create_table(sample_events_spec(table))
         inserter = Inserter(meta=meta, objects=LocalObjectStore(Path(tmp)), duckdb_threads=1)
         before = status_kib("VmRSS")
         reset_peak()

@@ -47,7 +47,7 @@ from icefloe.ingest.row_ids import ROW_ID_COLUMN
 from icefloe.merge import MergeLimits, MergeTask, MergeWorker, merge_locally
 from icefloe.metastore.store import MetaStore
 from icefloe.query import QueryEngine
-from icefloe.sample_events import EVENTS_SCHEMA, sample_events
+from icefloe.sample_events import EVENTS_SCHEMA, sample_events, sample_events_spec
 from icefloe.spec import SizeTargets, TableSpec
 from icefloe.storage import LocalObjectStore
 
@@ -81,14 +81,7 @@ POINT_COLUMNS = ("user_id", "properties")  # the columns POINT_SQL reads
 
 
 def _throughput_spec(name: str) -> TableSpec:
-    return TableSpec.create(
-        name=name,
-        schema=EVENTS_SCHEMA,
-        partition_by="day(ts)",
-        sort_by="event, ts",
-        row_group_by="user_id",
-        sizes=SizeTargets(max_files_per_merge=1000),
-    )
+    return sample_events_spec(name, sizes=SizeTargets(max_files_per_merge=1000))
 
 
 def _point_spec(name: str, *, aligned: bool, row_group_bytes: int) -> TableSpec:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
+from cfnlint.decode import decode
 
 LAMBDA_UNZIPPED_LIMIT = 262_144_000  # bytes: "250 MB" in Lambda's quotas (250 MiB)
 FUNCTION_TYPE = "AWS::Serverless::Function"
@@ -26,25 +26,6 @@ MIB = 2**20
 
 class ReportError(Exception):
     """The build directory does not hold what the template declares."""
-
-
-class _CfnLoader(yaml.SafeLoader):
-    """Reads CloudFormation short tags as ``{"!Tag": value}`` (only ``!Ref`` matters here)."""
-
-
-def _tagged(loader: yaml.SafeLoader, suffix: str, node: yaml.Node) -> dict[str, Any]:
-    value: Any
-    if isinstance(node, yaml.ScalarNode):
-        value = loader.construct_scalar(node)
-    elif isinstance(node, yaml.SequenceNode):
-        value = loader.construct_sequence(node, deep=True)
-    else:
-        assert isinstance(node, yaml.MappingNode)
-        value = loader.construct_mapping(node, deep=True)
-    return {"!" + suffix: value}
-
-
-_CfnLoader.add_multi_constructor("!", _tagged)
 
 
 def _tree_bytes(path: Path) -> int:
@@ -81,16 +62,17 @@ def _layer_ids(props: Mapping[str, Any], globals_: Mapping[str, Any], logical_id
     layers = props.get("Layers", globals_.get("Layers", []))
     ids = []
     for layer in layers:
-        if not (isinstance(layer, dict) and "!Ref" in layer):
+        if not (isinstance(layer, dict) and "Ref" in layer):
             raise ReportError(f"{logical_id}: layer {layer!r} is not a !Ref to this template's")
-        ids.append(str(layer["!Ref"]))
+        ids.append(str(layer["Ref"]))
     return ids
 
 
 def measure(*, template: Path, build_dir: Path) -> list[FunctionSize]:
     """Sizes of every function in ``template`` as built under ``build_dir``."""
-    with open(template, encoding="utf-8") as f:
-        doc = yaml.load(f, Loader=_CfnLoader)  # a SafeLoader subclass
+    doc, problems = decode(str(template))  # cfn-lint's reader: !Ref X becomes {"Ref": X}
+    if doc is None:
+        raise ReportError(f"{template} cannot be read: {problems}")
     globals_ = doc.get("Globals", {}).get("Function", {})
     resources = doc["Resources"]
     layer_sizes: dict[str, int] = {}

@@ -32,7 +32,7 @@ from icefloe.metastore.models import TableInfo
 from icefloe.query import QueryEngine, QueryLimits
 from icefloe.query.output import write_result
 from icefloe.runtime import Runtime
-from icefloe.sample_events import EVENTS_SCHEMA, sample_events
+from icefloe.sample_events import sample_events, sample_events_spec
 from icefloe.spec import TableSpec, format_partition_by, format_schema
 from icefloe.spec.presets import PRESETS, preset
 
@@ -171,12 +171,12 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
     args = build_parser().parse_args(argv)
     try:
         # A deployed stack's meta store is reachable through its secret, as for its functions.
-        settings = with_database_secret(Settings.from_env(), os.environ)
+        settings, secret = with_database_secret(Settings.from_env(), os.environ)
         if args.command == "db":
             stopped = stop_embedded(settings.embedded_database_dir)
             print("stopped" if stopped else "not running", file=out)
             return 0
-        with Runtime.open(settings, max_connections=2) as runtime:
+        with Runtime.open(settings, max_connections=2, dsn=secret) as runtime:
             return _COMMANDS[_command_key(args)](runtime, args, out)
     except IcefloeError as e:
         print(f"icefloe: error: {e}", file=sys.stderr)
@@ -316,13 +316,7 @@ def _demo(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
     if args.events < 1 or args.batch_size < 1 or args.days < 1:
         raise InvalidInputError("--events, --batch-size and --days must be positive")
     runtime.meta.migrate()
-    spec = TableSpec.create(
-        name="events",
-        schema=EVENTS_SCHEMA,
-        partition_by="day(ts)",
-        sort_by="event, ts",
-        row_group_by="user_id",
-    )
+    spec = sample_events_spec("events")
     with suppress(TableExistsError):  # a second demo run adds to the same table
         runtime.meta.create_table(spec)
     events = sample_events(args.events, days=args.days)

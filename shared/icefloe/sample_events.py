@@ -10,10 +10,25 @@ import random
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 
+from icefloe.spec import SizeTargets, TableSpec
+
 EVENTS_SCHEMA = "ts TIMESTAMP NOT NULL, event VARCHAR NOT NULL, user_id VARCHAR, properties JSON"
 EVENT_TYPES = ("page_load", "click", "signup", "purchase")
 _EVENT_WEIGHTS = (60, 30, 3, 7)
 _PATHS = ("/", "/pricing", "/docs", "/blog", "/signup", "/checkout")
+
+
+def sample_events_spec(name: str = "events", *, sizes: SizeTargets | None = None) -> TableSpec:
+    """The table the sample events go in (the demo's and the benchmarks'): by day of ``ts``,
+    sorted by event then time, one ``user_id`` per row group."""
+    return TableSpec.create(
+        name=name,
+        schema=EVENTS_SCHEMA,
+        partition_by="day(ts)",
+        sort_by="event, ts",
+        row_group_by="user_id",
+        sizes=sizes,
+    )
 
 
 def sample_events(

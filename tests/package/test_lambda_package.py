@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -49,8 +48,6 @@ def _sam() -> str:
 def build_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("sam") / "build"
     env = {**os.environ, "SAM_CLI_TELEMETRY": "0"}
-    # The layer's Makefile target runs `python3` (a build host's, any version): make it ours.
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     result = subprocess.run(
         [_sam(), "build", "--template-file", "template.yaml", "--build-dir", str(out)],
         cwd=REPO_ROOT,

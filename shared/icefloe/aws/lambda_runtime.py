@@ -13,7 +13,6 @@ import os
 import tempfile
 import threading
 from collections.abc import Mapping
-from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
@@ -56,36 +55,31 @@ _merge_worker: MergeWorker | None = None
 def settings_from_environment(environ: Mapping[str, str] | None = None) -> Settings:
     """:meth:`Settings.from_env`, with the DSN read from ``ICEFLOE_DATABASE_SECRET_ARN`` when
     ``ICEFLOE_DATABASE_URL`` is not set."""
-    env = os.environ if environ is None else environ
-    settings = with_database_secret(Settings.from_env(env), env)
+    return _settings_and_secret(os.environ if environ is None else environ)[0]
+
+
+def _settings_and_secret(env: Mapping[str, str]) -> tuple[Settings, SecretDsn | None]:
+    settings, secret = with_database_secret(Settings.from_env(env), env)
     if settings.database_url is None and env.get("AWS_LAMBDA_FUNCTION_NAME"):
         # The embedded Postgres is for one machine; in Lambda it would be a fresh, empty
         # database per container. Say what to set instead.
         raise ConfigError(
             f"no meta store configured: set ICEFLOE_DATABASE_URL or {SECRET_ARN_VARIABLE}"
         )
-    return settings
+    return settings, secret
 
 
 def runtime_from_environment(environ: Mapping[str, str] | None = None) -> Runtime:
     """The container's :class:`Runtime`, built from the environment on the first call.
 
-    Later calls return the same object, whatever ``environ`` they pass.
+    Later calls return the same object, whatever ``environ`` they pass. A secret is read once;
+    the meta store reads it again only when a new connection fails (a rotated secret).
     """
     global _runtime
     with _lock:
         if _runtime is None:
-            env = os.environ if environ is None else environ
-            settings = Settings.from_env(env)
-            secret_arn = env.get(SECRET_ARN_VARIABLE) or None
-            source: SecretDsn | None = None
-            if settings.database_url is None and secret_arn is not None:
-                # Read once; read again only if a new connection fails (a rotated secret).
-                source = SecretDsn(secret_arn, region=settings.aws_region)
-                settings = replace(settings, database_url=source.current())
-            else:
-                settings = settings_from_environment(env)
-            _runtime = Runtime.open(settings, max_connections=LAMBDA_MAX_CONNECTIONS, dsn=source)
+            settings, secret = _settings_and_secret(os.environ if environ is None else environ)
+            _runtime = Runtime.open(settings, max_connections=LAMBDA_MAX_CONNECTIONS, dsn=secret)
             logger.info("runtime opened (warehouse %s)", settings.warehouse.uri)
         return _runtime
 

@@ -75,18 +75,21 @@ class SecretDsn:
         return self._dsn
 
 
-def with_database_secret(settings: Settings, environ: Mapping[str, str]) -> Settings:
+def with_database_secret(
+    settings: Settings, environ: Mapping[str, str]
+) -> tuple[Settings, SecretDsn | None]:
     """``settings`` with the meta store's DSN read from the secret ``ICEFLOE_DATABASE_SECRET_ARN``
-    names, when no ``ICEFLOE_DATABASE_URL`` is set (a DSN given outright wins).
+    names, when no ``ICEFLOE_DATABASE_URL`` is set (a DSN given outright wins), and that secret
+    as the meta store's :class:`SecretDsn` (``None`` when no secret is read).
 
     The functions and the command line share it: ``icefloe init`` and ``icefloe table create``
     reach a deployed stack's meta store through the same secret as its functions.
     """
     secret_arn = environ.get(SECRET_ARN_VARIABLE) or None
     if settings.database_url is not None or secret_arn is None:
-        return settings
-    url = database_url_from_secret(secret_arn, region=settings.aws_region)
-    return replace(settings, database_url=url)
+        return settings, None
+    source = SecretDsn(secret_arn, region=settings.aws_region)
+    return replace(settings, database_url=source.current()), source
 
 
 def database_url_from_secret(
