@@ -99,6 +99,7 @@ def footer_stats(metadata: pq.FileMetaData) -> dict[str, ColumnStats]:
         highs: list[object] = []
         nulls = 0
         complete = True
+        bounded = True
         for group in range(metadata.num_row_groups):
             s = metadata.row_group(group).column(position).statistics
             if s is None:
@@ -108,10 +109,15 @@ def footer_stats(metadata: pq.FileMetaData) -> dict[str, ColumnStats]:
             if s.has_min_max:
                 lows.append(s.min)
                 highs.append(s.max)
+            elif not s.has_null_count or s.null_count < s.num_values:
+                # Values without bounds (the writer drops statistics of very long values):
+                # the file's range is unknown, not the range of the other row groups.
+                bounded = False
         if not complete:
             continue
-        low = _json_safe(min(lows), bound="min") if lows else None  # type: ignore[type-var]
-        high = _json_safe(max(highs), bound="max") if highs else None  # type: ignore[type-var]
+        known = bounded and lows
+        low = _json_safe(min(lows), bound="min") if known else None  # type: ignore[type-var]
+        high = _json_safe(max(highs), bound="max") if known else None  # type: ignore[type-var]
         stats[column.name] = ColumnStats(min=low, max=high, null_count=nulls)
     return stats
 

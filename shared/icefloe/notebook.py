@@ -22,7 +22,8 @@ from icefloe import duck
 from icefloe.config import Settings
 from icefloe.duck import ident
 from icefloe.errors import ConfigError
-from icefloe.query.engine import QueryEngine, TimeRange, view_sql
+from icefloe.query.engine import QueryEngine
+from icefloe.query.views import TimeRange, parquet_source, view_sql
 from icefloe.runtime import Runtime
 
 
@@ -70,7 +71,9 @@ class Lake:
         for info in self._runtime.meta.list_tables():
             pinned = (snapshots or {}).get(info.name)
             urls = self.file_urls(info.name, snapshot_id=pinned, as_of=as_of)
-            con.execute(view_sql(info.spec, urls, None, replace=True))
+            con.execute(
+                view_sql(info.spec, parquet_source(urls) if urls else None, None, replace=True)
+            )
             field = info.spec.time_partition_field
             if field is not None:
                 con.execute(  # names through ident(): validated identifiers
@@ -95,5 +98,5 @@ class Lake:
         window = TimeRange(start, end) if start or end else None
         urls = self.file_urls(table, snapshot_id=snapshot_id, start=start, end=end)
         con = con or duck.connect()
-        con.execute(view_sql(spec, urls, window, replace=True))
+        con.execute(view_sql(spec, parquet_source(urls) if urls else None, window, replace=True))
         return con.table(table)

@@ -9,10 +9,12 @@ import json
 import boto3
 import pytest
 
+from icefloe import duck
 from icefloe.cli import main
 from icefloe.config import Settings
+from icefloe.errors import InvalidInputError, TableNotFoundError
 from icefloe.ingest import Inserter
-from icefloe.query import QueryEngine, QueryFailedError
+from icefloe.query import QueryEngine, QueryRefusedError
 from icefloe.query.s3_access import S3Credentials, configure_s3, configure_s3_from_settings
 from icefloe.runtime import Runtime
 from icefloe.spec import TableSpec
@@ -69,8 +71,81 @@ def test_insert_and_query_over_s3_with_the_sandbox_on(s3_env: Settings) -> None:
         assert result.rows.to_pylist() == [{"n": 3}]
         plan = result.plan("events")
         assert plan.files_scanned == 1 and plan.paths[0].startswith("events/data/day=2026-05-01/")
-        with pytest.raises(QueryFailedError, match="Cannot access"):
+        with pytest.raises(QueryRefusedError, match=r"read_csv\(\) is not allowed"):
             engine.query("SELECT * FROM read_csv('s3://lake-bucket/elsewhere/secret.csv')")
+
+
+# What a caller tried, to read the S3 secret, a setting or a host path from a query.
+CREDENTIAL_PROBES = [
+    "SELECT * FROM duckdb_secrets()",
+    "SELECT secret_string FROM duckdb_secrets()",
+    "SELECT * FROM events, duckdb_secrets()",
+    "SELECT (SELECT secret_string FROM duckdb_secrets() LIMIT 1) AS s FROM events",
+    "WITH s AS (SELECT * FROM duckdb_secrets()) SELECT * FROM s",
+    "SELECT * FROM query('SELECT * FROM duckdb_secrets()')",
+    "SELECT which_secret('s3://lake-bucket/wh/x', 's3') AS s",
+    "SELECT * FROM duckdb_settings()",
+    "SELECT current_setting('s3_access_key_id') AS s",
+    "SELECT current_setting('home_directory') AS s",
+    "SELECT current_setting('temp_directory') AS s",
+    "SELECT getenv('AWS_SECRET_ACCESS_KEY') AS s",
+    "SELECT getvariable('x') AS s",
+    "FROM duckdb_views",
+    "SELECT * FROM duckdb_views()",
+    "SELECT * FROM duckdb_extensions()",
+    "SELECT * FROM duckdb_databases()",
+    "SELECT * FROM duckdb_temporary_files()",
+    "SELECT * FROM pragma_database_list",
+    "SELECT * FROM pragma_database_list()",
+    "SELECT * FROM information_schema.tables",
+    "SELECT * FROM pg_catalog.pg_settings",
+    "SELECT * FROM memory.main.events",
+    "SELECT * FROM (DESCRIBE events)",
+    "SELECT * FROM (SUMMARIZE events)",
+    "SELECT * FROM glob('s3://lake-bucket/**')",
+    "SELECT * FROM read_blob('s3://lake-bucket/elsewhere/secret.csv')",
+    "SELECT * FROM sniff_csv('s3://lake-bucket/elsewhere/secret.csv')",
+    "SELECT * FROM parquet_metadata('s3://lake-bucket/wh/events/data/x.parquet')",
+    "SELECT sql FROM sqlite_master",
+]
+
+
+def test_no_query_reads_a_credential_a_setting_or_a_host_path(
+    s3_env: Settings, monkeypatch: pytest.MonkeyPatch, moto_endpoint: str
+) -> None:
+    key_id, secret = "AKIAICEFLOEPROBE0001", "icefloe-probe-secret-value"
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", key_id)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", secret)
+    host = moto_endpoint.split("://", 1)[1]
+    revealing = [key_id, secret, host, str(duck.duckdb_home()), "/tmp"]
+    with Runtime.open(s3_env) as runtime:
+        runtime.meta.migrate()
+        runtime.meta.create_table(
+            TableSpec.create(name="events", schema="ts TIMESTAMP NOT NULL, event VARCHAR")
+        )
+        inserter = Inserter(meta=runtime.meta, objects=runtime.objects)
+        inserter.insert_rows("events", [{"ts": "2026-05-01T10:00:00Z", "event": "a"}])
+        inserter.close()
+        engine = QueryEngine(
+            meta=runtime.meta,
+            objects=runtime.objects,
+            configure=lambda con: configure_s3_from_settings(con, s3_env),
+        )
+        # The secret is in place: the lake's own table reads through it.
+        assert engine.query("SELECT count(*) AS n FROM events").rows.to_pylist() == [{"n": 1}]
+        answered = []
+        for probe in CREDENTIAL_PROBES:
+            try:
+                rows = engine.query(probe).rows.to_pylist()
+            except (InvalidInputError, TableNotFoundError) as refused:
+                text = str(refused)
+            else:
+                answered.append(probe)
+                text = json.dumps(rows, default=str)
+            leaked = [value for value in revealing if value in text]
+            assert not leaked, f"{probe!r} revealed {leaked}: {text[:300]}"
+        # Every probe is refused before it runs; none needed DuckDB's own lock to stop it.
+        assert answered == []
 
 
 def test_the_cli_queries_an_s3_warehouse(s3_env: Settings) -> None:

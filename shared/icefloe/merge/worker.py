@@ -34,8 +34,8 @@ from icefloe.merge.tasks import MergeTask
 from icefloe.merge.writer import RollingParquetWriter, StagedFile, upload_staged
 from icefloe.metastore.models import DataFile, NewFile
 from icefloe.metastore.store import MetaStore
-from icefloe.query.engine import view_sql
 from icefloe.query.sandbox import QueryLimits, lock_down
+from icefloe.query.views import parquet_source, view_sql
 from icefloe.spec import CustomMode, PartitionValue, TableSpec
 from icefloe.storage import ObjectStore, discard_uncommitted
 
@@ -195,7 +195,7 @@ class MergeWorker:
             con.execute("SET preserve_insertion_order = false")
             if self._configure is not None:
                 self._configure(con)
-            con.execute(view_sql(spec, uris, None))
+            con.execute(view_sql(spec, parquet_source(uris) if uris else None, None))
             lock_down(
                 con,
                 allowed_paths=uris,

@@ -268,33 +268,26 @@ class MetaStore:
 
         Returns 0 for a table that has no commit yet (and no id was asked for).
         """
-        info = self.get_table(table)
-        if snapshot_id is None and as_of is None:
-            return info.head_snapshot_id
+        with self.pin(table, snapshot_id=snapshot_id, as_of=as_of) as pinned:
+            return pinned.snapshot_id
+
+    @contextmanager
+    def pin(
+        self, table: str, *, snapshot_id: int | None = None, as_of: datetime | None = None
+    ) -> Iterator[PinnedSnapshot]:
+        """Resolve a snapshot (as :meth:`resolve_snapshot`) inside one repeatable-read
+        transaction, and list its files from the same transaction: whatever commits or janitor
+        runs happen meanwhile, the listing is the complete file list of the snapshot that was
+        resolved. SnapshotNotFoundError names a snapshot that is unknown or expired."""
         with self._connection() as conn:
-            if snapshot_id is not None:
-                row = conn.execute(
-                    "SELECT snapshot_id, expired_at FROM snapshots"
-                    " WHERE table_id = %s AND snapshot_id = %s",
-                    (info.table_id, snapshot_id),
-                ).fetchone()
-                wanted = f"snapshot {snapshot_id}"
-            else:
-                row = conn.execute(
-                    "SELECT snapshot_id, expired_at FROM snapshots"
-                    " WHERE table_id = %s AND committed_at <= %s"
-                    " ORDER BY snapshot_id DESC LIMIT 1",
-                    (info.table_id, as_of),
-                ).fetchone()
-                wanted = f"a snapshot as of {as_of}"
-            conn.rollback()
-        if row is None:
-            raise SnapshotNotFoundError(f"table {table!r} has no {wanted}")
-        if row[1] is not None:
-            raise SnapshotNotFoundError(
-                f"table {table!r}: {wanted} has expired (older than the table's retention)"
-            )
-        return int(row[0])
+            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            try:
+                pinned = PinnedSnapshot(
+                    conn, _resolve(conn, table, snapshot_id=snapshot_id, as_of=as_of)
+                )
+                yield pinned
+            finally:
+                conn.rollback()
 
     # -- files ----------------------------------------------------------------------------------
 
@@ -316,45 +309,17 @@ class MetaStore:
         """
         info = self.get_table(table)
         at = info.head_snapshot_id if snapshot_id is None else snapshot_id
-        return self._files_at(
-            info.table_id,
-            at,
-            partitions=partitions,
-            start_from=start_from,
-            start_before=start_before,
-        )
-
-    def _files_at(
-        self,
-        table_id: int,
-        snapshot_id: int,
-        *,
-        partitions: Sequence[str] | None = None,
-        start_from: datetime | None = None,
-        start_before: datetime | None = None,
-    ) -> list[DataFile]:
-        where = [
-            sql.SQL("table_id = %(table_id)s"),
-            sql.SQL("begin_snapshot <= %(at)s"),
-            sql.SQL("(end_snapshot IS NULL OR end_snapshot > %(at)s)"),
-        ]
-        params: dict[str, Any] = {"table_id": table_id, "at": snapshot_id}
-        if partitions is not None:
-            where.append(sql.SQL("partition_path = ANY(%(partitions)s)"))
-            params["partitions"] = list(partitions)
-        if start_from is not None:
-            where.append(sql.SQL("partition_start >= %(start_from)s"))
-            params["start_from"] = start_from
-        if start_before is not None:
-            where.append(sql.SQL("partition_start < %(start_before)s"))
-            params["start_before"] = start_before
-        query = sql.SQL("SELECT {columns} FROM data_files WHERE {where} ORDER BY file_id").format(
-            columns=sql.SQL(_FILE_COLUMNS), where=sql.SQL(" AND ").join(where)
-        )
         with self._connection() as conn:
-            rows = conn.execute(query, params).fetchall()
+            files = _files_at(
+                conn,
+                info.table_id,
+                at,
+                partitions=partitions,
+                start_from=start_from,
+                start_before=start_before,
+            )
             conn.rollback()
-        return [_data_file(row) for row in rows]
+        return files
 
     def files_by_id(self, table: str, file_ids: Sequence[int]) -> list[DataFile]:
         """The rows of these files of ``table``, live or not, in id order (missing ids are
@@ -796,3 +761,95 @@ def _data_file(row: Sequence[Any]) -> DataFile:
         claim_token=row[12],
         claimed=bool(row[13]),
     )
+
+
+@dataclass(frozen=True, slots=True)
+class _Pin:
+    table_id: int
+    snapshot_id: int
+
+
+class PinnedSnapshot:
+    """A resolved snapshot and the transaction that resolved it (see :meth:`MetaStore.pin`)."""
+
+    def __init__(self, conn: Conn, pin: _Pin) -> None:
+        self._conn = conn
+        self._pin = pin
+        self.snapshot_id = pin.snapshot_id
+
+    def files(
+        self, *, start_from: datetime | None = None, start_before: datetime | None = None
+    ) -> list[DataFile]:
+        """The snapshot's live files whose partition period starts in the window."""
+        if self.snapshot_id == 0:
+            return []
+        return _files_at(
+            self._conn,
+            self._pin.table_id,
+            self.snapshot_id,
+            start_from=start_from,
+            start_before=start_before,
+        )
+
+
+def _resolve(conn: Conn, table: str, *, snapshot_id: int | None, as_of: datetime | None) -> _Pin:
+    head = conn.execute(
+        "SELECT table_id, head_snapshot_id FROM lake_tables WHERE name = %s", (table,)
+    ).fetchone()
+    if head is None:
+        raise TableNotFoundError(f"no table named {table!r}")
+    table_id = int(head[0])
+    if snapshot_id is None and as_of is None:
+        return _Pin(table_id, int(head[1]))
+    if snapshot_id is not None:
+        row = conn.execute(
+            "SELECT snapshot_id, expired_at FROM snapshots WHERE table_id = %s AND snapshot_id = %s",
+            (table_id, snapshot_id),
+        ).fetchone()
+        wanted = f"snapshot {snapshot_id}"
+    else:
+        row = conn.execute(
+            "SELECT snapshot_id, expired_at FROM snapshots"
+            " WHERE table_id = %s AND committed_at <= %s"
+            " ORDER BY snapshot_id DESC LIMIT 1",
+            (table_id, as_of),
+        ).fetchone()
+        wanted = f"a snapshot as of {as_of}"
+    if row is None:
+        raise SnapshotNotFoundError(f"table {table!r} has no {wanted}")
+    if row[1] is not None:
+        raise SnapshotNotFoundError(
+            f"table {table!r}: {wanted} (snapshot {row[0]}) has expired"
+            " (older than the table's retention)"
+        )
+    return _Pin(table_id, int(row[0]))
+
+
+def _files_at(
+    conn: Conn,
+    table_id: int,
+    snapshot_id: int,
+    *,
+    partitions: Sequence[str] | None = None,
+    start_from: datetime | None = None,
+    start_before: datetime | None = None,
+) -> list[DataFile]:
+    where = [
+        sql.SQL("table_id = %(table_id)s"),
+        sql.SQL("begin_snapshot <= %(at)s"),
+        sql.SQL("(end_snapshot IS NULL OR end_snapshot > %(at)s)"),
+    ]
+    params: dict[str, Any] = {"table_id": table_id, "at": snapshot_id}
+    if partitions is not None:
+        where.append(sql.SQL("partition_path = ANY(%(partitions)s)"))
+        params["partitions"] = list(partitions)
+    if start_from is not None:
+        where.append(sql.SQL("partition_start >= %(start_from)s"))
+        params["start_from"] = start_from
+    if start_before is not None:
+        where.append(sql.SQL("partition_start < %(start_before)s"))
+        params["start_before"] = start_before
+    query = sql.SQL("SELECT {columns} FROM data_files WHERE {where} ORDER BY file_id").format(
+        columns=sql.SQL(_FILE_COLUMNS), where=sql.SQL(" AND ").join(where)
+    )
+    return [_data_file(row) for row in conn.execute(query, params).fetchall()]

@@ -5,9 +5,9 @@ from icefloe.query.engine import (
     QueryFailedError,
     QueryResult,
     TablePlan,
-    TimeRange,
 )
 from icefloe.query.sandbox import QueryLimits, QueryRefusedError, QueryTimeoutError
+from icefloe.query.views import TimeRange
 
 __all__ = [
     "QueryEngine",

@@ -14,21 +14,23 @@ import duckdb
 import pyarrow as pa
 
 from icefloe import duck
-from icefloe.duck import ident, string_literal
-from icefloe.errors import InvalidInputError, TableNotFoundError
-from icefloe.ingest.row_ids import ROW_ID_COLUMN
+from icefloe.errors import InvalidInputError, SnapshotNotFoundError
 from icefloe.metastore.models import DataFile
 from icefloe.metastore.store import MetaStore
-from icefloe.query.pruning import ColumnRange, column_ranges, file_may_match, listing_window
+from icefloe.query.pruning import ColumnRange, listing_window, needed_files
+from icefloe.query.pruning import time_range as time_range_of
 from icefloe.query.sandbox import (
     QueryLimits,
     QueryRefusedError,
     QueryTimeoutError,
+    check_references,
     check_sql,
     lock_down,
     time_limit,
 )
+from icefloe.query.scan_filters import ScanPlanner, TableScans
 from icefloe.query.sql_refs import analyze
+from icefloe.query.views import TimeRange, parquet_source, standin_source, view_sql
 from icefloe.spec import TableSpec
 from icefloe.storage import ObjectStore
 
@@ -56,16 +58,12 @@ class QueryResult:
         return next(p for p in self.plans if p.table == table)
 
 
-@dataclass(frozen=True, slots=True)
-class TimeRange:
-    """An explicit window on a table's time column: ``start <= ts < end`` (either may be open)."""
-
-    start: datetime | None = None
-    end: datetime | None = None
-
-
 class QueryEngine:
-    """Runs callers' SELECTs over snapshot-pinned views of the lake's tables."""
+    """Runs callers' SELECTs over snapshot-pinned views of the lake's tables.
+
+    ``pruning=False`` reads every file of each pinned snapshot: the reference the differential
+    tests compare the pruned answers with.
+    """
 
     def __init__(
         self,
@@ -74,12 +72,16 @@ class QueryEngine:
         objects: ObjectStore,
         limits: QueryLimits | None = None,
         configure: Any = None,
+        pruning: bool = True,
     ) -> None:
         self._meta = meta
         self._objects = objects
         self.limits = limits or QueryLimits()
-        # Called on each new connection before lock-down (S3 credentials, the httpfs extension).
+        # Called on each query's connection after planning and before lock-down (S3
+        # credentials, the httpfs extension).
         self._configure = configure
+        self.pruning = pruning
+        self._planner = ScanPlanner()
 
     def query(
         self,
@@ -111,12 +113,10 @@ class QueryEngine:
     ) -> QueryResult:
         refs = analyze(statement, con=con)
         lake_tables = {t.name: t for t in self._meta.list_tables()}
-        named = sorted(t for t in refs.tables if t in lake_tables)
+        check_references(refs, lake_tables=lake_tables)
+        named = sorted(refs.tables)
         if snapshot_id is not None and len(named) != 1:
             raise InvalidInputError("a snapshot id pins one table; use as_of for several")
-        unknown = sorted(refs.tables - set(lake_tables))
-        if unknown and not named:
-            raise TableNotFoundError(f"no table named {unknown[0]!r}")
         if tenant is not None:
             unscoped = [t for t in named if lake_tables[t].spec.tenant_column is None]
             if unscoped:
@@ -124,31 +124,70 @@ class QueryEngine:
                     f"query refused: table {unscoped[0]!r} has no tenant column,"
                     " so a tenant's query cannot read it"
                 )
-        if self._configure is not None:
-            self._configure(con)
-        plans = []
-        for name in named:
-            spec = lake_tables[name].spec
-            window = (time_range or {}).get(name)
-            plan, files = self._plan(
-                spec,
+        specs = {name: lake_tables[name].spec for name in named}
+        windows = {name: (time_range or {}).get(name) for name in named}
+        scans = self._scans(statement, specs, windows, tenant)
+        planned = [
+            self._plan(
+                specs[name],
+                scans[name],
                 snapshot_id=snapshot_id,
                 as_of=as_of,
-                bounds=refs.bounds.get(name, ()),
-                window=window,
+                window=windows[name],
                 tenant=tenant,
-                con=con,
             )
-            uris = [self._objects.uri(f.path) for f in files]
-            con.execute(view_sql(spec, uris, window, tenant=tenant))
-            plans.append(plan)
-        lock_down(
-            con,
-            allowed_paths=[self._objects.uri(p) for plan in plans for p in plan.paths],
-            limits=self.limits,
-        )
-        rows = self._run(con, statement)
-        return QueryResult(rows=rows, plans=tuple(plans))
+            for name in named
+        ]
+        if self._configure is not None:
+            self._configure(con)
+        plans = tuple(plan for plan, _ in planned)
+        try:
+            for plan, files in planned:
+                uris = [self._objects.uri(f.path) for f in files]
+                source = parquet_source(uris) if uris else None
+                con.execute(view_sql(specs[plan.table], source, windows[plan.table], tenant=tenant))
+            lock_down(
+                con,
+                allowed_paths=[self._objects.uri(p) for plan in plans for p in plan.paths],
+                limits=self.limits,
+            )
+            rows = self._run(con, statement)
+        except (duckdb.IOException, duckdb.HTTPException, QueryFailedError) as e:
+            cause = e.__cause__ if isinstance(e, QueryFailedError) else e
+            if isinstance(cause, duckdb.IOException | duckdb.HTTPException):
+                self._check_still_live(plans)
+            raise
+        return QueryResult(rows=rows, plans=plans)
+
+    def _scans(
+        self,
+        statement: str,
+        specs: Mapping[str, TableSpec],
+        windows: Mapping[str, TimeRange | None],
+        tenant: str | None,
+    ) -> dict[str, TableScans]:
+        if not self.pruning or not specs:
+            return {name: TableScans(name, None) for name in specs}
+        for spec in specs.values():
+            self._planner.prepare(spec)
+        views = {
+            name: view_sql(spec, standin_source(name), windows[name], tenant=tenant, replace=True)
+            for name, spec in specs.items()
+        }
+        return self._planner.scans(statement, views)
+
+    def _check_still_live(self, plans: Sequence[TablePlan]) -> None:
+        """After a read failed: a snapshot the janitor expired (and collected) while the query
+        ran is named as such, not reported as a broken file."""
+        for plan in plans:
+            if plan.snapshot_id:
+                try:
+                    self._meta.resolve_snapshot(plan.table, snapshot_id=plan.snapshot_id)
+                except SnapshotNotFoundError as e:
+                    raise SnapshotNotFoundError(
+                        f"table {plan.table!r}: snapshot {plan.snapshot_id} expired while the"
+                        f" query ran and its files were collected; query again ({e})"
+                    ) from e
 
     def plan(
         self,
@@ -160,53 +199,45 @@ class QueryEngine:
     ) -> TablePlan:
         """The files a read of ``table`` at a snapshot needs, pruned to ``time_range``."""
         spec = self._meta.get_table(table).spec
-        # No bounds to cast, so no DuckDB connection is needed for this plan.
         plan, _ = self._plan(
             spec,
+            TableScans(table, None),
             snapshot_id=snapshot_id,
             as_of=as_of,
-            bounds=(),
             window=time_range,
             tenant=None,
-            con=None,
         )
         return plan
 
     def _plan(
         self,
         spec: TableSpec,
+        scans: TableScans,
         *,
         snapshot_id: int | None,
         as_of: datetime | None,
-        bounds: Sequence[Any],
         window: TimeRange | None,
         tenant: str | None,
-        con: duckdb.DuckDBPyConnection | None,
     ) -> tuple[TablePlan, list[DataFile]]:
-        pinned = self._meta.resolve_snapshot(spec.name, snapshot_id=snapshot_id, as_of=as_of)
-        ranges = column_ranges(spec, bounds, _caster(con)) if con is not None else {}
         field = spec.time_partition_field
-        if window is not None and field is not None:
-            r = ranges.get(field.source, ColumnRange())
-            if window.start is not None:
+        ranges: dict[str, ColumnRange] = {}
+        if field is not None and self.pruning:
+            r = time_range_of(scans, spec)
+            if window is not None and window.start is not None:
                 r = r.tighten(">=", window.start)
-            if window.end is not None:
+            if window is not None and window.end is not None:
                 r = r.tighten("<", window.end)
             ranges[field.source] = r
         start_from, start_before = listing_window(spec, ranges)
-        considered = (
-            self._meta.files(
-                spec.name, snapshot_id=pinned, start_from=start_from, start_before=start_before
-            )
-            if pinned
-            else []
-        )
+        with self._meta.pin(spec.name, snapshot_id=snapshot_id, as_of=as_of) as pinned:
+            considered = pinned.files(start_from=start_from, start_before=start_before)
+            pinned_id = pinned.snapshot_id
         if tenant is not None:
             considered = [f for f in considered if _in_tenant(f, spec, tenant)]
-        scanned = [f for f in considered if file_may_match(f, ranges, spec)]
+        scanned = needed_files(considered, scans, spec)
         plan = TablePlan(
             table=spec.name,
-            snapshot_id=pinned,
+            snapshot_id=pinned_id,
             files_considered=len(considered),
             files_scanned=len(scanned),
             bytes_scanned=sum(f.size_bytes for f in scanned),
@@ -243,56 +274,8 @@ def _first_line(error: Exception) -> str:
     return str(error).strip().splitlines()[0]
 
 
-def _caster(con: duckdb.DuckDBPyConnection) -> Any:
-    def cast(value: object, column_type: str) -> object:
-        target = "VARCHAR" if column_type == "JSON" else column_type
-        try:
-            row = con.execute(f"SELECT TRY_CAST(? AS {target})", [value]).fetchone()
-        except duckdb.Error:
-            return None
-        return None if row is None else row[0]
-
-    return cast
-
-
 def _in_tenant(file: DataFile, spec: TableSpec, tenant: str) -> bool:
     field = next(
         f for f in spec.partition_by if f.transform == "identity" and f.source == spec.tenant_column
     )
     return file.partition_values.get(field.name) == field.to_path_value(tenant)
-
-
-def view_sql(
-    spec: TableSpec,
-    uris: Sequence[str],
-    window: TimeRange | None,
-    *,
-    tenant: str | None = None,
-    replace: bool = False,
-) -> str:
-    """``CREATE VIEW <table>`` over exactly ``uris``, columns cast to the spec's types."""
-    create = "CREATE OR REPLACE VIEW" if replace else "CREATE VIEW"
-    columns = [(c.name, c.type) for c in spec.columns] + [(ROW_ID_COLUMN, "BLOB")]
-    name = ident(spec.name)
-    if not uris:
-        nulls = ", ".join(f"CAST(NULL AS {t}) AS {ident(c)}" for c, t in columns)
-        return f"{create} {name} AS SELECT {nulls} WHERE false"
-    select = ", ".join(f"CAST({ident(c)} AS {t}) AS {ident(c)}" for c, t in columns)
-    files = "[" + ", ".join(string_literal(u) for u in uris) + "]"
-    conditions = []
-    if tenant is not None and spec.tenant_column is not None:
-        # Files were chosen by tenant partition already; this filter is a second lock.
-        conditions.append(f"{ident(spec.tenant_column)} = {string_literal(tenant)}")
-    field = spec.time_partition_field
-    if window is not None and field is not None:
-        if window.start is not None:
-            conditions.append(
-                f"{ident(field.source)} >= {string_literal(window.start.isoformat())}"
-            )
-        if window.end is not None:
-            conditions.append(f"{ident(field.source)} < {string_literal(window.end.isoformat())}")
-    where = " WHERE " + " AND ".join(conditions) if conditions else ""
-    return (
-        f"{create} {name} AS SELECT {select}"
-        f" FROM read_parquet({files}, hive_partitioning = false){where}"
-    )

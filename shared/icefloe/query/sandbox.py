@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
 import duckdb
 
 from icefloe.duck import string_literal
-from icefloe.errors import ConfigError, InvalidInputError
+from icefloe.errors import ConfigError, InvalidInputError, TableNotFoundError
+from icefloe.query.sql_refs import SqlRefs
 
 
 class QueryRefusedError(InvalidInputError):
@@ -114,6 +115,42 @@ def check_sql(sql: str, *, limits: QueryLimits) -> str:
             f"query refused: {keyword or 'this'} statements are not allowed; send one SELECT"
         )
     return str(statement.query)
+
+
+# Table functions a caller's query may read from: generators only, nothing that reads a file,
+# a URL, a setting, a secret or the catalog.
+ALLOWED_TABLE_FUNCTIONS = frozenset(
+    {"range", "generate_series", "unnest", "json_each", "json_tree"}
+)
+# Scalar functions that reveal the host or the session (settings hold paths, and could hold keys).
+_DENIED_FUNCTIONS = frozenset({"current_setting", "getenv", "getvariable", "which_secret"})
+_DENIED_PREFIXES = ("duckdb_", "pragma_")
+
+
+def check_references(refs: SqlRefs, *, lake_tables: Collection[str]) -> None:
+    """Refuse a query that reaches anything but the lake's tables, its own CTEs and
+    generator functions: no catalog views, no other schema, no reader, no setting."""
+    if refs.qualified_tables:
+        first = sorted(str(t) for t in refs.qualified_tables)[0]
+        raise QueryRefusedError(
+            f"query refused: {first!r} is not a table of this lake (name tables without a schema)"
+        )
+    unknown = sorted(refs.tables - set(lake_tables))
+    if unknown:
+        raise TableNotFoundError(f"no table named {unknown[0]!r}")
+    refused = sorted(refs.table_functions - ALLOWED_TABLE_FUNCTIONS)
+    if refused:
+        raise QueryRefusedError(
+            f"query refused: table function {refused[0]}() is not allowed; allowed are"
+            f" {', '.join(sorted(ALLOWED_TABLE_FUNCTIONS))}"
+        )
+    denied = sorted(
+        f for f in refs.functions if f in _DENIED_FUNCTIONS or f.startswith(_DENIED_PREFIXES)
+    )
+    if denied:
+        raise QueryRefusedError(f"query refused: function {denied[0]}() is not allowed")
+    if "SHOW_REF" in refs.source_kinds:
+        raise QueryRefusedError("query refused: DESCRIBE, SHOW and SUMMARIZE are not allowed")
 
 
 def lock_down(

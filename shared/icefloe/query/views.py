@@ -1,0 +1,64 @@
+"""The view a query sees for each table: the spec's columns, cast to their types, over the
+pinned snapshot's files (or over the planner's stand-in, with the same conditions)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from icefloe.duck import ident, string_literal
+from icefloe.query.scan_filters import STANDIN_SCHEMA, standin_columns
+from icefloe.spec import TableSpec
+
+
+@dataclass(frozen=True, slots=True)
+class TimeRange:
+    """An explicit window on a table's time column: ``start <= ts < end`` (either may be open)."""
+
+    start: datetime | None = None
+    end: datetime | None = None
+
+
+def parquet_source(uris: Sequence[str]) -> str:
+    """A FROM source reading exactly these Parquet files."""
+    files = "[" + ", ".join(string_literal(u) for u in uris) + "]"
+    return f"read_parquet({files}, hive_partitioning = false)"
+
+
+def standin_source(table: str) -> str:
+    """The planner's stand-in of a table (see :class:`icefloe.query.scan_filters.ScanPlanner`)."""
+    return f"{STANDIN_SCHEMA}.{ident(table)}"
+
+
+def view_sql(
+    spec: TableSpec,
+    source: str | None,
+    window: TimeRange | None,
+    *,
+    tenant: str | None = None,
+    replace: bool = False,
+) -> str:
+    """``CREATE VIEW <table>`` over ``source`` (None: no file), columns cast to the spec's
+    types, restricted to the tenant and the window."""
+    create = "CREATE OR REPLACE VIEW" if replace else "CREATE VIEW"
+    columns = standin_columns(spec)
+    name = ident(spec.name)
+    if source is None:
+        nulls = ", ".join(f"CAST(NULL AS {t}) AS {ident(c)}" for c, t in columns)
+        return f"{create} {name} AS SELECT {nulls} WHERE false"
+    select = ", ".join(f"CAST({ident(c)} AS {t}) AS {ident(c)}" for c, t in columns)
+    conditions = []
+    if tenant is not None and spec.tenant_column is not None:
+        # Files were chosen by tenant partition already; this filter is a second lock.
+        conditions.append(f"{ident(spec.tenant_column)} = {string_literal(tenant)}")
+    field = spec.time_partition_field
+    if window is not None and field is not None:
+        if window.start is not None:
+            conditions.append(
+                f"{ident(field.source)} >= {string_literal(window.start.isoformat())}"
+            )
+        if window.end is not None:
+            conditions.append(f"{ident(field.source)} < {string_literal(window.end.isoformat())}")
+    where = " WHERE " + " AND ".join(conditions) if conditions else ""
+    return f"{create} {name} AS SELECT {select} FROM {source}{where}"

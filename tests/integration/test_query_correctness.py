@@ -1,0 +1,132 @@
+"""Answers that pruning once got wrong, and the janitor racing a pinned read."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from icefloe.errors import SnapshotNotFoundError
+from icefloe.ingest import Inserter
+from icefloe.janitor import Janitor
+from icefloe.merge import MergeWorker, merge_locally
+from icefloe.metastore.store import MetaStore
+from icefloe.query import QueryEngine
+from icefloe.spec import TableSpec
+from icefloe.storage import LocalObjectStore
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def objects(tmp_path: Path) -> LocalObjectStore:
+    return LocalObjectStore(tmp_path / "warehouse")
+
+
+@pytest.fixture
+def inserter(meta: MetaStore, objects: LocalObjectStore) -> Iterator[Inserter]:
+    meta.create_table(
+        TableSpec.create(
+            name="t", schema="ts TIMESTAMP NOT NULL, v INTEGER, s VARCHAR", partition_by="day(ts)"
+        )
+    )
+    inserter = Inserter(meta=meta, objects=objects)
+    # Four one-row files per day (enough for a merge to take them), each day with its own v.
+    for day, v in ((1, 1), (2, 2), (3, 3), (4, 4)):
+        for h in range(4):
+            inserter.insert_rows(
+                "t", [{"ts": f"2026-11-0{day}T0{h}:30:00", "v": v, "s": f"d{day}"}]
+            )
+    yield inserter
+    inserter.close()
+
+
+def answer(engine: QueryEngine, sql: str) -> list[tuple[object, ...]]:
+    return [tuple(r.values()) for r in engine.query(sql).rows.to_pylist()]
+
+
+@pytest.mark.parametrize(
+    ("sql", "expected"),
+    [
+        # The constant is the INTEGER 2 (DuckDB rounds), not 2.4.
+        ("SELECT count(*) FROM t WHERE v = CAST(2.4 AS INTEGER)", 4),
+        ("SELECT count(*) FROM t WHERE v = 2.4::INTEGER", 4),
+        # A DATE compared with a TIMESTAMP is midnight of that day, not 01:30.
+        ("SELECT count(*) FROM t WHERE ts >= CAST('2026-11-02 01:30' AS DATE)", 12),
+        ("SELECT count(*) FROM t WHERE ts < CAST('2026-11-02 01:30' AS DATE)", 4),
+        ("SELECT count(*) FROM t WHERE CAST(ts AS DATE) = '2026-11-02'", 4),
+        ("SELECT count(*) FROM t WHERE ts >= TIMESTAMPTZ '2026-11-02 02:30:00+01'", 11),
+        ("SELECT count(*) FROM t WHERE v + 1 > 4", 4),
+        ("SELECT count(*) FROM t WHERE s LIKE 'd3%'", 4),
+        ("SELECT count(*) FROM t WHERE v IN (1, 4) OR s = 'd2'", 12),
+    ],
+)
+def test_typed_constants_prune_as_duckdb_compares_them(
+    meta: MetaStore, objects: LocalObjectStore, inserter: Inserter, sql: str, expected: int
+) -> None:
+    pruned, unpruned = (
+        QueryEngine(meta=meta, objects=objects),
+        QueryEngine(meta=meta, objects=objects, pruning=False),
+    )
+    assert answer(pruned, sql) == [(expected,)]
+    assert answer(unpruned, sql) == [(expected,)]
+
+
+def test_each_reference_to_a_table_is_pruned_on_its_own(
+    meta: MetaStore, objects: LocalObjectStore, inserter: Inserter
+) -> None:
+    engine = QueryEngine(meta=meta, objects=objects)
+    result = engine.query("SELECT (SELECT count(*) FROM t) AS n FROM t WHERE ts >= '2026-11-03'")
+    assert result.rows.to_pylist() == [{"n": 16}] * 8
+    # A self-join where each side prunes differently reads the union of both sides' files.
+    joined = engine.query(
+        "SELECT count(*) AS n FROM t a, t b WHERE a.v = 1 AND b.v = 4 AND a.ts < b.ts"
+    )
+    assert joined.rows.to_pylist() == [{"n": 16}]
+    assert joined.plan("t").files_scanned == 8
+    # A point query reads its day's four files.
+    assert engine.query("SELECT count(*) FROM t WHERE v = 3").plan("t").files_scanned == 4
+
+
+def test_the_listing_is_the_whole_snapshot_when_the_janitor_runs_between_resolve_and_list(
+    meta: MetaStore, objects: LocalObjectStore, inserter: Inserter
+) -> None:
+    # Given a snapshot whose files a merge then replaces
+    pinned_id = meta.resolve_snapshot("t")
+    expected = {f.path for f in meta.files("t", snapshot_id=pinned_id)}
+    merge_locally(meta=meta, worker=MergeWorker(meta=meta, objects=objects), until_quiet=True)
+    janitor = Janitor(meta=meta, objects=objects, query_grace=timedelta(0))
+    # When the read resolves the snapshot, and the janitor expires it and forgets its files
+    # before the read lists them
+    with meta.pin("t", snapshot_id=pinned_id) as pinned:
+        report = janitor.run(table="t", retention=timedelta(0))
+        assert report.total("files_deleted") == len(expected)
+        listed = {f.path for f in pinned.files()}
+    # Then the listing is still the snapshot's whole file list
+    assert listed == expected
+    # And a read that starts after the janitor is told the snapshot expired
+    with pytest.raises(SnapshotNotFoundError, match=f"snapshot {pinned_id}"):
+        QueryEngine(meta=meta, objects=objects).query(
+            "SELECT count(*) FROM t", snapshot_id=pinned_id
+        )
+
+
+def test_a_snapshot_collected_while_its_query_runs_is_a_clear_error(
+    meta: MetaStore, objects: LocalObjectStore, inserter: Inserter
+) -> None:
+    pinned_id = meta.resolve_snapshot("t")
+    merge_locally(meta=meta, worker=MergeWorker(meta=meta, objects=objects), until_quiet=True)
+    janitor = Janitor(meta=meta, objects=objects, query_grace=timedelta(0))
+
+    def collect_after_planning(_con: duckdb.DuckDBPyConnection) -> None:
+        # Runs once the files are listed and before DuckDB reads them.
+        janitor.run(table="t", retention=timedelta(0))
+
+    engine = QueryEngine(meta=meta, objects=objects, configure=collect_after_planning)
+    with pytest.raises(
+        SnapshotNotFoundError, match=f"snapshot {pinned_id} expired while the query"
+    ):
+        engine.query("SELECT count(*) FROM t", snapshot_id=pinned_id)
