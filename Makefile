@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed-stamp
 ICEFLOE_HOME ?= $(CURDIR)/.icefloe
 export ICEFLOE_HOME
 
-.PHONY: venv test test-unit test-integration lint validate package build-CoreLayer demo bench clean stop
+.PHONY: venv test test-unit test-integration lint validate package build-CoreLayer demo bench fuzz clean stop
 
 # The SAM CLI lives in a venv of its own: its pins (boto3, click, cfn-lint) are not the project's.
 SAM_CLI_VERSION := 1.170.0
@@ -65,6 +65,13 @@ test-unit: venv
 
 test-integration: venv
 	$(PY) -m pytest tests/integration
+
+# The differential pruning test at scale: pruned answers against unpruned ones.
+FUZZ_QUERIES ?= 100000
+FUZZ_SEED    ?= 20261125
+fuzz: venv
+	ICEFLOE_FUZZ_QUERIES=$(FUZZ_QUERIES) ICEFLOE_FUZZ_SEED=$(FUZZ_SEED) \
+		$(PY) -m pytest -p no:timeout -q tests/integration/test_pruning_differential.py
 
 # The whole pipeline on embedded defaults. DEMO_EVENTS / DEMO_BATCH are the knobs.
 DEMO_EVENTS ?= 300000

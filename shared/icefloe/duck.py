@@ -14,6 +14,7 @@ from pathlib import Path
 import duckdb
 
 _SAFE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def ident(name: str) -> str:
@@ -79,6 +80,6 @@ def connect(
 def string_literal(value: str) -> str:
     """A SQL string literal for a value DuckDB cannot take as a parameter (a file list inside a
     view definition): quotes are doubled, control characters refused."""
-    if any(ord(ch) < 32 or ord(ch) == 127 for ch in value):
+    if _CONTROL.search(value):
         raise ValueError(f"control character in SQL string {value!r}")
     return "'" + value.replace("'", "''") + "'"

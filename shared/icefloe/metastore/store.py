@@ -3,7 +3,7 @@
 This is the only module that talks to Postgres. Every statement is parameterized; the schema
 name, the one identifier that varies, goes through ``psycopg.sql``.
 
-Commit protocol (DESIGN.md): the caller writes its objects first, then :meth:`MetaStore.commit`
+Commit protocol: the caller writes its objects first, then :meth:`MetaStore.commit`
 runs one short transaction that locks the table's head row, validates the commit's assumptions,
 takes ``head + 1`` as the snapshot id, adds and ends file rows, records the snapshot and moves the
 head. Locking the head makes snapshot ids follow commit order.

@@ -141,14 +141,14 @@ class QueryEngine:
         if self._configure is not None:
             self._configure(con)
         plans = tuple(plan for plan, _ in planned)
+        uris = {plan.table: [self._objects.uri(f.path) for f in files] for plan, files in planned}
         try:
-            for plan, files in planned:
-                uris = [self._objects.uri(f.path) for f in files]
-                source = parquet_source(uris) if uris else None
+            for plan in plans:
+                source = parquet_source(uris[plan.table]) if uris[plan.table] else None
                 con.execute(view_sql(specs[plan.table], source, windows[plan.table], tenant=tenant))
             lock_down(
                 con,
-                allowed_paths=[self._objects.uri(p) for plan in plans for p in plan.paths],
+                allowed_paths=[uri for table_uris in uris.values() for uri in table_uris],
                 limits=self.limits,
             )
             rows = self._run(con, statement)

@@ -59,7 +59,9 @@ class LocalObjectStore(ObjectStore):
         return f"LocalObjectStore({str(self._root)!r})"
 
     def uri(self, key: str) -> str:
-        return str(self._path(key))
+        # No filesystem call: a query plans thousands of these (writes still resolve links).
+        validate_key(key)
+        return str(self._root.joinpath(*key.split("/")))
 
     def download_url(self, key: str, *, expires_s: int) -> str:
         return self._path(key).as_uri()  # local files do not expire

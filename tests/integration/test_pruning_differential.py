@@ -1,0 +1,81 @@
+"""Pruning never changes an answer: random queries through the engine, with pruning, against
+the same queries over every file of the same snapshot.
+
+``ICEFLOE_FUZZ_SEED`` and ``ICEFLOE_FUZZ_QUERIES`` are the knobs (``make fuzz`` runs 100,000);
+a failure names the seed, the query's number and its SQL, which reproduce it.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from pathlib import Path
+
+import pytest
+from tests.support.query_fuzz import TABLE, QueryGenerator, batches, canonical, spec
+
+from icefloe import duck
+from icefloe.ingest import Inserter
+from icefloe.merge import MergeWorker, merge_locally
+from icefloe.metastore.store import MetaStore
+from icefloe.query import QueryEngine
+from icefloe.query.views import parquet_source, view_sql
+from icefloe.storage import LocalObjectStore
+
+pytestmark = pytest.mark.integration
+
+SEED = int(os.environ.get("ICEFLOE_FUZZ_SEED", "20261125"))
+QUERIES = int(os.environ.get("ICEFLOE_FUZZ_QUERIES", "2000"))
+
+
+def test_pruned_answers_equal_unpruned_answers(meta: MetaStore, tmp_path: Path) -> None:
+    # Given a table of random rows in many files: small inserts, then merges, then more inserts
+    rng = random.Random(SEED)
+    objects = LocalObjectStore(tmp_path / "warehouse")
+    table = spec()
+    meta.create_table(table)
+    inserter = Inserter(meta=meta, objects=objects)
+    generated = batches(rng, count=36)
+    for rows in generated[:24]:
+        inserter.insert_rows(TABLE, rows)
+    merge_locally(meta=meta, worker=MergeWorker(meta=meta, objects=objects), until_quiet=True)
+    for rows in generated[24:]:
+        inserter.insert_rows(TABLE, rows)
+    inserter.close()
+    files = meta.files(TABLE)
+    assert len(files) > 30 and any(f.row_group_count > 1 for f in files)
+
+    # And a reference: a plain DuckDB view over every file of the same snapshot
+    reference = duck.connect()
+    reference.execute(view_sql(table, parquet_source([objects.uri(f.path) for f in files]), None))
+    engine = QueryEngine(meta=meta, objects=objects)
+    generator = QueryGenerator(rng)
+
+    # When each random query is answered both ways
+    mismatches: list[str] = []
+    pruned_queries = reference_errors = 0
+    for number in range(QUERIES):
+        sql = generator.query()
+        try:
+            expected = reference.execute(sql).to_arrow_table().to_pylist()
+        except Exception:
+            reference_errors += 1
+            continue
+        try:
+            result = engine.query(sql)
+        except Exception as e:
+            mismatches.append(f"#{number}: {sql}\n  engine failed: {e}")
+            continue
+        if result.plan(TABLE).files_scanned < len(files):
+            pruned_queries += 1
+        got = [tuple(r.values()) for r in result.rows.to_pylist()]
+        want = [tuple(r.values()) for r in expected]
+        if canonical(got) != canonical(want):
+            mismatches.append(f"#{number}: {sql}\n  engine {got[:3]}\n  unpruned {want[:3]}")
+
+    # Then every answer is the same, and pruning really was exercised
+    assert not mismatches, (
+        f"seed {SEED}: {len(mismatches)} of {QUERIES} answers differ:\n" + "\n".join(mismatches[:5])
+    )
+    assert reference_errors < QUERIES // 10
+    assert pruned_queries > QUERIES // 4, f"only {pruned_queries} of {QUERIES} queries pruned"

@@ -1,0 +1,316 @@
+"""Random tables and random SELECTs for the differential pruning test.
+
+In the spirit of SQLancer's query partitioning and NoREC: the same query is answered twice,
+once by the engine with pruning and once over every file of the same snapshot, and the two
+answers must be the same multiset of rows. Everything follows from one seed.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+
+from icefloe.spec import SizeTargets, TableSpec
+
+TABLE = "f"
+SCHEMA = (
+    "ts TIMESTAMP NOT NULL, tz TIMESTAMPTZ, d DATE, k VARCHAR NOT NULL, i INTEGER, b BIGINT,"
+    " x DOUBLE, r FLOAT, m DECIMAL(10,2), s VARCHAR, flag BOOLEAN"
+)
+KEYS = ("alpha", "beta", "gamma")
+START = datetime(2026, 10, 30)
+DAYS = 5
+INT_EDGES = (-2147483648, 2147483647, 0, -1, 1)
+FLOAT_EDGES = (float("nan"), float("inf"), float("-inf"), -0.0, 0.0, 1e308, -1e-308)
+STRING_EDGES = ("", " ", "a'b", "Zürich", "日本", "\u00ff", "z" * 300, "a" * 257 + "b")
+
+
+def spec() -> TableSpec:
+    return TableSpec.create(
+        name=TABLE,
+        schema=SCHEMA,
+        partition_by="day(ts), k",
+        sort_by="i",
+        # Small row groups: many files hold several.
+        sizes=SizeTargets(row_group_max_rows=16),
+    )
+
+
+def batches(rng: random.Random, *, count: int) -> list[list[dict[str, object]]]:
+    """``count`` insert batches. Each batch draws its values around its own centre, so files
+    have narrow, different ranges that statistics can tell apart."""
+    out = []
+    for n in range(count):
+        centre = rng.randint(-500, 500)
+        prefix = rng.choice("abcdefgh")
+        day_from = rng.randrange(DAYS)
+        days = rng.choice((1, 1, 2, DAYS))
+        rows = []
+        for _ in range(rng.randint(5, 60)):
+            ts = START + timedelta(
+                days=day_from + rng.randrange(days), seconds=rng.randrange(86400)
+            )
+            if ts >= START + timedelta(days=DAYS):
+                ts -= timedelta(days=DAYS)
+            rows.append(_row(rng, ts, centre, prefix))
+        if rng.random() < 0.5:
+            rows.append(_edge_row(rng))
+        out.append(rows)
+    return out
+
+
+def _maybe(rng: random.Random, value: object, null_share: float = 0.1) -> object:
+    return None if rng.random() < null_share else value
+
+
+def _row(rng: random.Random, ts: datetime, centre: int, prefix: str) -> dict[str, object]:
+    v = centre + rng.randint(-20, 20)
+    tz = ts.replace(tzinfo=UTC) + timedelta(minutes=rng.randint(-600, 600))
+    return {
+        "ts": ts.isoformat(),
+        "tz": _maybe(rng, tz.isoformat()),
+        "d": _maybe(rng, (ts.date() + timedelta(days=rng.randint(-3, 3))).isoformat()),
+        "k": rng.choice(KEYS),
+        "i": _maybe(rng, v),
+        "b": _maybe(rng, v * 1000 + rng.randint(0, 999)),
+        "x": _maybe(rng, float("nan") if rng.random() < 0.03 else v / 7 + rng.random()),
+        "r": _maybe(rng, round(v / 3, 2)),
+        "m": _maybe(rng, v / 4),
+        "s": _maybe(rng, prefix + "".join(rng.choice("abcxyz") for _ in range(rng.randint(0, 4)))),
+        "flag": _maybe(rng, v % 2 == 0),
+    }
+
+
+def _edge_row(rng: random.Random) -> dict[str, object]:
+    ts = START + timedelta(days=rng.randrange(DAYS), seconds=rng.randrange(86400))
+    return {
+        "ts": ts.isoformat(),
+        "tz": None,
+        "d": None,
+        "k": rng.choice(KEYS),
+        "i": rng.choice(INT_EDGES),
+        "b": None,
+        "x": rng.choice(FLOAT_EDGES),
+        "r": rng.choice((float("nan"), float("inf"), 0.5)),
+        "m": rng.choice((99999999.99, -99999999.99, 0.0)),
+        "s": rng.choice(STRING_EDGES),
+        "flag": None,
+    }
+
+
+# -- queries ----------------------------------------------------------------------------------
+
+
+@dataclass
+class QueryGenerator:
+    """Random SELECTs over table ``f``: predicates mixing comparisons, BETWEEN, IN, LIKE,
+    IS [NOT] NULL, CASTs, arithmetic and NOT/AND/OR, inside shapes with subqueries, CTEs,
+    self-joins, set operations, lateral joins and windows."""
+
+    rng: random.Random
+
+    def query(self) -> str:
+        shape: Callable[[], str] = self.rng.choice(
+            [
+                self._plain,
+                self._plain,
+                self._plain,
+                self._scalar_subquery,
+                self._exists,
+                self._cte,
+                self._self_join,
+                self._set_operation,
+                self._window,
+                self._lateral,
+                self._in_subquery,
+                self._grouped,
+            ]
+        )
+        return shape()
+
+    # shapes
+
+    def _plain(self) -> str:
+        return f"SELECT {self._aggregates('f')} FROM f WHERE {self.predicate('f')}"
+
+    def _scalar_subquery(self) -> str:
+        return (
+            f"SELECT (SELECT count(*) FROM f WHERE {self.predicate('')}) AS inner_n,"
+            f" count(*) AS n FROM f WHERE {self.predicate('')}"
+        )
+
+    def _exists(self) -> str:
+        negate = self.rng.choice(("", "NOT "))
+        return (
+            f"SELECT count(*) AS n, sum(f.b) AS sb FROM f WHERE {self.predicate('f')} AND {negate}"
+            f"EXISTS (SELECT 1 FROM f g WHERE g.k = f.k AND g.i > f.i AND {self.predicate('g')})"
+        )
+
+    def _cte(self) -> str:
+        return (
+            f"WITH c AS (SELECT * FROM f WHERE {self.predicate('f')})"
+            f" SELECT count(*) AS n, min(c.s) AS s, max(c.ts) AS ts FROM c"
+            f" WHERE {self.predicate('c')}"
+        )
+
+    def _self_join(self) -> str:
+        kind = self.rng.choice(("JOIN", "LEFT JOIN"))
+        return (
+            f"SELECT count(*) AS n, count(b.i) AS nb FROM f a {kind} f b"
+            f" ON a.k = b.k AND a.i = b.i AND {self.predicate('b')}"
+            f" WHERE {self.predicate('a')}"
+        )
+
+    def _set_operation(self) -> str:
+        op = self.rng.choice(("UNION", "UNION ALL", "EXCEPT", "INTERSECT"))
+        return (
+            f"SELECT count(*) AS n, count(DISTINCT v) AS nd FROM ("
+            f"SELECT i AS v FROM f WHERE {self.predicate('f')} {op}"
+            f" SELECT i AS v FROM f WHERE {self.predicate('f')}) u"
+        )
+
+    def _window(self) -> str:
+        return (
+            "SELECT sum(c) AS total, max(rk) AS top FROM (SELECT count(*) OVER (PARTITION BY k"
+            " ORDER BY ts, _row_id ROWS BETWEEN 2 PRECEDING AND CURRENT ROW) AS c,"
+            f" rank() OVER (ORDER BY i) AS rk FROM f WHERE {self.predicate('f')})"
+        )
+
+    def _lateral(self) -> str:
+        return (
+            f"SELECT count(*) AS n, sum(l.n) AS ln FROM f, LATERAL (SELECT count(*) AS n FROM f g"
+            f" WHERE g.k = f.k AND g.ts < f.ts AND {self.predicate('g')}) l"
+            f" WHERE {self.predicate('f')}"
+        )
+
+    def _in_subquery(self) -> str:
+        return (
+            f"SELECT count(*) AS n FROM f WHERE f.i IN (SELECT g.i + 1 FROM f g WHERE"
+            f" {self.predicate('g')}) AND {self.predicate('f')}"
+        )
+
+    def _grouped(self) -> str:
+        return (
+            f"SELECT k, count(*) AS n, min(i) AS lo, max(s) AS hi FROM f"
+            f" WHERE {self.predicate('f')} GROUP BY k HAVING count(*) > {self.rng.randint(0, 3)}"
+        )
+
+    def _aggregates(self, alias: str) -> str:
+        p = f"{alias}." if alias else ""
+        return self.rng.choice(
+            (
+                "count(*) AS n",
+                f"count(*) AS n, sum({p}i) AS si, min({p}s) AS s, max({p}ts) AS ts",
+                f"count({p}x) AS nx, min({p}x) AS lo, max({p}x) AS hi, sum({p}m) AS sm",
+                f"count(*) AS n, min({p}tz) AS tz, max({p}d) AS d, bool_or({p}flag) AS f",
+            )
+        )
+
+    # predicates
+
+    def predicate(self, alias: str, depth: int = 0) -> str:
+        rng = self.rng
+        if depth < 2 and rng.random() < 0.45:
+            combine = rng.choice(("AND", "AND", "OR"))
+            left = self.predicate(alias, depth + 1)
+            right = self.predicate(alias, depth + 1)
+            text = f"({left} {combine} {right})"
+            return f"NOT {text}" if rng.random() < 0.15 else text
+        return self._atom(alias)
+
+    def _atom(self, alias: str) -> str:
+        rng = self.rng
+        column = rng.choice(("ts", "ts", "tz", "d", "i", "i", "b", "x", "r", "m", "s", "s", "k"))
+        ref = f"{alias}.{column}" if alias else column
+        kind = rng.random()
+        if kind < 0.08:
+            return f"{ref} IS {rng.choice(('', 'NOT '))}NULL"
+        if column == "s" and kind < 0.25:
+            pattern = rng.choice("abcdefgh") + rng.choice(("%", "_%", "x%", "%z", ""))
+            return f"{ref} {rng.choice(('', 'NOT '))}LIKE '{pattern}'"
+        if kind < 0.35:
+            low, high = self.literal(column), self.literal(column)  # low > high is valid SQL
+            return f"{ref} {rng.choice(('', 'NOT '))}BETWEEN {low} AND {high}"
+        if kind < 0.45:
+            values = ", ".join(self.literal(column) for _ in range(rng.randint(1, 4)))
+            return f"{ref} {rng.choice(('', '', 'NOT '))}IN ({values})"
+        if column in ("i", "b") and kind < 0.55:
+            return f"{ref} {rng.choice(('+', '-'))} {rng.randint(1, 9)} {self._op()} {self.literal(column)}"
+        if column == "ts" and kind < 0.6:
+            return f"CAST({ref} AS DATE) {self._op()} {self.literal('d')}"
+        if column == "ts" and kind < 0.65:
+            return f"date_trunc('hour', {ref}) {self._op()} {self.literal('ts')}"
+        literal = self.literal(column)
+        if rng.random() < 0.5:
+            return f"{ref} {self._op()} {literal}"
+        return f"{literal} {self._op()} {ref}"
+
+    def _op(self) -> str:
+        return self.rng.choice(("=", "<", "<=", ">", ">=", "<>"))
+
+    def literal(self, column: str) -> str:
+        rng = self.rng
+        if column in ("ts", "tz", "d"):
+            moment = START + timedelta(
+                days=rng.randint(-1, DAYS), seconds=rng.choice((0, 0, rng.randrange(86400)))
+            )
+            form = rng.randrange(6)
+            if form == 0:
+                return f"'{moment.isoformat(sep=' ')}'"
+            if form == 1:
+                return f"CAST('{moment.isoformat(sep=' ')}' AS DATE)"
+            if form == 2:
+                return f"DATE '{moment.date().isoformat()}'"
+            if form == 3:
+                zone = rng.choice(("+00", "+05", "-08", "+05:30"))
+                return f"TIMESTAMPTZ '{moment.isoformat(sep=' ')}{zone}'"
+            if form == 4:
+                return f"TIMESTAMP '{moment.isoformat(sep=' ')}'"
+            return f"'{moment.date().isoformat()}'"
+        if column in ("i", "b", "m", "x", "r"):
+            scale = 1000 if column == "b" else 1
+            value = rng.randint(-520, 520) * scale
+            form = rng.randrange(8)
+            if form == 0:
+                return f"CAST({value + rng.random():.2f} AS INTEGER)"
+            if form == 1:
+                return f"{value}.5"
+            if form == 2:
+                return f"'{value}'"
+            if form == 3 and column in ("i", "x", "r"):
+                return rng.choice(
+                    ("2147483647", "-2147483648", "'nan'::DOUBLE", "'inf'::DOUBLE", "1e308")
+                )
+            if form == 4:
+                return f"CAST({value} AS BIGINT)"
+            if form == 5:
+                return f"{value / 4}"
+            return str(value)
+        if column == "k":
+            return f"'{rng.choice(KEYS + ('zeta', 'Alpha'))}'"
+        if rng.random() < 0.15:
+            edge = rng.choice(STRING_EDGES)
+            return "'" + edge.replace("'", "''") + "'"
+        return (
+            "'"
+            + rng.choice("abcdefghz")
+            + "".join(rng.choice("abcxyz") for _ in range(rng.randint(0, 3)))
+            + "'"
+        )
+
+
+def canonical(rows: list[tuple[object, ...]]) -> list[str]:
+    """Rows as a sorted list of their reprs: a multiset, insensitive to row order."""
+    return sorted(repr(tuple(_canonical_value(v) for v in row)) for row in rows)
+
+
+def _canonical_value(value: object) -> object:
+    if isinstance(value, float) and value != value:
+        return "NaN"
+    if isinstance(value, float) and value == 0:
+        return 0.0  # min/max may pick -0.0 or 0.0: they are equal, and which is read first varies
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    return value
