@@ -42,7 +42,7 @@ def batches(rng: random.Random, *, count: int) -> list[list[dict[str, object]]]:
     """``count`` insert batches. Each batch draws its values around its own centre, so files
     have narrow, different ranges that statistics can tell apart."""
     out = []
-    for n in range(count):
+    for _ in range(count):
         centre = rng.randint(-500, 500)
         prefix = rng.choice("abcdefgh")
         day_from = rng.randrange(DAYS)
@@ -289,7 +289,7 @@ class QueryGenerator:
                 return f"{value / 4}"
             return str(value)
         if column == "k":
-            return f"'{rng.choice(KEYS + ('zeta', 'Alpha'))}'"
+            return f"'{rng.choice((*KEYS, 'zeta', 'Alpha'))}'"
         if rng.random() < 0.15:
             edge = rng.choice(STRING_EDGES)
             return "'" + edge.replace("'", "''") + "'"
