@@ -18,7 +18,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from icefloe.aws.lambda_runtime import runtime_from_environment
 from icefloe.errors import InvalidInputError, NotFoundError
 from icefloe.query import QueryEngine, QueryLimits
-from icefloe.query.s3_access import configure_s3_from_settings
+from icefloe.query.s3_access import S3Endpoint
 from icefloe.query.service import QueryRequest, answer_query
 from icefloe.storage import ObjectStore, open_object_store
 
@@ -35,7 +35,8 @@ def _services() -> tuple[QueryEngine, ObjectStore]:
         meta=runtime.meta,
         objects=runtime.objects,
         limits=QueryLimits.from_env(os.environ),
-        configure=lambda con: configure_s3_from_settings(con, settings),
+        isolation="child_process",
+        s3=S3Endpoint.from_settings(settings),
     )
     results = open_object_store(
         settings.results_location, endpoint_url=settings.s3_endpoint_url, region=settings.aws_region

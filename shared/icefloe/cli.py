@@ -31,6 +31,7 @@ from icefloe.metastore.embedded import stop_embedded
 from icefloe.metastore.models import TableInfo
 from icefloe.query import QueryEngine, QueryLimits
 from icefloe.query.output import write_result
+from icefloe.query.s3_access import S3Endpoint
 from icefloe.runtime import Runtime
 from icefloe.sample_events import sample_events, sample_events_spec
 from icefloe.spec import TableSpec, format_partition_by, format_schema
@@ -488,9 +489,13 @@ def _query(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
         meta=runtime.meta,
         objects=runtime.objects,
         limits=QueryLimits.from_env(os.environ),
-        configure=_duckdb_configurer(runtime),
+        isolation="child_process",
+        s3=S3Endpoint.from_settings(runtime.settings),
     )
-    result = engine.query(args.sql, snapshot_id=args.snapshot, tenant=args.tenant)
+    try:
+        result = engine.query(args.sql, snapshot_id=args.snapshot, tenant=args.tenant)
+    finally:
+        engine.close()
     write_result(result.rows, fmt=args.format, out=out, output=args.output)
     return 0
 

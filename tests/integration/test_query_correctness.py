@@ -6,7 +6,6 @@ from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
-import duckdb
 import pytest
 
 from icefloe.errors import SnapshotNotFoundError
@@ -14,7 +13,7 @@ from icefloe.ingest import Inserter
 from icefloe.janitor import Janitor
 from icefloe.merge import MergeWorker, merge_locally
 from icefloe.metastore.store import MetaStore
-from icefloe.query import QueryEngine
+from icefloe.query import QueryEngine, TablePlan
 from icefloe.spec import TableSpec
 from icefloe.storage import LocalObjectStore
 
@@ -121,11 +120,11 @@ def test_a_snapshot_collected_while_its_query_runs_is_a_clear_error(
     merge_locally(meta=meta, worker=MergeWorker(meta=meta, objects=objects), until_quiet=True)
     janitor = Janitor(meta=meta, objects=objects, query_grace=timedelta(0))
 
-    def collect_after_planning(_con: duckdb.DuckDBPyConnection) -> None:
+    def collect_after_planning(_plans: tuple[TablePlan, ...]) -> None:
         # Runs once the files are listed and before DuckDB reads them.
         janitor.run(table="t", retention=timedelta(0))
 
-    engine = QueryEngine(meta=meta, objects=objects, configure=collect_after_planning)
+    engine = QueryEngine(meta=meta, objects=objects, on_plan=collect_after_planning)
     with pytest.raises(
         SnapshotNotFoundError, match=f"snapshot {pinned_id} expired while the query"
     ):

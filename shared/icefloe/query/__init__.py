@@ -6,12 +6,18 @@ from icefloe.query.engine import (
     QueryResult,
     TablePlan,
 )
-from icefloe.query.sandbox import QueryLimits, QueryRefusedError, QueryTimeoutError
+from icefloe.query.sandbox import (
+    QueryLimitError,
+    QueryLimits,
+    QueryRefusedError,
+    QueryTimeoutError,
+)
 from icefloe.query.views import TimeRange
 
 __all__ = [
     "QueryEngine",
     "QueryFailedError",
+    "QueryLimitError",
     "QueryLimits",
     "QueryRefusedError",
     "QueryResult",

@@ -5,36 +5,43 @@ one snapshot, pruned by partition and statistics, and the query runs in a locked
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Literal
 
-import duckdb
 import pyarrow as pa
 
-from icefloe import duck
-from icefloe.errors import InvalidInputError, SnapshotNotFoundError
+from icefloe.errors import ConfigError, InvalidInputError, SnapshotNotFoundError
 from icefloe.metastore.models import DataFile
 from icefloe.metastore.store import MetaStore
+from icefloe.query.database import Configure
+from icefloe.query.executor import (
+    Executor,
+    InProcessExecutor,
+    QueryFailedError,
+    QueryReadError,
+    QueryRefusedByDuckDB,
+)
+from icefloe.query.isolation import ChildProcessExecutor
 from icefloe.query.pruning import ColumnRange, listing_window, needed_files
 from icefloe.query.pruning import time_range as time_range_of
+from icefloe.query.s3_access import S3Endpoint
 from icefloe.query.sandbox import (
     QueryLimits,
     QueryRefusedError,
-    QueryTimeoutError,
     check_references,
     check_sql,
-    lock_down,
-    time_limit,
 )
 from icefloe.query.scan_filters import ScanPlanner, TableScans
-from icefloe.query.sql_refs import analyze
-from icefloe.query.views import TimeRange, parquet_source, standin_source, view_sql
+from icefloe.query.views import TimeRange, parquet_source, standin_source, view_body, view_sql
 from icefloe.spec import TableSpec
 from icefloe.storage import ObjectStore
 
 logger = logging.getLogger(__name__)
+
+Isolation = Literal["in_process", "child_process"]
+__all__ = ["QueryEngine", "QueryFailedError", "QueryRefusedByDuckDB", "QueryResult", "TablePlan"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,17 +78,58 @@ class QueryEngine:
         meta: MetaStore,
         objects: ObjectStore,
         limits: QueryLimits | None = None,
-        configure: Any = None,
+        configure: Configure | None = None,
         pruning: bool = True,
+        on_plan: Callable[[tuple[TablePlan, ...]], None] | None = None,
+        isolation: Isolation = "in_process",
+        s3: S3Endpoint | None = None,
     ) -> None:
+        """``configure`` runs once on each new DuckDB database before it is locked down (S3
+        credentials, the httpfs extension). ``on_plan`` sees each query's plans after the
+        files are listed and before DuckDB reads them (logging, metrics).
+
+        ``isolation="child_process"`` runs DuckDB in a watched child process (see
+        :mod:`icefloe.query.isolation`): the memory and time limits then hold even for
+        queries DuckDB's own limits miss. The child reads S3 through ``s3``, as a callable
+        ``configure`` cannot cross to another process."""
+        if isolation == "child_process" and configure is not None:
+            raise ConfigError("a child-process engine takes s3=, not configure=")
         self._meta = meta
         self._objects = objects
         self.limits = limits or QueryLimits()
-        # Called on each query's connection after planning and before lock-down (S3
-        # credentials, the httpfs extension).
         self._configure = configure
         self.pruning = pruning
+        self._on_plan = on_plan
+        self._isolation: Isolation = isolation
+        self._s3 = s3
         self._planner = ScanPlanner()
+        self._executor: Executor | None = None
+
+    def close(self) -> None:
+        """Close the warm DuckDB (a later query opens a new one)."""
+        if self._executor is not None:
+            self._executor.close()
+            self._executor = None
+
+    @property
+    def executor(self) -> Executor:
+        """Where queries run; rebuilt when the limits change."""
+        if self._executor is None or self._executor.limits != self.limits:
+            self.close()
+            if self._isolation == "child_process":
+                self._executor = ChildProcessExecutor(
+                    root_uri=self._objects.root_uri,
+                    limits=self.limits,
+                    s3=self._s3,
+                )
+            else:
+                configure = self._configure
+                if configure is None and self._s3 is not None:
+                    configure = self._s3.configure
+                self._executor = InProcessExecutor(
+                    root_uri=self._objects.root_uri, limits=self.limits, configure=configure
+                )
+        return self._executor
 
     def query(
         self,
@@ -96,22 +144,17 @@ class QueryEngine:
         each table; by default each table's head. ``time_range`` restricts a table's view.
         ``tenant`` scopes every table to that tenant's partition, whatever the SQL says."""
         statement = check_sql(sql, limits=self.limits)
-        con = duck.connect()
-        try:
-            return self._query(con, statement, snapshot_id, as_of, time_range, tenant)
-        finally:
-            con.close()
+        return self._query(statement, snapshot_id, as_of, time_range, tenant)
 
     def _query(
         self,
-        con: duckdb.DuckDBPyConnection,
         statement: str,
         snapshot_id: int | None,
         as_of: datetime | None,
         time_range: Mapping[str, TimeRange] | None,
         tenant: str | None,
     ) -> QueryResult:
-        refs = analyze(statement, con=con)
+        refs = self._planner.analyze(statement)
         lake_tables = {t.name: t for t in self._meta.list_tables()}
         check_references(refs, lake_tables=lake_tables)
         named = sorted(refs.tables)
@@ -138,24 +181,25 @@ class QueryEngine:
             )
             for name in named
         ]
-        if self._configure is not None:
-            self._configure(con)
         plans = tuple(plan for plan, _ in planned)
-        uris = {plan.table: [self._objects.uri(f.path) for f in files] for plan, files in planned}
-        try:
-            for plan in plans:
-                source = parquet_source(uris[plan.table]) if uris[plan.table] else None
-                con.execute(view_sql(specs[plan.table], source, windows[plan.table], tenant=tenant))
-            lock_down(
-                con,
-                allowed_paths=[uri for table_uris in uris.values() for uri in table_uris],
-                limits=self.limits,
+        if self._on_plan is not None:
+            self._on_plan(plans)
+        views = []
+        for plan, files in planned:
+            uris = [self._objects.uri(f.path) for f in files]
+            source = parquet_source(uris) if uris else None
+            views.append(
+                (
+                    plan.table,
+                    view_body(specs[plan.table], source, windows[plan.table], tenant=tenant),
+                )
             )
-            rows = self._run(con, statement)
-        except (duckdb.IOException, duckdb.HTTPException, QueryFailedError) as e:
-            cause = e.__cause__ if isinstance(e, QueryFailedError) else e
-            if isinstance(cause, duckdb.IOException | duckdb.HTTPException):
-                self._check_still_live(plans)
+        executor = self.executor
+        try:
+            rows = executor.execute(statement, views)
+        except QueryReadError:
+            executor.forget_views()
+            self._check_still_live(plans)
             raise
         return QueryResult(rows=rows, plans=plans)
 
@@ -245,33 +289,6 @@ class QueryEngine:
         )
         logger.debug("query plan %s", plan)
         return plan, scanned
-
-    def _run(self, con: duckdb.DuckDBPyConnection, statement: str) -> pa.Table:
-        with time_limit(con, seconds=self.limits.timeout_s) as fired:
-            try:
-                return con.execute(statement).to_arrow_table()
-            except duckdb.InterruptException as e:
-                if fired.is_set():
-                    raise QueryTimeoutError(
-                        f"query interrupted after {self.limits.timeout_s:g} s (the time limit)"
-                    ) from e
-                raise
-            except duckdb.PermissionException as e:
-                raise QueryRefusedByDuckDB(f"query refused: {_first_line(e)}") from e
-            except duckdb.Error as e:
-                raise QueryFailedError(f"query failed: {_first_line(e)}") from e
-
-
-class QueryFailedError(InvalidInputError):
-    """DuckDB refused or failed the caller's SQL (a syntax error, an unknown column, ...)."""
-
-
-class QueryRefusedByDuckDB(QueryFailedError):
-    """The locked-down connection refused an access (another file or URL)."""
-
-
-def _first_line(error: Exception) -> str:
-    return str(error).strip().splitlines()[0]
 
 
 def _in_tenant(file: DataFile, spec: TableSpec, tenant: str) -> bool:

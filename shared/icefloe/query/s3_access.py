@@ -97,6 +97,24 @@ def configure_s3(
     con.execute(f"CREATE OR REPLACE TEMPORARY SECRET {SECRET_NAME} ({', '.join(options)})")
 
 
+@dataclass(frozen=True, slots=True)
+class S3Endpoint:
+    """Where DuckDB reads S3 (credentials come from the default chain where it runs)."""
+
+    region: str
+    endpoint_url: str | None = None
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> S3Endpoint | None:
+        """The warehouse's endpoint; None for a local warehouse."""
+        if settings.warehouse.scheme != "s3":
+            return None
+        return cls(region=settings.aws_region, endpoint_url=settings.s3_endpoint_url)
+
+    def configure(self, con: duckdb.DuckDBPyConnection) -> None:
+        configure_s3(con, region=self.region, endpoint_url=self.endpoint_url)
+
+
 def configure_s3_from_settings(con: duckdb.DuckDBPyConnection, settings: Settings) -> None:
     """Set up S3 reads for an S3 warehouse; nothing for a local one."""
     if settings.warehouse.scheme != "s3":

@@ -30,6 +30,10 @@ class QueryTimeoutError(InvalidInputError):
     """The query ran longer than its time limit and was interrupted."""
 
 
+class QueryLimitError(InvalidInputError):
+    """The query's result (or its memory) passed a limit; the message names the limit."""
+
+
 @dataclass(frozen=True, slots=True)
 class QueryLimits:
     """Resources one query may use."""
@@ -38,32 +42,64 @@ class QueryLimits:
     threads: int = 2
     timeout_s: float = 60.0
     max_sql_chars: int = 100_000
+    max_result_rows: int = 10_000_000
+    # None: half the memory limit (the result is held while it is written out).
+    max_result_bytes: int | None = None
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> QueryLimits:
         """``ICEFLOE_QUERY_MEMORY_LIMIT`` (e.g. ``2GB``), ``ICEFLOE_QUERY_THREADS`` and
-        ``ICEFLOE_QUERY_TIMEOUT_S``; in Lambda the defaults follow the function's memory
-        (75% of it for DuckDB, one thread per 1,769 MB, which is one vCPU)."""
+        ``ICEFLOE_QUERY_TIMEOUT_S``, ``ICEFLOE_QUERY_MAX_RESULT_ROWS`` and
+        ``ICEFLOE_QUERY_MAX_RESULT_BYTES``; in Lambda the defaults follow the function's
+        memory (65% of it for DuckDB, which leaves room for the watched query process's margin
+        and the handler's own process; one thread per 1,769 MB, which is one vCPU)."""
         defaults = cls()
         memory, threads = defaults.memory_limit, defaults.threads
         lambda_mb = environ.get("AWS_LAMBDA_FUNCTION_MEMORY_SIZE")
         if lambda_mb and lambda_mb.isdigit():
-            memory = f"{int(int(lambda_mb) * 0.75)}MB"
+            memory = f"{int(int(lambda_mb) * 0.65)}MB"
             threads = max(1, min(6, round(int(lambda_mb) / 1769)))
+        result_bytes = environ.get("ICEFLOE_QUERY_MAX_RESULT_BYTES")
         try:
             return cls(
                 memory_limit=environ.get("ICEFLOE_QUERY_MEMORY_LIMIT") or memory,
                 threads=int(environ.get("ICEFLOE_QUERY_THREADS") or threads),
                 timeout_s=float(environ.get("ICEFLOE_QUERY_TIMEOUT_S") or defaults.timeout_s),
+                max_result_rows=int(
+                    environ.get("ICEFLOE_QUERY_MAX_RESULT_ROWS") or defaults.max_result_rows
+                ),
+                max_result_bytes=int(result_bytes) if result_bytes else None,
             )
         except ValueError as e:
-            raise ConfigError(f"ICEFLOE_QUERY_THREADS / ICEFLOE_QUERY_TIMEOUT_S: {e}") from e
+            raise ConfigError(
+                "ICEFLOE_QUERY_THREADS / ICEFLOE_QUERY_TIMEOUT_S / ICEFLOE_QUERY_MAX_RESULT_ROWS"
+                f" / ICEFLOE_QUERY_MAX_RESULT_BYTES: {e}"
+            ) from e
+
+    @property
+    def memory_bytes(self) -> int:
+        """The memory limit in bytes (DuckDB's units: KB = 1000, KiB = 1024)."""
+        match = re.match(r"^(\d+(?:\.\d+)?)\s*([KMGT])(i?)B$", self.memory_limit)
+        assert match is not None  # checked in __post_init__
+        base = 1024 if match.group(3) else 1000
+        return int(float(match.group(1)) * base ** "KMGT".index(match.group(2)) * base)
+
+    @property
+    def result_bytes(self) -> int:
+        """The cap on a result's Arrow bytes."""
+        return (
+            self.max_result_bytes if self.max_result_bytes is not None else self.memory_bytes // 2
+        )
 
     def __post_init__(self) -> None:
         if not re.match(r"^\d+(\.\d+)?\s*[KMGT]i?B$", self.memory_limit):
             raise ConfigError(f"query memory limit {self.memory_limit!r} is not like 512MB or 2GB")
         if self.threads < 1 or self.timeout_s <= 0:
             raise ConfigError("query threads must be at least 1 and the timeout positive")
+        if self.max_result_rows < 1 or (
+            self.max_result_bytes is not None and self.max_result_bytes < 1
+        ):
+            raise ConfigError("query result caps must be positive")
 
 
 _LEADING = re.compile(r"^(?:--[^\n]*\n|/\*.*?\*/|\s|\()*([A-Za-z]+)", re.DOTALL)

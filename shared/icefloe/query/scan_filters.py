@@ -29,6 +29,7 @@ import duckdb
 from icefloe import duck
 from icefloe.duck import ident
 from icefloe.ingest.row_ids import ROW_ID_COLUMN
+from icefloe.query.sql_refs import SqlRefs, analyze
 from icefloe.spec import TableSpec
 from icefloe.spec.types import INTEGER_TYPES
 
@@ -132,6 +133,11 @@ class ScanPlanner:
         self._lock = threading.Lock()
         self._con: duckdb.DuckDBPyConnection | None = None
         self._standins: dict[str, tuple[tuple[str, str], ...]] = {}
+
+    def analyze(self, sql: str) -> SqlRefs:
+        """The names ``sql`` reaches, parsed by this planner's connection."""
+        with self._lock:
+            return analyze(sql, con=self._connection())
 
     def scans(self, sql: str, views: Mapping[str, str]) -> dict[str, TableScans]:
         """Per table, its scans in ``sql``'s optimized plan. ``views`` maps each lake table the

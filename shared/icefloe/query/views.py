@@ -39,14 +39,20 @@ def view_sql(
     tenant: str | None = None,
     replace: bool = False,
 ) -> str:
-    """``CREATE VIEW <table>`` over ``source`` (None: no file), columns cast to the spec's
-    types, restricted to the tenant and the window."""
+    """``CREATE VIEW <table>`` over ``source`` (see :func:`view_body`)."""
     create = "CREATE OR REPLACE VIEW" if replace else "CREATE VIEW"
+    return f"{create} {ident(spec.name)} AS {view_body(spec, source, window, tenant=tenant)}"
+
+
+def view_body(
+    spec: TableSpec, source: str | None, window: TimeRange | None, *, tenant: str | None = None
+) -> str:
+    """The SELECT a table's view stands for: the spec's columns cast to their types, over
+    ``source`` (None: no file), restricted to the tenant and the window."""
     columns = standin_columns(spec)
-    name = ident(spec.name)
     if source is None:
         nulls = ", ".join(f"CAST(NULL AS {t}) AS {ident(c)}" for c, t in columns)
-        return f"{create} {name} AS SELECT {nulls} WHERE false"
+        return f"SELECT {nulls} WHERE false"
     select = ", ".join(f"CAST({ident(c)} AS {t}) AS {ident(c)}" for c, t in columns)
     conditions = []
     if tenant is not None and spec.tenant_column is not None:
@@ -61,4 +67,4 @@ def view_sql(
         if window.end is not None:
             conditions.append(f"{ident(field.source)} < {string_literal(window.end.isoformat())}")
     where = " WHERE " + " AND ".join(conditions) if conditions else ""
-    return f"{create} {name} AS SELECT {select} FROM {source}{where}"
+    return f"SELECT {select} FROM {source}{where}"

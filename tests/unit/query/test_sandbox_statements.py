@@ -44,16 +44,25 @@ def test_other_statements_are_refused_by_name(sql: str, message: str) -> None:
 def test_limits_come_from_the_environment_and_the_lambda_memory_size() -> None:
     assert QueryLimits.from_env({}) == QueryLimits()
     in_lambda = QueryLimits.from_env({"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "3538"})
-    assert (in_lambda.memory_limit, in_lambda.threads) == ("2653MB", 2)
+    assert (in_lambda.memory_limit, in_lambda.threads) == ("2299MB", 2)
     configured = QueryLimits.from_env(
         {
             "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "3538",
             "ICEFLOE_QUERY_MEMORY_LIMIT": "512MB",
             "ICEFLOE_QUERY_THREADS": "1",
             "ICEFLOE_QUERY_TIMEOUT_S": "2.5",
+            "ICEFLOE_QUERY_MAX_RESULT_ROWS": "1000",
+            "ICEFLOE_QUERY_MAX_RESULT_BYTES": "65536",
         }
     )
-    assert configured == QueryLimits(memory_limit="512MB", threads=1, timeout_s=2.5)
+    assert configured == QueryLimits(
+        memory_limit="512MB",
+        threads=1,
+        timeout_s=2.5,
+        max_result_rows=1000,
+        max_result_bytes=65536,
+    )
+    assert QueryLimits(memory_limit="512MB").result_bytes == 256_000_000
 
 
 @pytest.mark.parametrize(
@@ -63,6 +72,8 @@ def test_limits_come_from_the_environment_and_the_lambda_memory_size() -> None:
         {"ICEFLOE_QUERY_THREADS": "zero"},
         {"ICEFLOE_QUERY_THREADS": "0"},
         {"ICEFLOE_QUERY_TIMEOUT_S": "-1"},
+        {"ICEFLOE_QUERY_MAX_RESULT_ROWS": "0"},
+        {"ICEFLOE_QUERY_MAX_RESULT_BYTES": "many"},
     ],
 )
 def test_bad_limits_are_a_configuration_error(environ: dict[str, str]) -> None:

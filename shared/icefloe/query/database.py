@@ -1,0 +1,128 @@
+"""One warm, locked-down DuckDB per query engine, reused by every query it runs.
+
+Opening a DuckDB, loading httpfs, creating the S3 secret and locking the configuration cost
+tens of milliseconds; a warm Lambda container or a long-lived process pays them once. Each
+query gets its own cursor (a DuckDB connection to the same database): the tables it names are
+TEMP views of that cursor, so concurrent queries never see each other's snapshots. The view
+over a snapshot's files is created once in a shared schema, named by a hash of its definition,
+and kept (least recently used first out), so Parquet footers are read once per file set, and
+with DuckDB's Parquet metadata cache once per file.
+
+Access rules are per directory: the database may open files under the warehouse root only.
+Which of those files a query reaches is decided by the views and by the parse-tree checks of
+:mod:`icefloe.query.sandbox`, which refuse every table function that reads a path.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+
+import duckdb
+
+from icefloe import duck
+from icefloe.duck import ident, string_literal
+from icefloe.query.sandbox import QueryLimits
+
+VIEW_SCHEMA = "icefloe_views"
+DEFAULT_MAX_VIEWS = 256
+# The secret a database was configured with may hold temporary credentials: rebuild after this.
+DEFAULT_MAX_AGE_S = 15 * 60.0
+
+Configure = Callable[[duckdb.DuckDBPyConnection], None]
+
+
+class QueryDatabase:
+    """The engine's DuckDB: built on first use, locked down, rebuilt when old."""
+
+    def __init__(
+        self,
+        *,
+        root_uri: str,
+        limits: QueryLimits,
+        configure: Configure | None = None,
+        max_views: int = DEFAULT_MAX_VIEWS,
+        max_age_s: float = DEFAULT_MAX_AGE_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._root = root_uri.rstrip("/") + "/"
+        self.limits = limits
+        self._configure = configure
+        self._max_views = max_views
+        self._max_age_s = max_age_s
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._db: duckdb.DuckDBPyConnection | None = None
+        self._born = 0.0
+        self._views: OrderedDict[str, None] = OrderedDict()
+
+    def cursor(self) -> duckdb.DuckDBPyConnection:
+        """A fresh connection to the warm database, for one query."""
+        with self._lock:
+            if self._db is None or self._clock() - self._born > self._max_age_s:
+                self._rebuild()
+            assert self._db is not None
+            return self._db.cursor()
+
+    def bind_view(self, cursor: duckdb.DuckDBPyConnection, table: str, body: str) -> None:
+        """Make ``table`` in ``cursor`` a view of ``body`` (a SELECT), sharing the database's
+        cached view of the same definition."""
+        key = "v_" + hashlib.sha256(body.encode()).hexdigest()[:24]
+        with self._lock:
+            assert self._db is not None
+            if key in self._views:
+                self._views.move_to_end(key)
+            else:
+                self._db.execute(f"CREATE VIEW {VIEW_SCHEMA}.{key} AS {body}")
+                self._views[key] = None
+                while len(self._views) > self._max_views:
+                    evicted, _ = self._views.popitem(last=False)
+                    self._db.execute(f"DROP VIEW IF EXISTS {VIEW_SCHEMA}.{evicted}")
+        cursor.execute(f"CREATE TEMP VIEW {ident(table)} AS SELECT * FROM {VIEW_SCHEMA}.{key}")
+
+    def forget_views(self) -> None:
+        """Drop the cached views (after a read failed, their files may be gone)."""
+        with self._lock:
+            if self._db is not None:
+                for key in self._views:
+                    self._db.execute(f"DROP VIEW IF EXISTS {VIEW_SCHEMA}.{key}")
+            self._views.clear()
+
+    def close(self) -> None:
+        with self._lock:
+            if self._db is not None:
+                self._db.close()
+            self._db = None
+            self._views.clear()
+
+    def _rebuild(self) -> None:
+        if self._db is not None:
+            self._db.close()
+        self._views.clear()
+        db = duck.connect()
+        if self._configure is not None:
+            self._configure(db)
+        db.execute(f"CREATE SCHEMA {VIEW_SCHEMA}")
+        db.execute("SET parquet_metadata_cache = true")  # objects are never overwritten
+        lock_database(db, allowed_directories=[self._root], limits=self.limits)
+        self._db = db
+        self._born = self._clock()
+
+
+def lock_database(
+    db: duckdb.DuckDBPyConnection, *, allowed_directories: list[str], limits: QueryLimits
+) -> None:
+    """Limits, no extension loading, no Python replacement scans, files only under
+    ``allowed_directories``, and the configuration locked for the database's life."""
+    directories = "[" + ", ".join(string_literal(d) for d in allowed_directories) + "]"
+    db.execute(f"SET memory_limit = {string_literal(limits.memory_limit)}")
+    db.execute(f"SET threads = {int(limits.threads)}")
+    db.execute("SET python_enable_replacements = false")
+    db.execute("SET autoinstall_known_extensions = false")
+    db.execute("SET autoload_known_extensions = false")
+    db.execute(f"SET allowed_directories = {directories}")
+    db.execute("SET enable_external_access = false")
+    db.execute("SET lock_configuration = true")

@@ -1,0 +1,128 @@
+"""Running a planned query in the warm DuckDB: views bound, time limit, result streamed
+against the row and byte caps, DuckDB's errors turned into icefloe's.
+
+:class:`InProcessExecutor` runs in the caller's process;
+:class:`icefloe.query.isolation.ChildProcessExecutor` runs the same code in a child process
+whose memory the parent watches, so that no query can take the machine's memory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+import duckdb
+import pyarrow as pa
+
+from icefloe.errors import InvalidInputError
+from icefloe.query.database import Configure, QueryDatabase
+from icefloe.query.sandbox import QueryLimitError, QueryLimits, QueryTimeoutError, time_limit
+
+RESULT_BATCH_ROWS = 65_536
+
+# (table name, the SELECT its view stands for)
+ViewBinding = tuple[str, str]
+
+
+class QueryFailedError(InvalidInputError):
+    """DuckDB refused or failed the caller's SQL (a syntax error, an unknown column, ...)."""
+
+
+class QueryRefusedByDuckDB(QueryFailedError):
+    """The locked-down connection refused an access (another file or URL)."""
+
+
+class QueryReadError(QueryFailedError):
+    """A file of the snapshot could not be read (gone, or the store failed)."""
+
+
+class Executor(Protocol):
+    limits: QueryLimits
+
+    def execute(self, statement: str, views: Sequence[ViewBinding]) -> pa.Table: ...
+
+    def forget_views(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class InProcessExecutor:
+    """The warm database of this process."""
+
+    def __init__(
+        self, *, root_uri: str, limits: QueryLimits, configure: Configure | None = None
+    ) -> None:
+        self.limits = limits
+        self._database = QueryDatabase(root_uri=root_uri, limits=limits, configure=configure)
+
+    def execute(self, statement: str, views: Sequence[ViewBinding]) -> pa.Table:
+        cursor = self._database.cursor()
+        try:
+            with time_limit(cursor, seconds=self.limits.timeout_s) as fired:
+                try:
+                    for table, body in views:
+                        self._database.bind_view(cursor, table, body)
+                    reader = cursor.execute(statement).to_arrow_reader(RESULT_BATCH_ROWS)
+                    return collect(reader, self.limits)
+                except duckdb.InterruptException as e:
+                    if fired.is_set():
+                        raise QueryTimeoutError(
+                            f"query interrupted after {self.limits.timeout_s:g} s (the time"
+                            " limit, ICEFLOE_QUERY_TIMEOUT_S)"
+                        ) from e
+                    raise
+                except duckdb.Error as e:
+                    raise translate(e, self.limits) from e
+        finally:
+            cursor.close()
+
+    def forget_views(self) -> None:
+        self._database.forget_views()
+
+    def close(self) -> None:
+        self._database.close()
+
+
+def collect(reader: pa.RecordBatchReader, limits: QueryLimits) -> pa.Table:
+    """The result, batch by batch, refused as soon as it passes a cap."""
+    batches: list[pa.RecordBatch] = []
+    rows = size = 0
+    max_bytes = limits.result_bytes
+    for batch in reader:
+        rows += batch.num_rows
+        size += batch.nbytes
+        if rows > limits.max_result_rows:
+            raise QueryLimitError(
+                f"query result has more than {limits.max_result_rows:,} rows (the result row"
+                " limit, ICEFLOE_QUERY_MAX_RESULT_ROWS); aggregate, filter or add a LIMIT"
+            )
+        if size > max_bytes:
+            raise QueryLimitError(
+                f"query result is larger than {max_bytes:,} bytes (the result size limit,"
+                " ICEFLOE_QUERY_MAX_RESULT_BYTES); select fewer or smaller columns"
+            )
+        batches.append(batch)
+    return pa.Table.from_batches(batches, schema=reader.schema)
+
+
+def memory_limit_error(limits: QueryLimits, detail: str) -> QueryLimitError:
+    return QueryLimitError(
+        f"query needs more than {limits.memory_limit} (the memory limit,"
+        f" ICEFLOE_QUERY_MEMORY_LIMIT): {detail}"
+    )
+
+
+def translate(error: duckdb.Error, limits: QueryLimits) -> InvalidInputError:
+    """DuckDB's error as icefloe's: the kind decides, never the message's words."""
+    detail = first_line(error)
+    if isinstance(error, duckdb.OutOfMemoryException):
+        return memory_limit_error(limits, detail)
+    if isinstance(error, duckdb.PermissionException):
+        return QueryRefusedByDuckDB(f"query refused: {detail}")
+    if isinstance(error, duckdb.IOException | duckdb.HTTPException):
+        return QueryReadError(f"query failed: {detail}")
+    return QueryFailedError(f"query failed: {detail}")
+
+
+def first_line(error: BaseException) -> str:
+    return str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
