@@ -16,7 +16,7 @@ import random
 import re
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -754,7 +754,9 @@ def _data_file(row: Sequence[Any]) -> DataFile:
         size_bytes=int(row[5]),
         row_count=int(row[6]),
         row_group_count=int(row[7]),
-        column_stats={name: ColumnStats.from_json(value) for name, value in stats.items()},
+        column_stats={
+            name: ColumnStats.from_json(value) for name, value in stats.items() if value is not None
+        },
         begin_snapshot=int(row[9]),
         end_snapshot=None if row[10] is None else int(row[10]),
         created_at=row[11],
@@ -778,9 +780,14 @@ class PinnedSnapshot:
         self.snapshot_id = pin.snapshot_id
 
     def files(
-        self, *, start_from: datetime | None = None, start_before: datetime | None = None
+        self,
+        *,
+        start_from: datetime | None = None,
+        start_before: datetime | None = None,
+        stats_columns: Collection[str] | None = None,
     ) -> list[DataFile]:
-        """The snapshot's live files whose partition period starts in the window."""
+        """The snapshot's live files whose partition period starts in the window.
+        ``stats_columns`` keeps only those columns' statistics (a cheaper read for planning)."""
         if self.snapshot_id == 0:
             return []
         return _files_at(
@@ -789,6 +796,7 @@ class PinnedSnapshot:
             self.snapshot_id,
             start_from=start_from,
             start_before=start_before,
+            stats_columns=stats_columns,
         )
 
 
@@ -833,6 +841,7 @@ def _files_at(
     partitions: Sequence[str] | None = None,
     start_from: datetime | None = None,
     start_before: datetime | None = None,
+    stats_columns: Collection[str] | None = None,
 ) -> list[DataFile]:
     where = [
         sql.SQL("table_id = %(table_id)s"),
@@ -849,7 +858,21 @@ def _files_at(
     if start_before is not None:
         where.append(sql.SQL("partition_start < %(start_before)s"))
         params["start_before"] = start_before
+    columns: sql.Composable = sql.SQL(_FILE_COLUMNS)
+    if stats_columns is not None:
+        # The same columns, with column_stats cut down to the named columns.
+        subset = (
+            sql.SQL("jsonb_build_object({})").format(
+                sql.SQL(", ").join(
+                    sql.SQL("{}, column_stats -> {}").format(sql.Literal(c), sql.Literal(c))
+                    for c in sorted(stats_columns)
+                )
+            )
+            if stats_columns
+            else sql.SQL("NULL::jsonb")
+        )
+        columns = sql.SQL(_FILE_COLUMNS.replace("column_stats,", "{stats},")).format(stats=subset)
     query = sql.SQL("SELECT {columns} FROM data_files WHERE {where} ORDER BY file_id").format(
-        columns=sql.SQL(_FILE_COLUMNS), where=sql.SQL(" AND ").join(where)
+        columns=columns, where=sql.SQL(" AND ").join(where)
     )
     return [_data_file(row) for row in conn.execute(query, params).fetchall()]

@@ -274,7 +274,11 @@ class QueryEngine:
             ranges[field.source] = r
         start_from, start_before = listing_window(spec, ranges)
         with self._meta.pin(spec.name, snapshot_id=snapshot_id, as_of=as_of) as pinned:
-            considered = pinned.files(start_from=start_from, start_before=start_before)
+            considered = pinned.files(
+                start_from=start_from,
+                start_before=start_before,
+                stats_columns=scans.filtered_columns,
+            )
             pinned_id = pinned.snapshot_id
         if tenant is not None:
             considered = [f for f in considered if _in_tenant(f, spec, tenant)]

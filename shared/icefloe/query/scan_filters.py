@@ -116,6 +116,13 @@ class TableScans:
     def reads_everything(self) -> bool:
         return self.scans is None or any(not s for s in self.scans)
 
+    @property
+    def filtered_columns(self) -> frozenset[str]:
+        """The columns whose statistics can prune (none when some scan reads everything)."""
+        if self.scans is None or self.reads_everything:
+            return frozenset()
+        return frozenset(column for scan in self.scans for column in scan)
+
 
 def standin_columns(spec: TableSpec) -> list[tuple[str, str]]:
     """The columns a query sees for a table, in order: the spec's, then the row id."""

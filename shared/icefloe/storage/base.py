@@ -7,6 +7,7 @@ so ``put`` refuses an existing key instead of replacing it.
 from __future__ import annotations
 
 import logging
+import re
 import unicodedata
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Sequence
@@ -42,6 +43,9 @@ class DeleteResult:
     deleted: int
 
 
+_PRINTABLE_ASCII = re.compile(r"[\x20-\x7e]*")
+
+
 def validate_key(key: str) -> str:
     """Return ``key`` if it is a well-formed object key, else raise InvalidInputError.
 
@@ -56,7 +60,9 @@ def validate_key(key: str) -> str:
         raise InvalidInputError(f"object key {key!r}: must not end with '/'")
     if "\\" in key:
         raise InvalidInputError(f"object key {key!r}: backslashes are not allowed")
-    if any(unicodedata.category(ch) in ("Cc", "Cs") for ch in key):
+    if not _PRINTABLE_ASCII.fullmatch(key) and any(
+        unicodedata.category(ch) in ("Cc", "Cs") for ch in key
+    ):
         raise InvalidInputError(
             f"object key {key!r}: control and lone surrogate characters are not allowed"
         )
