@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Literal, TypeAlias
+from typing import Literal, NamedTuple, TypeAlias
 from uuid import UUID
 
 from icefloe.spec import TableSpec
@@ -43,6 +43,17 @@ class NewFile:
     partition_values: Mapping[str, JsonScalar] = field(default_factory=dict)
     partition_start: datetime | None = None
     column_stats: Mapping[str, ColumnStats] = field(default_factory=dict)
+
+
+class ScanFile(NamedTuple):
+    """What a query plan needs of a live file: the lean form of :class:`DataFile` (a tuple,
+    because planning builds one per live file)."""
+
+    path: str
+    size_bytes: int
+    row_count: int
+    partition_values: Mapping[str, JsonScalar]
+    column_stats: Mapping[str, ColumnStats]
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,7 @@ from typing import Literal
 import pyarrow as pa
 
 from icefloe.errors import ConfigError, InvalidInputError, SnapshotNotFoundError
-from icefloe.metastore.models import DataFile
+from icefloe.metastore.models import ScanFile
 from icefloe.metastore.store import MetaStore
 from icefloe.query.database import Configure
 from icefloe.query.executor import (
@@ -262,7 +262,7 @@ class QueryEngine:
         as_of: datetime | None,
         window: TimeRange | None,
         tenant: str | None,
-    ) -> tuple[TablePlan, list[DataFile]]:
+    ) -> tuple[TablePlan, list[ScanFile]]:
         field = spec.time_partition_field
         ranges: dict[str, ColumnRange] = {}
         if field is not None and self.pruning:
@@ -278,6 +278,7 @@ class QueryEngine:
                 start_from=start_from,
                 start_before=start_before,
                 stats_columns=scans.filtered_columns,
+                partition_values=tenant is not None,
             )
             pinned_id = pinned.snapshot_id
         if tenant is not None:
@@ -295,7 +296,7 @@ class QueryEngine:
         return plan, scanned
 
 
-def _in_tenant(file: DataFile, spec: TableSpec, tenant: str) -> bool:
+def _in_tenant(file: ScanFile, spec: TableSpec, tenant: str) -> bool:
     field = next(
         f for f in spec.partition_by if f.transform == "identity" and f.source == spec.tenant_column
     )

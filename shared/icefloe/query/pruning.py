@@ -22,9 +22,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal, InvalidOperation
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
-from icefloe.metastore.models import ColumnStats, DataFile
+from icefloe.metastore.models import ColumnStats
 from icefloe.query.scan_filters import (
     AllOf,
     AnyOf,
@@ -108,14 +108,25 @@ class ColumnRange:
 # -- files ------------------------------------------------------------------------------------
 
 
-def needed_files(files: Iterable[DataFile], scans: TableScans, spec: TableSpec) -> list[DataFile]:
+class FileStatistics(Protocol):
+    @property
+    def row_count(self) -> int: ...
+
+    @property
+    def column_stats(self) -> Mapping[str, ColumnStats]: ...
+
+
+F = TypeVar("F", bound=FileStatistics)
+
+
+def needed_files(files: Iterable[F], scans: TableScans, spec: TableSpec) -> list[F]:
     """The files at least one scan of the table may read a row from."""
     if scans.scans is None or scans.reads_everything:
         return list(files)
     return [f for f in files if any(file_may_match(f, scan, spec) for scan in scans.scans)]
 
 
-def file_may_match(file: DataFile, scan: ScanFilters, spec: TableSpec) -> bool:
+def file_may_match(file: FileStatistics, scan: ScanFilters, spec: TableSpec) -> bool:
     """False only when the file's statistics prove no row passes the scan's filters."""
     for column, condition in scan.items():
         stats = file.column_stats.get(column)
