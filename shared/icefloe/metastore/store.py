@@ -229,6 +229,19 @@ class MetaStore:
             raise TableNotFoundError(f"no table named {name!r}")
         return _table_info(row)
 
+    def tables_named(self, names: Collection[str]) -> list[TableInfo]:
+        """The tables among ``names`` (unknown names are simply absent), in name order."""
+        if not names:
+            return []
+        with self._connection() as conn:
+            rows = conn.execute(
+                "SELECT table_id, name, spec, head_snapshot_id, created_at"
+                " FROM lake_tables WHERE name = ANY(%s) ORDER BY name",
+                (sorted(names),),
+            ).fetchall()
+            conn.rollback()
+        return [_table_info(row) for row in rows]
+
     def list_tables(self) -> list[TableInfo]:
         with self._connection() as conn:
             rows = conn.execute(
@@ -282,7 +295,9 @@ class MetaStore:
         runs happen meanwhile, the listing is the complete file list of the snapshot that was
         resolved. SnapshotNotFoundError names a snapshot that is unknown or expired."""
         with self._connection() as conn:
-            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            # Set on the idle connection, so that BEGIN itself carries them: no extra round trip.
+            conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+            conn.read_only = True
             try:
                 pinned = PinnedSnapshot(
                     conn, _resolve(conn, table, snapshot_id=snapshot_id, as_of=as_of)
@@ -290,6 +305,8 @@ class MetaStore:
                 yield pinned
             finally:
                 conn.rollback()
+                conn.isolation_level = None
+                conn.read_only = None
 
     # -- files ----------------------------------------------------------------------------------
 

@@ -155,7 +155,8 @@ class QueryEngine:
         tenant: str | None,
     ) -> QueryResult:
         refs = self._planner.analyze(statement)
-        lake_tables = {t.name: t for t in self._meta.list_tables()}
+        # Only the tables the SQL names: one round trip, whatever the lake holds.
+        lake_tables = {t.name: t for t in self._meta.tables_named(refs.tables)}
         check_references(refs, lake_tables=lake_tables)
         named = sorted(refs.tables)
         if snapshot_id is not None and len(named) != 1:
