@@ -10,15 +10,19 @@ import math
 import os
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date, datetime
 from datetime import time as time_of_day
 from decimal import Decimal
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from icefloe.membership import MAX_KEYS, build_filter
 from icefloe.metastore.models import ColumnStats, JsonScalar, NewFile
+from icefloe.spec import TableSpec
+from icefloe.spec.types import is_integer
 
 COMPRESSION = "zstd"
 # Longer string bounds are not kept: a truncated min is still a lower bound, a truncated max is not.
@@ -63,9 +67,15 @@ def parquet_writer(sink: pa.NativeFile | str, schema: pa.Schema) -> pq.ParquetWr
     )
 
 
-def encode_parquet(table: pa.Table, *, row_group_sizes: int | Sequence[int]) -> EncodedFile:
+def encode_parquet(
+    table: pa.Table,
+    *,
+    row_group_sizes: int | Sequence[int],
+    membership_column: str | None = None,
+) -> EncodedFile:
     """Encode ``table`` as Parquet. ``row_group_sizes`` is a cap, or the exact size of each
-    row group in order (how the merge worker aligns row groups to key values)."""
+    row group in order (how the merge worker aligns row groups to key values).
+    ``membership_column`` also gets a membership filter of its distinct values."""
     sink = pa.BufferOutputStream()
     with parquet_writer(sink, table.schema) as writer:
         if isinstance(row_group_sizes, int):
@@ -83,8 +93,33 @@ def encode_parquet(table: pa.Table, *, row_group_sizes: int | Sequence[int]) -> 
         data=data,
         row_count=metadata.num_rows,
         row_group_count=metadata.num_row_groups,
-        column_stats=footer_stats(metadata),
+        column_stats=with_membership(footer_stats(metadata), table, membership_column),
     )
+
+
+def membership_column(spec: TableSpec) -> str | None:
+    """The column whose files carry membership filters: the row-group key, when it is a
+    VARCHAR or an integer (the values a filter can hash exactly as queries compare them)."""
+    key = spec.row_group_by
+    if key is None:
+        return None
+    column_type = spec.column(key).type
+    return key if column_type == "VARCHAR" or is_integer(column_type) else None
+
+
+def with_membership(
+    stats: dict[str, ColumnStats], table: pa.Table, column: str | None
+) -> dict[str, ColumnStats]:
+    """``stats`` with a membership filter of ``column``'s distinct values, when one fits."""
+    if column is None or column not in stats or table.schema.get_field_index(column) < 0:
+        return stats
+    distinct = pc.unique(table.column(column))
+    if len(distinct) > MAX_KEYS + 1:
+        return stats
+    encoded = build_filter(distinct.to_pylist())
+    if encoded is None:
+        return stats
+    return {**stats, column: replace(stats[column], membership=encoded)}
 
 
 def footer_stats(metadata: pq.FileMetaData) -> dict[str, ColumnStats]:

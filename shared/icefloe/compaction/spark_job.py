@@ -31,6 +31,7 @@ from icefloe import duck
 from icefloe.compaction.manifest import CompactionManifest, PartitionGroup
 from icefloe.compaction.tracking import outputs_prefix
 from icefloe.config import WarehouseLocation
+from icefloe.datafiles import membership_column
 from icefloe.errors import CommitConflictError, CommitOutcomeUnknownError, IcefloeError
 from icefloe.ingest.row_ids import ROW_ID_COLUMN
 from icefloe.merge.claims import claim_problem
@@ -96,6 +97,7 @@ class _WriteContext:
     max_rows: int
     target_file_bytes: int
     json_columns: tuple[str, ...]
+    membership_column: str | None
     columns: tuple[str, ...]
     arrow_schema: pa.Schema
     partitions: Mapping[str, tuple[Mapping[str, JsonScalar], datetime | None]]
@@ -217,6 +219,7 @@ def _write(
         max_rows=spec.sizes.row_group_max_rows,
         target_file_bytes=spec.sizes.target_file_bytes,
         json_columns=tuple(c.name for c in spec.columns if c.type == "JSON"),
+        membership_column=membership_column(spec),
         columns=(*spec.column_names, ROW_ID_COLUMN),
         arrow_schema=_arrow_schema(spec),
         partitions={
@@ -324,6 +327,7 @@ class _PartitionFiles:
                 directory=Path(self._scratch.name),
                 target_file_bytes=self._context.target_file_bytes,
                 json_columns=self._context.json_columns,
+                membership_column=self._context.membership_column,
             )
         else:
             self._scratch.cleanup()
@@ -349,6 +353,7 @@ class _PartitionFiles:
             partition_values=values,
             partition_start=start,
             written=written,
+            membership_column=self._context.membership_column,
         )
         if written:
             # What this task uploaded, so that a failed job's outputs can be found and deleted.

@@ -22,6 +22,7 @@ import pyarrow as pa
 from icefloe import duck
 from icefloe.datafiles import (
     encode_parquet,
+    membership_column,
     new_data_key,
     new_file_record,
     with_json_columns,
@@ -207,6 +208,7 @@ class Inserter:
             encoded = encode_parquet(
                 with_json_columns(part.rows, json_columns),
                 row_group_sizes=spec.sizes.row_group_max_rows,
+                membership_column=membership_column(spec),
             )
             key = new_data_key(table=spec.name, partition_path=part.path)
             payloads.append((key, encoded.data))

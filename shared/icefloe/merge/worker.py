@@ -26,6 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from icefloe import duck
+from icefloe.datafiles import membership_column
 from icefloe.errors import CommitConflictError, CommitOutcomeUnknownError, IcefloeError
 from icefloe.merge.claims import claim_problem
 from icefloe.merge.modes import merge_sql
@@ -233,6 +234,7 @@ class MergeWorker:
             directory=scratch,
             target_file_bytes=sizes.target_file_bytes,
             json_columns=[c.name for c in spec.columns if c.type == "JSON"],
+            membership_column=membership_column(spec),
         )
         guard = (
             _PartitionGuard(spec, inputs[0].partition_path)
@@ -264,6 +266,7 @@ class MergeWorker:
             partition_values=model.partition_values,
             partition_start=model.partition_start,
             written=written,
+            membership_column=membership_column(spec),
         )
 
 

@@ -9,16 +9,18 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from icefloe.datafiles import footer_stats, new_data_key, parquet_writer, with_json_columns
 from icefloe.ingest.row_ids import ROW_ID_COLUMN, ROW_ID_TYPE
-from icefloe.metastore.models import JsonScalar, NewFile
+from icefloe.membership import MAX_KEYS, build_filter
+from icefloe.metastore.models import ColumnStats, JsonScalar, NewFile
 from icefloe.storage import ObjectStore
 
 
@@ -30,15 +32,24 @@ class StagedFile:
     size_bytes: int
     row_count: int
     row_group_count: int
+    membership: str | None = None  # the membership filter of the writer's membership column
 
 
 class RollingParquetWriter:
     """Writes row groups to ``directory``, starting a new file past ``target_file_bytes``."""
 
     def __init__(
-        self, *, directory: Path, target_file_bytes: int, json_columns: Sequence[str]
+        self,
+        *,
+        directory: Path,
+        target_file_bytes: int,
+        json_columns: Sequence[str],
+        membership_column: str | None = None,
     ) -> None:
+        """``membership_column``: each file gets a membership filter of that column's values."""
         self._directory = directory
+        self._membership_column = membership_column
+        self._keys: set[object] | None = set()
         self._target = target_file_bytes
         self._json_columns = tuple(json_columns)
         self._writer: pq.ParquetWriter | None = None
@@ -57,6 +68,7 @@ class RollingParquetWriter:
             self._sink = pa.OSFile(str(self._path), "wb")
             self._writer = parquet_writer(self._sink, group.schema)
         self._writer.write_table(group, row_group_size=group.num_rows)
+        self._collect_keys(group)
         self._rows += group.num_rows
         self._groups += 1
         assert self._sink is not None
@@ -73,16 +85,31 @@ class RollingParquetWriter:
         assert self._writer is not None and self._sink is not None and self._path is not None
         self._writer.close()
         self._sink.close()
+        membership = (
+            build_filter(self._keys)
+            if self._membership_column is not None and self._keys is not None
+            else None
+        )
         self.files.append(
             StagedFile(
                 path=self._path,
                 size_bytes=self._path.stat().st_size,
                 row_count=self._rows,
                 row_group_count=self._groups,
+                membership=membership,
             )
         )
         self._writer = self._sink = self._path = None
         self._rows = self._groups = 0
+        self._keys = set()
+
+    def _collect_keys(self, group: pa.Table) -> None:
+        column = self._membership_column
+        if column is None or self._keys is None or group.schema.get_field_index(column) < 0:
+            return
+        self._keys.update(pc.unique(group.column(column)).to_pylist())
+        if len(self._keys) > MAX_KEYS:
+            self._keys = None  # too many for a filter: this file has min/max only
 
     def _normalize(self, group: pa.Table) -> pa.Table:
         """The types insert writes: JSON columns marked JSON, ``_row_id`` as 16 fixed bytes."""
@@ -103,6 +130,7 @@ def upload_staged(
     partition_values: Mapping[str, JsonScalar],
     partition_start: datetime | None,
     written: list[str],
+    membership_column: str | None = None,
 ) -> list[NewFile]:
     """Upload staged files under fresh keys and describe them from their footers.
 
@@ -124,7 +152,17 @@ def upload_staged(
                 size_bytes=item.size_bytes,
                 row_count=metadata.num_rows,
                 row_group_count=metadata.num_row_groups,
-                column_stats=footer_stats(metadata),
+                column_stats=_with_filter(
+                    footer_stats(metadata), membership_column, item.membership
+                ),
             )
         )
     return files
+
+
+def _with_filter(
+    stats: dict[str, ColumnStats], column: str | None, membership: str | None
+) -> dict[str, ColumnStats]:
+    if column is None or membership is None or column not in stats:
+        return stats
+    return {**stats, column: replace(stats[column], membership=membership)}

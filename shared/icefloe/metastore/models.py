@@ -21,14 +21,29 @@ class ColumnStats:
     min: JsonScalar = None
     max: JsonScalar = None
     null_count: int = 0
+    # A membership filter of the file's distinct values (see icefloe.membership), if written.
+    membership: str | None = None
 
     def to_json(self) -> dict[str, JsonScalar]:
-        return {"min": self.min, "max": self.max, "null_count": self.null_count}
+        out: dict[str, JsonScalar] = {
+            "min": self.min,
+            "max": self.max,
+            "null_count": self.null_count,
+        }
+        if self.membership is not None:
+            out["membership"] = self.membership
+        return out
 
     @classmethod
     def from_json(cls, value: Mapping[str, JsonScalar]) -> ColumnStats:
         nulls = value.get("null_count", 0)
-        return cls(min=value.get("min"), max=value.get("max"), null_count=int(nulls or 0))
+        membership = value.get("membership")
+        return cls(
+            min=value.get("min"),
+            max=value.get("max"),
+            null_count=int(nulls or 0),
+            membership=membership if isinstance(membership, str) else None,
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,6 +24,7 @@ from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal, InvalidOperation
 from typing import Any, Protocol, TypeVar
 
+from icefloe.membership import may_contain
 from icefloe.metastore.models import ColumnStats
 from icefloe.query.scan_filters import (
     AllOf,
@@ -147,6 +148,7 @@ class _StatBounds:
     high: Any
     null_count: int
     row_count: int
+    membership: str | None = None
 
     @classmethod
     def of(cls, stats: ColumnStats, column_type: str, row_count: int) -> _StatBounds:
@@ -154,7 +156,9 @@ class _StatBounds:
         high = stat_value(stats.max, column_type)
         if column_type in ("FLOAT", "DOUBLE"):
             high = None  # a NaN may hide above the recorded maximum
-        return cls(low, high, stats.null_count, row_count)
+        exact = column_type == "VARCHAR" or is_integer(column_type)
+        membership = stats.membership if exact else None
+        return cls(low, high, stats.null_count, row_count, membership)
 
     @property
     def all_null(self) -> bool:
@@ -179,6 +183,8 @@ class _StatBounds:
     def _may_compare(self, op: str, value: Any) -> bool:
         low, high = self.low, self.high
         if op == "=":
+            if self.membership is not None and not may_contain(self.membership, value):
+                return False
             return not ((low is not None and value < low) or (high is not None and value > high))
         if op == "<":
             return low is None or low < value
