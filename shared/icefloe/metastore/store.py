@@ -804,9 +804,10 @@ class PinnedSnapshot:
         stats_columns: Collection[str] = (),
         partition_values: bool = False,
     ) -> list[ScanFile]:
-        """The snapshot's live files whose partition period starts in the window, in file id
-        order, with the statistics of ``stats_columns`` only (and the partition values when
-        asked): one lean query, so that planning stays cheap at 10^5 files."""
+        """The snapshot's live files whose partition period starts in the window, with the
+        statistics of ``stats_columns`` only (and the partition values when asked): one lean
+        query, so that planning stays cheap at 10^5 files. In no particular order (sorting
+        10^5 rows cost a third of the listing); the set is what a snapshot guarantees."""
         if self.snapshot_id == 0:
             return []
         where, params = _live_at(
@@ -816,8 +817,7 @@ class PinnedSnapshot:
             start_before=start_before,
         )
         query = sql.SQL(
-            "SELECT path, size_bytes, row_count, {values}, {stats} FROM data_files"
-            " WHERE {where} ORDER BY file_id"
+            "SELECT path, size_bytes, row_count, {values}, {stats} FROM data_files WHERE {where}"
         ).format(
             values=sql.SQL("partition_values" if partition_values else "NULL::jsonb"),
             stats=_stats_subset(stats_columns),
