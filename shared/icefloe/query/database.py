@@ -24,8 +24,8 @@ from collections.abc import Callable
 import duckdb
 
 from icefloe import duck
-from icefloe.duck import ident, string_literal
-from icefloe.query.sandbox import QueryLimits
+from icefloe.duck import ident
+from icefloe.query.sandbox import QueryLimits, lock_down
 
 VIEW_SCHEMA = "icefloe_views"
 DEFAULT_MAX_VIEWS = 256
@@ -107,22 +107,6 @@ class QueryDatabase:
             self._configure(db)
         db.execute(f"CREATE SCHEMA {VIEW_SCHEMA}")
         db.execute("SET parquet_metadata_cache = true")  # objects are never overwritten
-        lock_database(db, allowed_directories=[self._root], limits=self.limits)
+        lock_down(db, allowed_directories=[self._root], limits=self.limits)
         self._db = db
         self._born = self._clock()
-
-
-def lock_database(
-    db: duckdb.DuckDBPyConnection, *, allowed_directories: list[str], limits: QueryLimits
-) -> None:
-    """Limits, no extension loading, no Python replacement scans, files only under
-    ``allowed_directories``, and the configuration locked for the database's life."""
-    directories = "[" + ", ".join(string_literal(d) for d in allowed_directories) + "]"
-    db.execute(f"SET memory_limit = {string_literal(limits.memory_limit)}")
-    db.execute(f"SET threads = {int(limits.threads)}")
-    db.execute("SET python_enable_replacements = false")
-    db.execute("SET autoinstall_known_extensions = false")
-    db.execute("SET autoload_known_extensions = false")
-    db.execute(f"SET allowed_directories = {directories}")
-    db.execute("SET enable_external_access = false")
-    db.execute("SET lock_configuration = true")

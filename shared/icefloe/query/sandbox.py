@@ -190,16 +190,25 @@ def check_references(refs: SqlRefs, *, lake_tables: Collection[str]) -> None:
 
 
 def lock_down(
-    con: duckdb.DuckDBPyConnection, *, allowed_paths: Sequence[str], limits: QueryLimits
+    con: duckdb.DuckDBPyConnection,
+    *,
+    allowed_paths: Sequence[str] = (),
+    allowed_directories: Sequence[str] = (),
+    limits: QueryLimits,
 ) -> None:
-    """Make ``con`` read only ``allowed_paths`` and change nothing, for the rest of its life."""
-    paths = "[" + ", ".join(string_literal(p) for p in allowed_paths) + "]"
+    """Make ``con`` read only ``allowed_paths`` and files under ``allowed_directories``, and
+    change nothing, for the rest of its life."""
+
+    def listed(values: Sequence[str]) -> str:
+        return "[" + ", ".join(string_literal(v) for v in values) + "]"
+
     con.execute(f"SET memory_limit = {string_literal(limits.memory_limit)}")
     con.execute(f"SET threads = {int(limits.threads)}")
     con.execute("SET python_enable_replacements = false")
     con.execute("SET autoinstall_known_extensions = false")
     con.execute("SET autoload_known_extensions = false")
-    con.execute(f"SET allowed_paths = {paths}")
+    con.execute(f"SET allowed_paths = {listed(allowed_paths)}")
+    con.execute(f"SET allowed_directories = {listed(allowed_directories)}")
     con.execute("SET enable_external_access = false")
     con.execute("SET lock_configuration = true")
 

@@ -29,7 +29,7 @@ import duckdb
 from icefloe import duck
 from icefloe.duck import ident
 from icefloe.ingest.row_ids import ROW_ID_COLUMN
-from icefloe.query.sql_refs import SqlRefs, analyze
+from icefloe.query.sql_refs import SqlRefs, analyze, walk
 from icefloe.spec import TableSpec
 from icefloe.spec.types import INTEGER_TYPES
 
@@ -205,15 +205,8 @@ class ScanPlanner:
         return self._con
 
 
-def _gets(node: Any) -> Iterator[dict[str, Any]]:
-    if isinstance(node, dict):
-        if node.get("type") == "LOGICAL_GET":
-            yield node
-        for child in node.values():
-            yield from _gets(child)
-    elif isinstance(node, list):
-        for child in node:
-            yield from _gets(child)
+def _gets(plan: Any) -> Iterator[dict[str, Any]]:
+    return (node for node in walk(plan) if node.get("type") == "LOGICAL_GET")
 
 
 def _scan_filters(

@@ -89,24 +89,25 @@ def analyze(sql: str, *, con: duckdb.DuckDBPyConnection | None = None) -> SqlRef
     )
 
 
-def _walk(value: Any) -> Iterator[dict[str, Any]]:
+def walk(value: Any) -> Iterator[dict[str, Any]]:
+    """Every object in a serialized tree (a parse tree or a plan), depth first."""
     if isinstance(value, dict):
         yield value
         for child in value.values():
-            yield from _walk(child)
+            yield from walk(child)
     elif isinstance(value, list):
         for child in value:
-            yield from _walk(child)
+            yield from walk(child)
 
 
 def _cte_names(node: Any) -> Iterator[str]:
-    for value in _walk(node):
+    for value in walk(node):
         for entry in (value.get("cte_map") or {}).get("map", []):
             yield str(entry["key"])
 
 
 def _base_tables(node: Any) -> Iterator[TableName]:
-    for value in _walk(node):
+    for value in walk(node):
         if value.get("type") == "BASE_TABLE" and "table_name" in value:
             yield TableName(
                 str(value["table_name"]),
@@ -116,20 +117,20 @@ def _base_tables(node: Any) -> Iterator[TableName]:
 
 
 def _table_functions(node: Any) -> Iterator[str]:
-    for value in _walk(node):
+    for value in walk(node):
         if value.get("type") == "TABLE_FUNCTION":
             function = value.get("function") or {}
             yield str(function.get("function_name", "")).lower()
 
 
 def _functions(node: Any) -> Iterator[str]:
-    for value in _walk(node):
+    for value in walk(node):
         if value.get("class") == "FUNCTION" and "function_name" in value:
             yield str(value["function_name"]).lower()
 
 
 def _source_kinds(node: Any) -> Iterator[str]:
-    for value in _walk(node):
+    for value in walk(node):
         kind = value.get("type")
         if isinstance(kind, str) and kind in _SOURCE_KINDS and "alias" in value:
             yield kind
