@@ -46,6 +46,7 @@ class LocalObjectStore(ObjectStore):
 
     def __init__(self, root: Path) -> None:
         self._root = Path(root).expanduser().resolve()
+        self._root_text = str(self._root).rstrip("/")
 
     @property
     def root(self) -> Path:
@@ -59,9 +60,10 @@ class LocalObjectStore(ObjectStore):
         return f"LocalObjectStore({str(self._root)!r})"
 
     def uri(self, key: str) -> str:
-        # No filesystem call: a query plans thousands of these (writes still resolve links).
+        # Plain text, no filesystem call: a query plans thousands of these (writes still
+        # resolve links). The root is absolute and a valid key has no '.', '..' or empty part.
         validate_key(key)
-        return str(self._root.joinpath(*key.split("/")))
+        return f"{self._root_text}/{key}"
 
     def download_url(self, key: str, *, expires_s: int) -> str:
         return self._path(key).as_uri()  # local files do not expire
