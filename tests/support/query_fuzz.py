@@ -127,6 +127,12 @@ class QueryGenerator:
                 self._lateral,
                 self._in_subquery,
                 self._grouped,
+                self._top_n,
+                self._qualify,
+                self._cte_chain,
+                self._correlated_scalar,
+                self._quantified,
+                self._case_filter,
             ]
         )
         return shape()
@@ -196,6 +202,48 @@ class QueryGenerator:
         return (
             f"SELECT k, count(*) AS n, min(i) AS lo, max(s) AS hi FROM f"
             f" WHERE {self.predicate('f')} GROUP BY k HAVING count(*) > {self.rng.randint(0, 3)}"
+        )
+
+    def _top_n(self) -> str:
+        # ORDER BY ... LIMIT over a unique order (the row id breaks ties).
+        direction = self.rng.choice(("ASC", "DESC"))
+        return (
+            f"SELECT i, s, ts FROM f WHERE {self.predicate('f')}"
+            f" ORDER BY i {direction} NULLS LAST, _row_id LIMIT {self.rng.randint(1, 7)}"
+        )
+
+    def _qualify(self) -> str:
+        return (
+            f"SELECT k, i FROM f WHERE {self.predicate('f')}"
+            " QUALIFY row_number() OVER (PARTITION BY k ORDER BY i NULLS LAST, _row_id) <= 2"
+        )
+
+    def _cte_chain(self) -> str:
+        return (
+            f"WITH a AS (SELECT * FROM f WHERE {self.predicate('f')}),"
+            f" b AS (SELECT * FROM a WHERE {self.predicate('a')}),"
+            f" c AS (SELECT * FROM f WHERE {self.predicate('f')})"
+            " SELECT (SELECT count(*) FROM b) AS nb, (SELECT count(*) FROM c) AS nc,"
+            " (SELECT count(*) FROM a) AS na"
+        )
+
+    def _correlated_scalar(self) -> str:
+        return (
+            f"SELECT count(*) AS n, sum(m) AS sm FROM (SELECT f.i, (SELECT max(g.m) FROM f g"
+            f" WHERE g.k = f.k AND {self.predicate('g')}) AS m FROM f WHERE {self.predicate('f')})"
+        )
+
+    def _quantified(self) -> str:
+        quantifier = self.rng.choice(("ANY", "ALL"))
+        return (
+            f"SELECT count(*) AS n FROM f WHERE f.i {self._op()} {quantifier}"
+            f" (SELECT g.i FROM f g WHERE {self.predicate('g')}) AND {self.predicate('f')}"
+        )
+
+    def _case_filter(self) -> str:
+        return (
+            f"SELECT count(*) AS n FROM f WHERE CASE WHEN {self.predicate('f')} THEN"
+            f" {self.predicate('f')} ELSE coalesce({self.predicate('f')}, false) END"
         )
 
     def _aggregates(self, alias: str) -> str:
