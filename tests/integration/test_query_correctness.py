@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -13,7 +13,7 @@ from icefloe.ingest import Inserter
 from icefloe.janitor import Janitor
 from icefloe.merge import MergeWorker, merge_locally
 from icefloe.metastore.store import MetaStore
-from icefloe.query import QueryEngine, TablePlan
+from icefloe.query import QueryEngine, TablePlan, TimeRange
 from icefloe.spec import TableSpec
 from icefloe.storage import LocalObjectStore
 
@@ -161,3 +161,24 @@ def test_membership_filters_skip_small_files_on_a_point_query(
     merged = meta.files("u")
     assert len(merged) < 12
     assert all(f.column_stats["user_id"].membership for f in merged)
+
+
+def test_a_window_and_a_filter_on_a_timestamptz_column_combine(
+    meta: MetaStore, objects: LocalObjectStore
+) -> None:
+    meta.create_table(
+        TableSpec.create(
+            name="z", schema="seen TIMESTAMPTZ NOT NULL, v INTEGER", partition_by="day(seen)"
+        )
+    )
+    inserter = Inserter(meta=meta, objects=objects)
+    for day in range(1, 5):
+        inserter.insert_rows("z", [{"seen": f"2026-11-0{day}T12:00:00+00:00", "v": day}])
+    inserter.close()
+    engine = QueryEngine(meta=meta, objects=objects)
+    # A naive window beside an aware bound from the SQL: no error, the right rows
+    result = engine.query(
+        "SELECT count(*) AS n FROM z WHERE seen >= TIMESTAMPTZ '2026-11-02 00:00:00+00'",
+        time_range={"z": TimeRange(datetime(2026, 11, 1), datetime(2026, 11, 4))},
+    )
+    assert result.rows.to_pylist() == [{"n": 2}]

@@ -267,12 +267,7 @@ class QueryEngine:
         field = spec.time_partition_field
         ranges: dict[str, ColumnRange] = {}
         if field is not None and self.pruning:
-            r = time_range_of(scans, spec)
-            if window is not None and window.start is not None:
-                r = r.tighten(">=", window.start)
-            if window is not None and window.end is not None:
-                r = r.tighten("<", window.end)
-            ranges[field.source] = r
+            ranges[field.source] = _with_window(time_range_of(scans, spec), window)
         start_from, start_before = listing_window(spec, ranges)
         with self._meta.pin(spec.name, snapshot_id=snapshot_id, as_of=as_of) as pinned:
             considered = pinned.files(
@@ -295,6 +290,23 @@ class QueryEngine:
         )
         logger.debug("query plan %s", plan)
         return plan, scanned
+
+
+def _with_window(scanned: ColumnRange, window: TimeRange | None) -> ColumnRange:
+    """The scans' range of the time column, narrowed by the explicit window. Either alone is
+    a safe listing range (the view applies both), so values that do not compare (an aware
+    and a naive time) fall back to the window alone."""
+    if window is None:
+        return scanned
+    explicit = ColumnRange()
+    if window.start is not None:
+        explicit = explicit.tighten(">=", window.start)
+    if window.end is not None:
+        explicit = explicit.tighten("<", window.end)
+    try:
+        return scanned.intersect(explicit)
+    except TypeError:
+        return explicit
 
 
 def _in_tenant(file: ScanFile, spec: TableSpec, tenant: str) -> bool:
