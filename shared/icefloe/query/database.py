@@ -19,7 +19,8 @@ import hashlib
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
+from typing import Generic, TypeVar
 
 import duckdb
 
@@ -33,6 +34,32 @@ DEFAULT_MAX_VIEWS = 256
 DEFAULT_MAX_AGE_S = 15 * 60.0
 
 Configure = Callable[[duckdb.DuckDBPyConnection], None]
+
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
+
+
+class LruCache(Generic[K, V]):
+    """A small thread-safe map that forgets its least recently used entry past ``size``."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._items: OrderedDict[K, V] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: K) -> V | None:
+        with self._lock:
+            value = self._items.get(key)
+            if value is not None:
+                self._items.move_to_end(key)
+            return value
+
+    def put(self, key: K, value: V) -> None:
+        with self._lock:
+            self._items[key] = value
+            self._items.move_to_end(key)
+            while len(self._items) > self._size:
+                self._items.popitem(last=False)
 
 
 class QueryDatabase:

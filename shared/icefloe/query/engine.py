@@ -5,8 +5,8 @@ one snapshot, pruned by partition and statistics, and the query runs in a locked
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Literal
 
@@ -15,7 +15,7 @@ import pyarrow as pa
 from icefloe.errors import ConfigError, InvalidInputError, SnapshotNotFoundError
 from icefloe.metastore.models import ScanFile
 from icefloe.metastore.store import MetaStore
-from icefloe.query.database import Configure
+from icefloe.query.database import Configure, LruCache
 from icefloe.query.executor import (
     Executor,
     InProcessExecutor,
@@ -41,6 +41,7 @@ from icefloe.storage import ObjectStore
 logger = logging.getLogger(__name__)
 
 Isolation = Literal["in_process", "child_process"]
+PLAN_CACHE_SIZE = 256
 __all__ = ["QueryEngine", "QueryFailedError", "QueryRefusedByDuckDB", "QueryResult", "TablePlan"]
 
 
@@ -104,6 +105,10 @@ class QueryEngine:
         self._s3 = s3
         self._planner = ScanPlanner()
         self._executor: Executor | None = None
+        self._scan_cache: LruCache[Hashable, dict[str, TableScans]] = LruCache(PLAN_CACHE_SIZE)
+        self._plan_cache: LruCache[Hashable, tuple[TablePlan, list[ScanFile]]] = LruCache(
+            PLAN_CACHE_SIZE
+        )
 
     def close(self) -> None:
         """Close the warm DuckDB (a later query opens a new one)."""
@@ -219,7 +224,14 @@ class QueryEngine:
             name: view_sql(spec, standin_source(name), windows[name], tenant=tenant, replace=True)
             for name, spec in specs.items()
         }
-        return self._planner.scans(statement, views)
+        # The same SQL over the same view definitions (spec, window, tenant) plans the same
+        # scans; the key also names them in the plan cache.
+        key = (statement, tuple(sorted(views.items())))
+        cached = self._scan_cache.get(key)
+        if cached is None:
+            cached = self._planner.scans(statement, views)
+            self._scan_cache.put(key, cached)
+        return {name: replace(table_scans, key=key) for name, table_scans in cached.items()}
 
     def _check_still_live(self, plans: Sequence[TablePlan]) -> None:
         """After a read failed: a snapshot the janitor expired (and collected) while the query
@@ -270,6 +282,11 @@ class QueryEngine:
             ranges[field.source] = _with_window(time_range_of(scans, spec), window)
         start_from, start_before = listing_window(spec, ranges)
         with self._meta.pin(spec.name, snapshot_id=snapshot_id, as_of=as_of) as pinned:
+            # A snapshot never changes, so a plan of the same scans over it stays right.
+            key = (scans.key, spec.name, pinned.snapshot_id)
+            hit = self._plan_cache.get(key) if scans.key is not None else None
+            if hit is not None:
+                return hit
             considered = pinned.files(
                 start_from=start_from,
                 start_before=start_before,
@@ -289,6 +306,8 @@ class QueryEngine:
             paths=tuple(f.path for f in scanned),
         )
         logger.debug("query plan %s", plan)
+        if scans.key is not None:
+            self._plan_cache.put(key, (plan, scanned))
         return plan, scanned
 
 

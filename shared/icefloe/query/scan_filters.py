@@ -19,8 +19,8 @@ import json
 import logging
 import struct
 import threading
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Hashable, Iterator, Mapping
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Literal, TypeAlias
 
@@ -111,6 +111,9 @@ class TableScans:
 
     table: str
     scans: tuple[ScanFilters, ...] | None
+    # What determines these scans (the SQL and the view definitions), when known: plans of
+    # the same key over the same snapshot are the same.
+    key: Hashable | None = field(default=None, compare=False)
 
     @property
     def reads_everything(self) -> bool:
