@@ -229,18 +229,36 @@ class MetaStore:
             raise TableNotFoundError(f"no table named {name!r}")
         return _table_info(row)
 
-    def tables_named(self, names: Collection[str]) -> list[TableInfo]:
-        """The tables among ``names`` (unknown names are simply absent), in name order."""
-        if not names:
-            return []
+    @contextmanager
+    def read_tables(self, names: Collection[str]) -> Iterator[TablesRead]:
+        """One repeatable-read transaction over the tables among ``names`` (unknown names are
+        simply absent): their specs and heads, then snapshots pinned and listed with
+        :meth:`TablesRead.pin`, all as of one moment, in as few round trips as possible."""
+        with self._read_only(repeatable=True) as conn:
+            rows = (
+                conn.execute(
+                    "SELECT table_id, name, spec, head_snapshot_id, created_at"
+                    " FROM lake_tables WHERE name = ANY(%s) ORDER BY name",
+                    (sorted(names),),
+                ).fetchall()
+                if names
+                else []
+            )
+            yield TablesRead(conn, {info.name: info for info in map(_table_info, rows)})
+
+    @contextmanager
+    def _read_only(self, *, repeatable: bool) -> Iterator[Conn]:
         with self._connection() as conn:
-            rows = conn.execute(
-                "SELECT table_id, name, spec, head_snapshot_id, created_at"
-                " FROM lake_tables WHERE name = ANY(%s) ORDER BY name",
-                (sorted(names),),
-            ).fetchall()
-            conn.rollback()
-        return [_table_info(row) for row in rows]
+            # Set on the idle connection, so that BEGIN itself carries them: no extra round trip.
+            if repeatable:
+                conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+            conn.read_only = True
+            try:
+                yield conn
+            finally:
+                conn.rollback()
+                conn.isolation_level = None
+                conn.read_only = None
 
     def list_tables(self) -> list[TableInfo]:
         with self._connection() as conn:
@@ -294,19 +312,8 @@ class MetaStore:
         transaction, and list its files from the same transaction: whatever commits or janitor
         runs happen meanwhile, the listing is the complete file list of the snapshot that was
         resolved. SnapshotNotFoundError names a snapshot that is unknown or expired."""
-        with self._connection() as conn:
-            # Set on the idle connection, so that BEGIN itself carries them: no extra round trip.
-            conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
-            conn.read_only = True
-            try:
-                pinned = PinnedSnapshot(
-                    conn, _resolve(conn, table, snapshot_id=snapshot_id, as_of=as_of)
-                )
-                yield pinned
-            finally:
-                conn.rollback()
-                conn.isolation_level = None
-                conn.read_only = None
+        with self._read_only(repeatable=True) as conn:
+            yield PinnedSnapshot(conn, _resolve(conn, table, snapshot_id=snapshot_id, as_of=as_of))
 
     # -- files ----------------------------------------------------------------------------------
 
@@ -836,15 +843,54 @@ class PinnedSnapshot:
         ]
 
 
+class TablesRead:
+    """Tables read in one transaction (see :meth:`MetaStore.read_tables`)."""
+
+    def __init__(self, conn: Conn, tables: Mapping[str, TableInfo]) -> None:
+        self._conn = conn
+        self.tables = dict(tables)
+
+    def pin(
+        self, table: str, *, snapshot_id: int | None = None, as_of: datetime | None = None
+    ) -> PinnedSnapshot:
+        """The snapshot a read of ``table`` pins (as :meth:`MetaStore.resolve_snapshot`), in
+        this transaction."""
+        info = self.tables.get(table)
+        if info is None:
+            raise TableNotFoundError(f"no table named {table!r}")
+        pin = _resolve_from(
+            self._conn,
+            table,
+            info.table_id,
+            info.head_snapshot_id,
+            snapshot_id=snapshot_id,
+            as_of=as_of,
+        )
+        return PinnedSnapshot(self._conn, pin)
+
+
 def _resolve(conn: Conn, table: str, *, snapshot_id: int | None, as_of: datetime | None) -> _Pin:
     head = conn.execute(
         "SELECT table_id, head_snapshot_id FROM lake_tables WHERE name = %s", (table,)
     ).fetchone()
     if head is None:
         raise TableNotFoundError(f"no table named {table!r}")
-    table_id = int(head[0])
+    return _resolve_from(
+        conn, table, int(head[0]), int(head[1]), snapshot_id=snapshot_id, as_of=as_of
+    )
+
+
+def _resolve_from(
+    conn: Conn,
+    table: str,
+    table_id: int,
+    head_snapshot_id: int,
+    *,
+    snapshot_id: int | None,
+    as_of: datetime | None,
+) -> _Pin:
     if snapshot_id is None and as_of is None:
-        return _Pin(table_id, int(head[1]))
+        return _Pin(table_id, head_snapshot_id)
     if snapshot_id is not None:
         row = conn.execute(
             "SELECT snapshot_id, expired_at FROM snapshots WHERE table_id = %s AND snapshot_id = %s",

@@ -12,9 +12,14 @@ from typing import Literal
 
 import pyarrow as pa
 
-from icefloe.errors import ConfigError, InvalidInputError, SnapshotNotFoundError
+from icefloe.errors import (
+    ConfigError,
+    InvalidInputError,
+    SnapshotNotFoundError,
+    TableNotFoundError,
+)
 from icefloe.metastore.models import ScanFile
-from icefloe.metastore.store import MetaStore
+from icefloe.metastore.store import MetaStore, TablesRead
 from icefloe.query.database import Configure, LruCache
 from icefloe.query.executor import (
     Executor,
@@ -160,33 +165,35 @@ class QueryEngine:
         tenant: str | None,
     ) -> QueryResult:
         refs = self._planner.analyze(statement)
-        # Only the tables the SQL names: one round trip, whatever the lake holds.
-        lake_tables = {t.name: t for t in self._meta.tables_named(refs.tables)}
-        check_references(refs, lake_tables=lake_tables)
-        named = sorted(refs.tables)
-        if snapshot_id is not None and len(named) != 1:
-            raise InvalidInputError("a snapshot id pins one table; use as_of for several")
-        if tenant is not None:
-            unscoped = [t for t in named if lake_tables[t].spec.tenant_column is None]
-            if unscoped:
-                raise QueryRefusedError(
-                    f"query refused: table {unscoped[0]!r} has no tenant column,"
-                    " so a tenant's query cannot read it"
+        # The named tables' specs, their snapshots and files: one transaction, one moment.
+        with self._meta.read_tables(refs.tables) as read:
+            lake_tables = read.tables
+            check_references(refs, lake_tables=lake_tables)
+            named = sorted(refs.tables)
+            if snapshot_id is not None and len(named) != 1:
+                raise InvalidInputError("a snapshot id pins one table; use as_of for several")
+            if tenant is not None:
+                unscoped = [t for t in named if lake_tables[t].spec.tenant_column is None]
+                if unscoped:
+                    raise QueryRefusedError(
+                        f"query refused: table {unscoped[0]!r} has no tenant column,"
+                        " so a tenant's query cannot read it"
+                    )
+            specs = {name: lake_tables[name].spec for name in named}
+            windows = {name: (time_range or {}).get(name) for name in named}
+            scans = self._scans(statement, specs, windows, tenant)
+            planned = [
+                self._plan(
+                    read,
+                    specs[name],
+                    scans[name],
+                    snapshot_id=snapshot_id,
+                    as_of=as_of,
+                    window=windows[name],
+                    tenant=tenant,
                 )
-        specs = {name: lake_tables[name].spec for name in named}
-        windows = {name: (time_range or {}).get(name) for name in named}
-        scans = self._scans(statement, specs, windows, tenant)
-        planned = [
-            self._plan(
-                specs[name],
-                scans[name],
-                snapshot_id=snapshot_id,
-                as_of=as_of,
-                window=windows[name],
-                tenant=tenant,
-            )
-            for name in named
-        ]
+                for name in named
+            ]
         plans = tuple(plan for plan, _ in planned)
         if self._on_plan is not None:
             self._on_plan(plans)
@@ -255,19 +262,24 @@ class QueryEngine:
         time_range: TimeRange | None = None,
     ) -> TablePlan:
         """The files a read of ``table`` at a snapshot needs, pruned to ``time_range``."""
-        spec = self._meta.get_table(table).spec
-        plan, _ = self._plan(
-            spec,
-            TableScans(table, None),
-            snapshot_id=snapshot_id,
-            as_of=as_of,
-            window=time_range,
-            tenant=None,
-        )
+        with self._meta.read_tables([table]) as read:
+            info = read.tables.get(table)
+            if info is None:
+                raise TableNotFoundError(f"no table named {table!r}")
+            plan, _ = self._plan(
+                read,
+                info.spec,
+                TableScans(table, None),
+                snapshot_id=snapshot_id,
+                as_of=as_of,
+                window=time_range,
+                tenant=None,
+            )
         return plan
 
     def _plan(
         self,
+        read: TablesRead,
         spec: TableSpec,
         scans: TableScans,
         *,
@@ -281,19 +293,19 @@ class QueryEngine:
         if field is not None and self.pruning:
             ranges[field.source] = _with_window(time_range_of(scans, spec), window)
         start_from, start_before = listing_window(spec, ranges)
-        with self._meta.pin(spec.name, snapshot_id=snapshot_id, as_of=as_of) as pinned:
-            # A snapshot never changes, so a plan of the same scans over it stays right.
-            key = (scans.key, spec.name, pinned.snapshot_id)
-            hit = self._plan_cache.get(key) if scans.key is not None else None
-            if hit is not None:
-                return hit
-            considered = pinned.files(
-                start_from=start_from,
-                start_before=start_before,
-                stats_columns=scans.filtered_columns,
-                partition_values=tenant is not None,
-            )
-            pinned_id = pinned.snapshot_id
+        pinned = read.pin(spec.name, snapshot_id=snapshot_id, as_of=as_of)
+        # A snapshot never changes, so a plan of the same scans over it stays right.
+        key = (scans.key, spec.name, pinned.snapshot_id)
+        hit = self._plan_cache.get(key) if scans.key is not None else None
+        if hit is not None:
+            return hit
+        considered = pinned.files(
+            start_from=start_from,
+            start_before=start_before,
+            stats_columns=scans.filtered_columns,
+            partition_values=tenant is not None,
+        )
+        pinned_id = pinned.snapshot_id
         if tenant is not None:
             considered = [f for f in considered if _in_tenant(f, spec, tenant)]
         scanned = needed_files(considered, scans, spec)
