@@ -199,8 +199,12 @@ class ScanPlanner:
     def _connection(self) -> duckdb.DuckDBPyConnection:
         if self._con is None:
             con = duck.connect(threads=1)
-            # Statistics of the (empty) stand-ins must not fold filters into an empty result.
-            con.execute("SET disabled_optimizers = 'statistics_propagation'")
+            # Statistics of the (empty) stand-ins must not fold filters into an empty result;
+            # swapping join sides changes no filter, and with it DuckDB cannot serialize the
+            # plan of a scalar subquery in a SELECT list (so such queries would read all).
+            con.execute(
+                "SET disabled_optimizers = 'statistics_propagation,build_side_probe_side'"
+            )
             con.execute(f"CREATE SCHEMA {STANDIN_SCHEMA}")
             con.execute("SET enable_external_access = false")
             con.execute("SET lock_configuration = true")
