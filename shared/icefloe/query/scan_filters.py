@@ -27,7 +27,7 @@ from typing import Any, Literal, TypeAlias
 import duckdb
 
 from icefloe import duck
-from icefloe.duck import ident
+from icefloe.duck import ident, string_literal
 from icefloe.ingest.row_ids import ROW_ID_COLUMN
 from icefloe.query.sql_refs import SqlRefs, analyze, walk
 from icefloe.spec import TableSpec
@@ -36,6 +36,16 @@ from icefloe.spec.types import INTEGER_TYPES
 logger = logging.getLogger(__name__)
 
 STANDIN_SCHEMA = "icefloe_standin"
+# Optimizers the planner runs without. Statistics of the (empty) stand-ins must not fold
+# filters into an empty result. The other three move no filter (join sides, column pruning,
+# late materialization of top-N), and with them DuckDB could not serialize some plans (a
+# scalar subquery in a SELECT list, CTEs, ORDER BY ... LIMIT), which then read every file.
+PLANNER_OFF = (
+    "statistics_propagation",
+    "build_side_probe_side",
+    "unused_columns",
+    "late_materialization",
+)
 
 CompareOp = Literal["=", "!=", "<", "<=", ">", ">="]
 _COMPARISONS: dict[str, CompareOp] = {
@@ -199,12 +209,7 @@ class ScanPlanner:
     def _connection(self) -> duckdb.DuckDBPyConnection:
         if self._con is None:
             con = duck.connect(threads=1)
-            # Statistics of the (empty) stand-ins must not fold filters into an empty result;
-            # swapping join sides changes no filter, and with it DuckDB cannot serialize the
-            # plan of a scalar subquery in a SELECT list (so such queries would read all).
-            con.execute(
-                "SET disabled_optimizers = 'statistics_propagation,build_side_probe_side'"
-            )
+            con.execute(f"SET disabled_optimizers = {string_literal(','.join(PLANNER_OFF))}")
             con.execute(f"CREATE SCHEMA {STANDIN_SCHEMA}")
             con.execute("SET enable_external_access = false")
             con.execute("SET lock_configuration = true")
