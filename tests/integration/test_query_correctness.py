@@ -14,6 +14,7 @@ from icefloe.janitor import Janitor
 from icefloe.merge import MergeWorker, merge_locally
 from icefloe.metastore.store import MetaStore
 from icefloe.query import QueryEngine, TablePlan, TimeRange
+from icefloe.query.executor import QueryReadError
 from icefloe.spec import TableSpec
 from icefloe.storage import LocalObjectStore
 
@@ -182,3 +183,14 @@ def test_a_window_and_a_filter_on_a_timestamptz_column_combine(
         time_range={"z": TimeRange(datetime(2026, 11, 1), datetime(2026, 11, 4))},
     )
     assert result.rows.to_pylist() == [{"n": 2}]
+
+
+def test_a_lost_file_of_a_live_snapshot_is_a_read_error_not_an_expiry(
+    meta: MetaStore, objects: LocalObjectStore, inserter: Inserter
+) -> None:
+    # Given a file of the head snapshot deleted behind the meta store's back
+    lost = meta.files("t")[0]
+    objects.delete_many([lost.path])
+    # Then the query fails naming the read, and the snapshot is not called expired
+    with pytest.raises(QueryReadError, match="query failed"):
+        QueryEngine(meta=meta, objects=objects).query("SELECT count(*) FROM t")

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from icefloe.errors import ConfigError
 from icefloe.ingest import Inserter
 from icefloe.metastore.store import MetaStore
 from icefloe.query import QueryEngine, QueryLimitError, QueryLimits, QueryTimeoutError
@@ -115,3 +116,33 @@ def test_a_warm_engine_sees_each_new_snapshot_and_keeps_queries_apart(
         "SELECT count(*) AS n FROM t", snapshot_id=first.plan("t").snapshot_id
     ).rows.to_pylist()
     assert pinned == [{"n": 100}]
+
+
+def test_a_child_that_outruns_its_time_limit_is_stopped_by_the_parent(tmp_path: Path) -> None:
+    # Given a query DuckDB's own interrupt reaches late (it ran 8 s under a 2 s limit), and
+    # memory to spare, so that only the clock can stop it
+    executor = ChildProcessExecutor(
+        root_uri=str(tmp_path),
+        limits=QueryLimits(memory_limit="8GB", timeout_s=0.2),
+        timeout_grace_s=0.3,
+    )
+    try:
+        with pytest.raises(QueryTimeoutError, match=r"stopped after 0.2 s \(the time limit"):
+            executor.execute("SELECT list(range(0, 40000000)) AS l", [])
+        assert executor.last_stats is not None
+        killed = executor.last_stats.pid
+        # Then the next query runs in a new child
+        answer = executor.execute("SELECT 42 AS n", [])
+        assert answer.to_pylist() == [{"n": 42}]
+        assert executor.last_stats.pid != killed
+    finally:
+        executor.close()
+
+
+def test_a_child_process_engine_takes_its_s3_setup_as_data(
+    meta: MetaStore, objects: LocalObjectStore
+) -> None:
+    with pytest.raises(ConfigError, match="takes s3=, not configure="):
+        QueryEngine(
+            meta=meta, objects=objects, isolation="child_process", configure=lambda con: None
+        )

@@ -42,10 +42,11 @@ V = TypeVar("V")
 class LruCache(Generic[K, V]):
     """A small thread-safe map that forgets its least recently used entry past ``size``."""
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, *, on_evict: Callable[[K], None] | None = None) -> None:
         self._size = size
         self._items: OrderedDict[K, V] = OrderedDict()
         self._lock = threading.Lock()
+        self._on_evict = on_evict
 
     def get(self, key: K) -> V | None:
         with self._lock:
@@ -59,7 +60,16 @@ class LruCache(Generic[K, V]):
             self._items[key] = value
             self._items.move_to_end(key)
             while len(self._items) > self._size:
-                self._items.popitem(last=False)
+                evicted, _ = self._items.popitem(last=False)
+                if self._on_evict is not None:
+                    self._on_evict(evicted)
+
+    def clear(self) -> list[K]:
+        """Forget everything; returns the keys that were held."""
+        with self._lock:
+            keys = list(self._items)
+            self._items.clear()
+            return keys
 
 
 class QueryDatabase:
@@ -78,13 +88,13 @@ class QueryDatabase:
         self._root = root_uri.rstrip("/") + "/"
         self.limits = limits
         self._configure = configure
-        self._max_views = max_views
         self._max_age_s = max_age_s
         self._clock = clock
         self._lock = threading.Lock()
         self._db: duckdb.DuckDBPyConnection | None = None
         self._born = 0.0
-        self._views: OrderedDict[str, None] = OrderedDict()
+        # Names of the shared views (called by the lock's holder, so the drop needs no lock).
+        self._views: LruCache[str, bool] = LruCache(max_views, on_evict=self._drop_view)
 
     def cursor(self) -> duckdb.DuckDBPyConnection:
         """A fresh connection to the warm database, for one query."""
@@ -100,23 +110,20 @@ class QueryDatabase:
         key = "v_" + hashlib.sha256(body.encode()).hexdigest()[:24]
         with self._lock:
             assert self._db is not None
-            if key in self._views:
-                self._views.move_to_end(key)
-            else:
+            if self._views.get(key) is None:
                 self._db.execute(f"CREATE VIEW {VIEW_SCHEMA}.{key} AS {body}")
-                self._views[key] = None
-                while len(self._views) > self._max_views:
-                    evicted, _ = self._views.popitem(last=False)
-                    self._db.execute(f"DROP VIEW IF EXISTS {VIEW_SCHEMA}.{evicted}")
+                self._views.put(key, True)
         cursor.execute(f"CREATE TEMP VIEW {ident(table)} AS SELECT * FROM {VIEW_SCHEMA}.{key}")
 
     def forget_views(self) -> None:
         """Drop the cached views (after a read failed, their files may be gone)."""
         with self._lock:
-            if self._db is not None:
-                for key in self._views:
-                    self._db.execute(f"DROP VIEW IF EXISTS {VIEW_SCHEMA}.{key}")
-            self._views.clear()
+            for key in self._views.clear():
+                self._drop_view(key)
+
+    def _drop_view(self, key: str) -> None:
+        if self._db is not None:
+            self._db.execute(f"DROP VIEW IF EXISTS {VIEW_SCHEMA}.{key}")
 
     def close(self) -> None:
         with self._lock:

@@ -78,11 +78,15 @@ class ChildProcessExecutor:
         limits: QueryLimits,
         s3: S3Endpoint | None = None,
         margin_bytes: int = DEFAULT_MARGIN_BYTES,
+        timeout_grace_s: float = TIMEOUT_GRACE_S,
     ) -> None:
+        """``margin_bytes`` and ``timeout_grace_s``: how far past the memory and time limits
+        the child may go before it is killed (DuckDB's own limits act first)."""
         self.limits = limits
         self._root_uri = root_uri
         self._s3 = s3
         self._margin = margin_bytes
+        self._grace_s = timeout_grace_s
         self._child: subprocess.Popen[bytes] | None = None
         self._lock = threading.Lock()
         self.last_stats: ChildStats | None = None
@@ -96,7 +100,11 @@ class ChildProcessExecutor:
         with self._lock:
             child = self._ensure_child()
             request = {"op": "query", "statement": statement, "views": [list(v) for v in views]}
-            watch = _Watch(child, ceiling=self.memory_ceiling_bytes, seconds=self.limits.timeout_s)
+            watch = _Watch(
+                child,
+                ceiling=self.memory_ceiling_bytes,
+                seconds=self.limits.timeout_s + self._grace_s,
+            )
             watch.start()
             try:
                 _write_frame(_stdin(child), json.dumps(request).encode())
@@ -184,7 +192,7 @@ class _Watch:
     def __init__(self, child: subprocess.Popen[bytes], *, ceiling: int, seconds: float) -> None:
         self._child = child
         self._ceiling = ceiling
-        self._deadline = time.monotonic() + seconds + TIMEOUT_GRACE_S
+        self._deadline = time.monotonic() + seconds
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self.reason: str | None = None
