@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import json
 import statistics
 import threading
 import time
@@ -147,6 +148,16 @@ def bench_listing(dsn: str, schema: str, *, file_rows: int, repeat: int) -> dict
     }
 
 
+# Each file's statistics, as a writer records them: every user and event in every file.
+STATS = json.dumps(
+    {
+        "ts": {"min": "2000-01-01T00:00:00", "max": "2000-01-01T23:59:59", "null_count": 0},
+        "event": {"min": "click", "max": "view", "null_count": 0},
+        "user_id": {"min": "u000", "max": "u999", "null_count": 0},
+    }
+)
+
+
 def _bulk_load(dsn: str, schema: str, *, table_id: int, table: str, days: int) -> None:
     """COPY file rows directly: every day has FILES_PER_DAY files, one in five already replaced.
 
@@ -160,7 +171,7 @@ def _bulk_load(dsn: str, schema: str, *, table_id: int, table: str, days: int) -
             ended = "2" if i % 5 == 0 else "\\N"
             buffer.write(
                 f"{table_id}\t{table}/data/{part}/{d}-{i}.parquet\t{part}\t"
-                f'{{"day": "{day:%Y-%m-%d}"}}\t{day:%Y-%m-%d} 00:00:00\t1000000\t1000\t1\t{{}}\t1\t{ended}\n'
+                f'{{"day": "{day:%Y-%m-%d}"}}\t{day:%Y-%m-%d} 00:00:00\t1000000\t1000\t1\t{STATS}\t1\t{ended}\n'
             )
     with psycopg.connect(dsn, options=f"-c search_path={schema}") as conn:
         with (

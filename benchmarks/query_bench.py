@@ -33,9 +33,11 @@ from benchmarks.common import benchmark_postgres, median_seconds, write_results
 from benchmarks.metastore_bench import EPOCH_DAY, _bulk_load, _spec
 from icefloe.duck import string_literal
 from icefloe.ingest import Inserter
-from icefloe.metastore.models import ColumnStats
+from icefloe.metastore.models import ColumnStats, FileListing
 from icefloe.metastore.store import MetaStore
 from icefloe.query import QueryEngine, TablePlan, TimeRange
+from icefloe.query.pruning import file_condition
+from icefloe.query.scan_filters import Compare, ScanFilter, TableScans
 from icefloe.sample_events import EVENTS_SCHEMA, sample_events, sample_events_spec
 from icefloe.spec import TableSpec
 from icefloe.storage import LocalObjectStore
@@ -274,6 +276,14 @@ def bench_planning(dsn: str, schema: str, *, file_rows: int, repeat: int) -> dic
                     goal_ms=PLANNING_GOALS_MS.get(("without_time_predicate", file_rows)),
                     repeat=repeat,
                 ),
+                # The meta store checking every live file's statistics against a point
+                # predicate that none passes (the listing a query then fetches is empty).
+                "statistics_proving_no_file": _listing_timing(
+                    meta, table, {"user_id": Compare("=", "zz")}, repeat=repeat
+                ),
+                "statistics_passing_every_file": _listing_timing(
+                    meta, table, {"user_id": Compare("=", "u5")}, repeat=repeat
+                ),
             }
 
 
@@ -290,6 +300,30 @@ def _plan_timing(
     if goal_ms is not None:
         row["goal"] = f"<= {goal_ms:g} ms"
         row["goal_met"] = median_ms <= goal_ms
+    return row
+
+
+def _listing_timing(
+    meta: MetaStore, table: str, scan: dict[str, ScanFilter], *, repeat: int
+) -> dict[str, Any]:
+    spec = meta.get_table(table).spec
+    condition = file_condition(TableScans(table, (scan,)), spec)
+
+    def listing() -> FileListing:
+        with meta.read_tables([table]) as read:
+            return read.pin(table).files(may_match=condition)
+
+    start = time.perf_counter()
+    first = listing()
+    samples, note = capped_samples(listing, repeat=repeat, warmup_s=time.perf_counter() - start)
+    row: dict[str, Any] = {
+        "files_considered": first.considered,
+        "files_listed": len(first.files),
+        "median_ms": round(statistics.median(samples) * 1000, 3),
+        "samples": len(samples),
+    }
+    if note is not None:
+        row["note"] = note
     return row
 
 
@@ -409,7 +443,12 @@ def print_summary(
             f" {r['files_scanned']}/{r['files_considered']} files"
         )
     for row in planning:
-        for predicate in ("with_time_predicate", "without_time_predicate"):
+        for predicate in (
+            "with_time_predicate",
+            "without_time_predicate",
+            "statistics_proving_no_file",
+            "statistics_passing_every_file",
+        ):
             p = row[predicate]
             goal = (
                 f" (goal {p['goal']}: {'met' if p['goal_met'] else 'MISSED'})"

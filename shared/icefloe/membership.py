@@ -20,12 +20,18 @@ BITS_PER_KEY = 10
 HASHES = 7
 
 
-def _positions(value: str | int, bits: int) -> list[int]:
+def hash_pair(value: str | int) -> tuple[int, int]:
+    """The double-hashing pair of a key: its ``i``-th bit is ``(first + i * second) % bits``
+    (the meta store's ``membership_may_contain`` probes the same bits)."""
     encoded = (
         b"s\x00" + value.encode() if isinstance(value, str) else b"i\x00" + str(value).encode()
     )
     digest = hashlib.blake2b(encoded, digest_size=16).digest()
-    first, second = int.from_bytes(digest[:8], "little"), int.from_bytes(digest[8:], "little") | 1
+    return int.from_bytes(digest[:8], "little"), int.from_bytes(digest[8:], "little") | 1
+
+
+def _positions(value: str | int, bits: int) -> list[int]:
+    first, second = hash_pair(value)
     return [(first + i * second) % bits for i in range(HASHES)]
 
 

@@ -12,7 +12,6 @@ import random
 from pathlib import Path
 
 import pytest
-from tests.support.query_fuzz import TABLE, QueryGenerator, batches, canonical, spec
 
 from icefloe import duck
 from icefloe.ingest import Inserter
@@ -21,6 +20,7 @@ from icefloe.metastore.store import MetaStore
 from icefloe.query import QueryEngine
 from icefloe.query.views import parquet_source, view_sql
 from icefloe.storage import LocalObjectStore
+from support.query_fuzz import TABLE, QueryGenerator, batches, canonical, spec
 
 pytestmark = pytest.mark.integration
 

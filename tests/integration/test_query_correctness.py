@@ -104,7 +104,7 @@ def test_the_listing_is_the_whole_snapshot_when_the_janitor_runs_between_resolve
     with meta.pin("t", snapshot_id=pinned_id) as pinned:
         report = janitor.run(table="t", retention=timedelta(0))
         assert report.total("files_deleted") == len(expected)
-        listed = {f.path for f in pinned.files()}
+        listed = {f.path for f in pinned.files().files}
     # Then the listing is still the snapshot's whole file list
     assert listed == expected
     # And a read that starts after the janitor is told the snapshot expired

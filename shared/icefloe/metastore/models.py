@@ -67,8 +67,15 @@ class ScanFile(NamedTuple):
     path: str
     size_bytes: int
     row_count: int
-    partition_values: Mapping[str, JsonScalar]
-    column_stats: Mapping[str, ColumnStats]
+
+
+@dataclass(frozen=True, slots=True)
+class FileListing:
+    """The files a query reads of a snapshot, and how many live files the time window and
+    partition values left to consider before their statistics were."""
+
+    files: list[ScanFile]
+    considered: int
 
 
 @dataclass(frozen=True, slots=True)

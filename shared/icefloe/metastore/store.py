@@ -20,7 +20,6 @@ from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from types import MappingProxyType
 from typing import Any, TypeVar
 
 import psycopg
@@ -47,11 +46,14 @@ from icefloe.metastore.credentials import (
     RefreshGate,
     refreshing_connection_class,
 )
+from icefloe.metastore.file_filter import FileCondition, render
 from icefloe.metastore.migrate import MigrationReport, migrate
 from icefloe.metastore.models import (
     ColumnStats,
     CommitResult,
     DataFile,
+    FileListing,
+    JsonScalar,
     NewFile,
     Operation,
     ScanFile,
@@ -808,39 +810,44 @@ class PinnedSnapshot:
         *,
         start_from: datetime | None = None,
         start_before: datetime | None = None,
-        stats_columns: Collection[str] = (),
-        partition_values: bool = False,
-    ) -> list[ScanFile]:
-        """The snapshot's live files whose partition period starts in the window, with the
-        statistics of ``stats_columns`` only (and the partition values when asked): one lean
-        query, so that planning stays cheap at 10^5 files. In no particular order (sorting
-        10^5 rows cost a third of the listing); the set is what a snapshot guarantees."""
+        partition_equals: Mapping[str, JsonScalar] | None = None,
+        may_match: FileCondition | None = None,
+    ) -> FileListing:
+        """The snapshot's live files whose partition period starts in the window (and whose
+        partition values equal ``partition_equals``), of which those ``may_match`` lets through
+        (:mod:`icefloe.metastore.file_filter`) are returned: one lean query, so that planning
+        stays cheap at 10^5 files. In no particular order (sorting 10^5 rows cost a third of
+        the listing); the set is what a snapshot guarantees."""
         if self.snapshot_id == 0:
-            return []
+            return FileListing(files=[], considered=0)
         where, params = _live_at(
             self._pin.table_id,
             self.snapshot_id,
             start_from=start_from,
             start_before=start_before,
         )
+        for i, (name, value) in enumerate(sorted((partition_equals or {}).items())):
+            where = sql.SQL("{} AND partition_values -> {} = {}").format(
+                where, sql.Literal(name), sql.Placeholder(f"partition_{i}")
+            )
+            params[f"partition_{i}"] = Jsonb(value)
         query = sql.SQL(
-            "SELECT path, size_bytes, row_count, {values}, {stats} FROM data_files WHERE {where}"
+            "WITH live AS MATERIALIZED ("
+            " SELECT path, size_bytes, row_count, {needed} AS needed FROM data_files WHERE {where})"
+            " SELECT path, size_bytes, row_count FROM live WHERE needed"
+            " UNION ALL SELECT NULL, count(*), NULL FROM live"
         ).format(
-            values=sql.SQL("partition_values" if partition_values else "NULL::jsonb"),
-            stats=_stats_subset(stats_columns),
+            needed=render(may_match) if may_match is not None else sql.SQL("true"),
             where=where,
         )
-        rows = self._conn.execute(query, params).fetchall()
-        return [
-            ScanFile(
-                path=path,
-                size_bytes=size,
-                row_count=count,
-                partition_values=values or _EMPTY,
-                column_stats=_column_stats(stats) if stats else _EMPTY,
-            )
-            for path, size, count, values, stats in rows
-        ]
+        files: list[ScanFile] = []
+        considered = 0
+        for path, size, count in self._conn.execute(query, params).fetchall():
+            if path is None:  # the count row (paths are never NULL)
+                considered = int(size)
+            else:
+                files.append(ScanFile(path=path, size_bytes=size, row_count=count))
+        return FileListing(files=files, considered=considered)
 
 
 class TablesRead:
@@ -940,21 +947,6 @@ def _live_at(
         where.append(sql.SQL("partition_start < %(start_before)s"))
         params["start_before"] = start_before
     return sql.SQL(" AND ").join(where), params
-
-
-def _stats_subset(columns: Collection[str]) -> sql.Composable:
-    """column_stats cut down to ``columns`` (NULL for none)."""
-    if not columns:
-        return sql.SQL("NULL::jsonb")
-    return sql.SQL("jsonb_build_object({})").format(
-        sql.SQL(", ").join(
-            sql.SQL("{}, column_stats -> {}").format(sql.Literal(c), sql.Literal(c))
-            for c in sorted(columns)
-        )
-    )
-
-
-_EMPTY: Mapping[str, Any] = MappingProxyType({})
 
 
 def _column_stats(value: Mapping[str, Any] | None) -> dict[str, ColumnStats]:

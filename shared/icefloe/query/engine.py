@@ -18,7 +18,7 @@ from icefloe.errors import (
     SnapshotNotFoundError,
     TableNotFoundError,
 )
-from icefloe.metastore.models import ScanFile
+from icefloe.metastore.models import JsonScalar, ScanFile
 from icefloe.metastore.store import MetaStore, TablesRead
 from icefloe.query.database import Configure, LruCache
 from icefloe.query.executor import (
@@ -29,7 +29,7 @@ from icefloe.query.executor import (
     QueryRefusedByDuckDB,
 )
 from icefloe.query.isolation import ChildProcessExecutor
-from icefloe.query.pruning import ColumnRange, listing_window, needed_files
+from icefloe.query.pruning import ColumnRange, file_condition, listing_window
 from icefloe.query.pruning import time_range as time_range_of
 from icefloe.query.s3_access import S3Endpoint
 from icefloe.query.sandbox import (
@@ -299,20 +299,17 @@ class QueryEngine:
         hit = self._plan_cache.get(key) if scans.key is not None else None
         if hit is not None:
             return hit
-        considered = pinned.files(
+        listing = pinned.files(
             start_from=start_from,
             start_before=start_before,
-            stats_columns=scans.filtered_columns,
-            partition_values=tenant is not None,
+            partition_equals=_tenant_partition(spec, tenant) if tenant is not None else None,
+            may_match=file_condition(scans, spec) if self.pruning else None,
         )
-        pinned_id = pinned.snapshot_id
-        if tenant is not None:
-            considered = [f for f in considered if _in_tenant(f, spec, tenant)]
-        scanned = needed_files(considered, scans, spec)
+        scanned = listing.files
         plan = TablePlan(
             table=spec.name,
-            snapshot_id=pinned_id,
-            files_considered=len(considered),
+            snapshot_id=pinned.snapshot_id,
+            files_considered=listing.considered,
             files_scanned=len(scanned),
             bytes_scanned=sum(f.size_bytes for f in scanned),
             paths=tuple(f.path for f in scanned),
@@ -340,8 +337,9 @@ def _with_window(scanned: ColumnRange, window: TimeRange | None) -> ColumnRange:
         return explicit
 
 
-def _in_tenant(file: ScanFile, spec: TableSpec, tenant: str) -> bool:
+def _tenant_partition(spec: TableSpec, tenant: str) -> dict[str, JsonScalar]:
+    """The partition value of a tenant's files."""
     field = next(
         f for f in spec.partition_by if f.transform == "identity" and f.source == spec.tenant_column
     )
-    return file.partition_values.get(field.name) == field.to_path_value(tenant)
+    return {field.name: field.to_path_value(tenant)}

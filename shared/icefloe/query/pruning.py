@@ -1,31 +1,37 @@
 """File pruning: from the filters DuckDB bound for each scan to the partition periods to list
-and the files to read.
+and the condition the meta store checks against each file's statistics.
 
-Pure functions over the table spec, the scans' filters (:mod:`icefloe.query.scan_filters`) and
-each file's statistics. A file is skipped only when, for every scan of its table, the statistics
-prove that no row of the file passes that scan's filters. Values are compared in one domain per
-column type, the one DuckDB orders by:
-
-- integers, DATE (days), TIME and TIMESTAMP[TZ] (microseconds since the epoch, UTC) as ints;
-- DECIMAL as :class:`~decimal.Decimal`; VARCHAR as str (code point order, which is the byte
-  order of UTF-8 that DuckDB compares); BOOLEAN as bool;
-- FLOAT and DOUBLE as ``(is_nan, value)``: DuckDB puts NaN above every number, and Parquet
-  statistics leave NaN out, so a floating-point file has no known upper bound.
-
-A statistic that is missing, truncated past use or of another type bounds nothing.
+Pure functions over the table spec and the scans' filters (:mod:`icefloe.query.scan_filters`).
+A file is skipped only when, for every scan of its table, its statistics prove that no row of
+it passes that scan's filters; the meta store evaluates that proof in SQL
+(:mod:`icefloe.metastore.file_filter`, which also says how each type is compared), so planning
+fetches only the files a query reads. The partition window is worked out here, in the scans'
+comparison domain (integers for DATE, TIME and TIMESTAMP[TZ]; see
+:func:`~icefloe.query.scan_filters.constant_value`).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
-from decimal import Decimal, InvalidOperation
-from typing import Any, Protocol, TypeVar
+from decimal import Decimal
+from typing import Any
 
-from icefloe.membership import may_contain
-from icefloe.metastore.models import ColumnStats
+from icefloe.datafiles import membership_column
+from icefloe.metastore.file_filter import (
+    CompareOp,
+    FileCondition,
+    MayAll,
+    MayAny,
+    MayBeNotNull,
+    MayBeNull,
+    MayCompare,
+    MayHoldAnyOf,
+    StatKind,
+    StatValue,
+)
 from icefloe.query.scan_filters import (
     AllOf,
     AnyOf,
@@ -35,12 +41,10 @@ from icefloe.query.scan_filters import (
     IsNull,
     Opaque,
     ScanFilter,
-    ScanFilters,
     TableScans,
-    float_key,
 )
 from icefloe.spec import TableSpec
-from icefloe.spec.types import is_integer
+from icefloe.spec.types import INTEGER_TYPES
 
 _EPOCH = datetime(1970, 1, 1)
 _EPOCH_DATE = date(1970, 1, 1)
@@ -108,130 +112,96 @@ class ColumnRange:
 
 # -- files ------------------------------------------------------------------------------------
 
+_INTEGER: StatKind = "integer"
+_STAT_KINDS: dict[str, StatKind] = dict.fromkeys(INTEGER_TYPES, _INTEGER) | {
+    "FLOAT": "float",
+    "DOUBLE": "float",
+    "VARCHAR": "text",
+    "BOOLEAN": "boolean",
+    "DATE": "date",
+    "TIME": "time",
+    "TIMESTAMP": "timestamp",
+    "TIMESTAMPTZ": "timestamptz",
+}
+_ANY_FILE: FileCondition = MayAll(())
 
-class FileStatistics(Protocol):
-    @property
-    def row_count(self) -> int: ...
 
-    @property
-    def column_stats(self) -> Mapping[str, ColumnStats]: ...
-
-
-F = TypeVar("F", bound=FileStatistics)
-
-
-def needed_files(files: Iterable[F], scans: TableScans, spec: TableSpec) -> list[F]:
-    """The files at least one scan of the table may read a row from."""
+def file_condition(scans: TableScans, spec: TableSpec) -> FileCondition | None:
+    """What a file must be able to hold for at least one scan of the table to read a row of
+    it, for the meta store to check against each file's statistics; None when every file is
+    needed."""
     if scans.scans is None or scans.reads_everything:
-        return list(files)
-    return [f for f in files if any(file_may_match(f, scan, spec) for scan in scans.scans)]
-
-
-def file_may_match(file: FileStatistics, scan: ScanFilters, spec: TableSpec) -> bool:
-    """False only when the file's statistics prove no row passes the scan's filters."""
-    for column, condition in scan.items():
-        stats = file.column_stats.get(column)
-        if stats is None:
-            continue
-        bounds = _StatBounds.of(stats, spec.column(column).type, file.row_count)
-        try:
-            if not bounds.may_pass(condition):
-                return False
-        except TypeError:  # values of different domains: no proof
-            continue
-    return True
-
-
-@dataclass(frozen=True, slots=True)
-class _StatBounds:
-    low: Any
-    high: Any
-    null_count: int
-    row_count: int
-    membership: str | None = None
-
-    @classmethod
-    def of(cls, stats: ColumnStats, column_type: str, row_count: int) -> _StatBounds:
-        low = stat_value(stats.min, column_type)
-        high = stat_value(stats.max, column_type)
-        if column_type in ("FLOAT", "DOUBLE"):
-            high = None  # a NaN may hide above the recorded maximum
-        exact = column_type == "VARCHAR" or is_integer(column_type)
-        membership = stats.membership if exact else None
-        return cls(low, high, stats.null_count, row_count, membership)
-
-    @property
-    def all_null(self) -> bool:
-        return self.row_count > 0 and self.null_count >= self.row_count
-
-    def may_pass(self, condition: ScanFilter) -> bool:
-        if isinstance(condition, Compare):
-            return not self.all_null and self._may_compare(condition.op, condition.value)
-        if isinstance(condition, InList):
-            return not self.all_null and any(self._may_compare("=", v) for v in condition.values)
-        if isinstance(condition, IsNull):
-            return self.null_count > 0
-        if isinstance(condition, IsNotNull):
-            return not self.all_null
-        if isinstance(condition, AllOf):
-            return all(self.may_pass(c) for c in condition.children)
-        if isinstance(condition, AnyOf):
-            return any(self.may_pass(c) for c in condition.children)
-        assert isinstance(condition, Opaque)
-        return True
-
-    def _may_compare(self, op: str, value: Any) -> bool:
-        low, high = self.low, self.high
-        if op == "=":
-            if self.membership is not None and not may_contain(self.membership, value):
-                return False
-            return not ((low is not None and value < low) or (high is not None and value > high))
-        if op == "<":
-            return low is None or low < value
-        if op == "<=":
-            return low is None or low <= value
-        if op == ">":
-            return high is None or high > value
-        if op == ">=":
-            return high is None or high >= value
-        if op == "!=":
-            return not (low is not None and high is not None and low == high == value)
-        return True
-
-
-def stat_value(value: object, column_type: str) -> Any:
-    """A statistic (as the meta store keeps it) in the column's comparison domain, or None."""
-    if value is None:
         return None
+    key = membership_column(spec)
+    return MayAny(
+        tuple(
+            MayAll(
+                tuple(
+                    _column_condition(column, condition, spec.column(column).type, key == column)
+                    for column, condition in scan.items()
+                )
+            )
+            for scan in scans.scans
+        )
+    )
+
+
+def _column_condition(
+    column: str, condition: ScanFilter, column_type: str, has_membership: bool
+) -> FileCondition:
+    kind = _STAT_KINDS.get(column_type) or (
+        "decimal" if column_type.startswith("DECIMAL(") else None
+    )
+    if isinstance(condition, IsNull):
+        return MayBeNull(column)
+    if isinstance(condition, IsNotNull):
+        return MayBeNotNull(column)
+    if isinstance(condition, AllOf | AnyOf):
+        children = tuple(
+            _column_condition(column, c, column_type, has_membership) for c in condition.children
+        )
+        return MayAll(children) if isinstance(condition, AllOf) else MayAny(children)
+    if kind is None or isinstance(condition, Opaque):
+        return _ANY_FILE
+    if isinstance(condition, Compare):
+        compare = _compare(column, kind, condition.op, condition.value)
+        if has_membership and condition.op == "=":
+            return MayAll((compare, MayHoldAnyOf(column, (condition.value,))))
+        return compare
+    equal_to_one = MayAny(tuple(_compare(column, kind, "=", v) for v in condition.values))
+    if has_membership:
+        return MayAll((equal_to_one, MayHoldAnyOf(column, condition.values)))
+    return equal_to_one
+
+
+def _compare(column: str, kind: StatKind, op: CompareOp, value: Any) -> FileCondition:
+    """A comparison with a constant of the column's comparison domain, as the meta store
+    compares statistics; any file when the constant has no such form."""
+    stat = stat_constant(value, kind)
+    return _ANY_FILE if stat is None else MayCompare(column, kind, op, stat)
+
+
+def stat_constant(value: Any, kind: StatKind) -> StatValue | None:
+    """A comparison-domain constant (see :mod:`icefloe.query.scan_filters`) as the meta store
+    compares it with statistics, or None when it has no such form (a time outside Python's
+    range, for one)."""
     try:
-        if column_type == "TIMESTAMP":
-            return _micros(datetime.fromisoformat(str(value)))
-        if column_type == "TIMESTAMPTZ":
-            moment = datetime.fromisoformat(str(value))
-            if moment.tzinfo is None:
+        if kind == "float":
+            is_nan, number = value
+            return math.nan if is_nan else float(number)
+        if kind == "date":
+            return _EPOCH_DATE + timedelta(days=value)
+        if kind == "time":
+            if not 0 <= value < 86_400_000_000:
                 return None
-            return _micros(moment.astimezone(UTC).replace(tzinfo=None))
-        if column_type == "DATE":
-            return (date.fromisoformat(str(value)) - _EPOCH_DATE).days
-        if column_type == "TIME":
-            t = time.fromisoformat(str(value))
-            if t.tzinfo is not None:
-                return None
-            return ((t.hour * 60 + t.minute) * 60 + t.second) * 1_000_000 + t.microsecond
-        if column_type.startswith("DECIMAL("):
-            return Decimal(str(value))
-        if is_integer(column_type):
-            return value if isinstance(value, int) and not isinstance(value, bool) else None
-        if column_type in ("FLOAT", "DOUBLE"):
-            number = float(str(value))
-            return float_key(number) if math.isfinite(number) else None
-        if column_type == "VARCHAR":
-            return value if isinstance(value, str) else None
-        if column_type == "BOOLEAN":
-            return value if isinstance(value, bool) else None
-    except (ValueError, InvalidOperation, OverflowError):
+            seconds, micros = divmod(value, 1_000_000)
+            return time(seconds // 3600, seconds // 60 % 60, seconds % 60, micros)
+        if kind in ("timestamp", "timestamptz"):
+            moment = _EPOCH + timedelta(microseconds=value)
+            return moment.replace(tzinfo=UTC) if kind == "timestamptz" else moment
+    except (OverflowError, TypeError, ValueError):
         return None
-    return None  # other types are not pruned on
+    return value if isinstance(value, int | Decimal | str | bool) else None
 
 
 def _micros(moment: datetime) -> int:
