@@ -37,6 +37,7 @@ from icefloe.metastore.models import ColumnStats, FileListing
 from icefloe.metastore.store import MetaStore
 from icefloe.query import QueryEngine, TablePlan, TimeRange
 from icefloe.query.pruning import file_condition
+from icefloe.query.sandbox import QueryLimits, lock_down
 from icefloe.query.scan_filters import Compare, ScanFilter, TableScans
 from icefloe.sample_events import EVENTS_SCHEMA, sample_events, sample_events_spec
 from icefloe.spec import TableSpec
@@ -133,12 +134,17 @@ def capped_samples(
 # -- 1. latency, engine vs bare DuckDB ------------------------------------------------------
 
 
-def bare_connection(uris: Sequence[str]) -> duckdb.DuckDBPyConnection:
+def bare_connection(
+    uris: Sequence[str], *, locked_to: str | None = None
+) -> duckdb.DuckDBPyConnection:
     """A plain DuckDB with ``events`` a view over exactly these Parquet files, with the same
-    Parquet metadata cache the engine's warm database has."""
+    Parquet metadata cache the engine's warm database has; ``locked_to`` (a directory) also
+    applies the engine's lock-down (external access off except under that directory)."""
     files = "[" + ", ".join(string_literal(u) for u in uris) + "]"
     con = duckdb.connect()
-    con.execute("SET parquet_metadata_cache = true")
+    con.execute("SET GLOBAL parquet_metadata_cache = true")
+    if locked_to is not None:
+        lock_down(con, allowed_directories=[locked_to], limits=QueryLimits())
     con.execute(
         f"CREATE VIEW events AS SELECT * FROM read_parquet({files}, hive_partitioning = false)"
     )
@@ -163,9 +169,16 @@ def insert_in_batches(
 
 
 def compare_query(
-    meta: MetaStore, objects: LocalObjectStore, sql: str, uris: Sequence[str], *, repeat: int
+    meta: MetaStore,
+    objects: LocalObjectStore,
+    sql: str,
+    uris: Sequence[str],
+    *,
+    root: str,
+    repeat: int,
 ) -> dict[str, Any]:
-    """One query through the engine and through the bare view, cold and warm."""
+    """One query through the engine and through the bare view, cold and warm; warm also
+    through a bare view with the engine's lock-down (its cost is part of the engine's)."""
 
     def engine_first_query() -> QueryEngine:
         engine = QueryEngine(meta=meta, objects=objects)
@@ -190,10 +203,16 @@ def compare_query(
         bare_warm = median_seconds(
             lambda: bare.execute(sql).to_arrow_table(), repeat=repeat, warmup=1
         )
+    with closing(bare_connection(uris, locked_to=root)) as locked:
+        locked_warm = median_seconds(
+            lambda: locked.execute(sql).to_arrow_table(), repeat=repeat, warmup=1
+        )
     return {
         "cold": _timing(engine_cold, bare_cold),
         "warm": {
             **_timing(engine_warm, bare_warm),
+            "locked_bare_median_s": round(locked_warm, 6),
+            "ratio_engine_to_locked_bare": round(engine_warm / locked_warm, 2),
             "goal": f"<= {WARM_RATIO_GOAL}x",
             "goal_met": engine_warm / bare_warm <= WARM_RATIO_GOAL,
         },
@@ -241,11 +260,15 @@ def bench_latency(dsn: str, schema: str, *, events: int, batch: int, repeat: int
                 "bare duckdb.connect() with CREATE VIEW events AS SELECT * FROM read_parquet("
                 "[the head's live files], hive_partitioning=false)"
             ),
+            "locked_baseline": (
+                "the same bare view in a DuckDB with the engine's lock-down (external access"
+                " off, the warehouse directory allowed): the sandbox's own cost"
+            ),
             "cold": "first query of a new engine / new connection (+ view), median over repeat",
             "warm": "same engine / connection after one warm-up, median over repeat",
         }
         for name, sql in QUERIES.items():
-            results[name] = compare_query(meta, objects, sql, uris, repeat=repeat)
+            results[name] = compare_query(meta, objects, sql, uris, root=tmp, repeat=repeat)
             glob = glob_warm_seconds(tmp, sql, repeat=repeat)
             results[name]["warm"]["bare_glob_median_s"] = round(glob, 6)
     return results
@@ -439,6 +462,7 @@ def print_summary(
             f"{name:>12}: cold {_ms(cold['engine_median_s'])} vs {_ms(cold['bare_median_s'])}"
             f" = {cold['ratio_engine_to_bare']}x; warm {_ms(warm['engine_median_s'])} vs"
             f" {_ms(warm['bare_median_s'])} = {warm['ratio_engine_to_bare']}x"
+            f" ({warm['ratio_engine_to_locked_bare']}x a locked bare view)"
             f" (goal {warm['goal']}; glob {_ms(warm['bare_glob_median_s'])});"
             f" {r['files_scanned']}/{r['files_considered']} files"
         )

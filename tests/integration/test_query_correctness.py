@@ -91,6 +91,24 @@ def test_each_reference_to_a_table_is_pruned_on_its_own(
     assert engine.query("SELECT count(*) FROM t WHERE v = 3").plan("t").files_scanned == 4
 
 
+def test_a_read_whose_snapshot_the_janitor_expires_before_the_listing_is_a_clear_error(
+    meta: MetaStore, objects: LocalObjectStore, inserter: Inserter
+) -> None:
+    # Given a snapshot whose files a merge then replaces
+    pinned_id = meta.resolve_snapshot("t")
+    merge_locally(meta=meta, worker=MergeWorker(meta=meta, objects=objects), until_quiet=True)
+    janitor = Janitor(meta=meta, objects=objects, query_grace=timedelta(0))
+    # When a query's read resolves the snapshot, and the janitor expires it and forgets its
+    # files before the read lists them (each read is its own statement)
+    with meta.read_tables(["t"]) as read:
+        pinned = read.pin("t", snapshot_id=pinned_id)
+        report = janitor.run(table="t", retention=timedelta(0))
+        assert report.total("files_deleted") > 0
+        # Then the listing names the expired snapshot instead of returning what is left
+        with pytest.raises(SnapshotNotFoundError, match=f"snapshot {pinned_id} of table 't'"):
+            pinned.files()
+
+
 def test_the_listing_is_the_whole_snapshot_when_the_janitor_runs_between_resolve_and_list(
     meta: MetaStore, objects: LocalObjectStore, inserter: Inserter
 ) -> None:

@@ -11,11 +11,14 @@ head. Locking the head makes snapshot ids follow commit order.
 
 from __future__ import annotations
 
+import json
 import logging
 import random
 import re
+import threading
 import time
 import uuid
+import weakref
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
@@ -120,6 +123,33 @@ class _CommitRequest:
     receipts: Sequence[str]
 
 
+# A pooled connection idle longer than this is checked (one round trip) before it is used.
+CHECK_AFTER_IDLE_S = 5.0
+
+
+class _CheckWhenIdle:
+    """The pool's check of a connection before handing it out, skipped when the connection was
+    returned moments ago: that saves a round trip per operation on a busy engine. A server
+    that went away within those seconds shows as a failed operation, as it would have a moment
+    later anyway (and commits retry)."""
+
+    def __init__(self, *, idle_s: float) -> None:
+        self._idle_s = idle_s
+        self._returned: weakref.WeakKeyDictionary[Conn, float] = weakref.WeakKeyDictionary()
+        self._lock = threading.Lock()
+
+    def check(self, conn: Conn) -> None:
+        with self._lock:
+            returned = self._returned.get(conn)
+        # Wall-clock time: it also advances while a Lambda container is frozen.
+        if returned is None or time.time() - returned > self._idle_s:
+            ConnectionPool.check_connection(conn)
+
+    def returned(self, conn: Conn) -> None:
+        with self._lock:
+            self._returned[conn] = time.time()
+
+
 class MetaStore:
     """Tables, snapshots and files in Postgres, with validated optimistic commits.
 
@@ -141,6 +171,7 @@ class MetaStore:
         self.schema = schema
         self._commit_attempts = commit_attempts
         self._refs: dict[str, _TableRef] = {}
+        self._recent = _CheckWhenIdle(idle_s=CHECK_AFTER_IDLE_S)
         if not _SCHEMA_NAME.match(schema):
             raise InvalidInputError(f"meta store schema {schema!r} is not a plain lower-case name")
         source = FixedDsn(dsn) if isinstance(dsn, str) else dsn
@@ -160,7 +191,8 @@ class MetaStore:
             timeout=connect_timeout_s,
             # search_path as a startup option: no statement per new connection.
             kwargs={"options": f"-c search_path={schema}"},
-            check=ConnectionPool.check_connection,
+            check=self._recent.check,
+            reset=self._recent.returned,
             open=False,
             name=f"icefloe-{schema}",
         )
@@ -233,10 +265,16 @@ class MetaStore:
 
     @contextmanager
     def read_tables(self, names: Collection[str]) -> Iterator[TablesRead]:
-        """One repeatable-read transaction over the tables among ``names`` (unknown names are
-        simply absent): their specs and heads, then snapshots pinned and listed with
-        :meth:`TablesRead.pin`, all as of one moment, in as few round trips as possible."""
-        with self._read_only(repeatable=True) as conn:
+        """The tables among ``names`` (unknown names are simply absent): their specs and heads
+        in one statement, then snapshots pinned and listed with :meth:`TablesRead.pin`.
+
+        Each is one statement outside any transaction (one round trip each: a warm query whose
+        plan is cached makes just the first). That is consistent because a snapshot's files
+        never change, and the listing checks in the same statement that the snapshot is
+        still live: the janitor forgets a file only after expiring every snapshot that saw
+        it, so a listing of a live snapshot is complete, and one of an expired snapshot is
+        :class:`SnapshotNotFoundError`, never a partial list."""
+        with self._autocommit() as conn:
             rows = (
                 conn.execute(
                     "SELECT table_id, name, spec, head_snapshot_id, created_at"
@@ -247,6 +285,15 @@ class MetaStore:
                 else []
             )
             yield TablesRead(conn, {info.name: info for info in map(_table_info, rows)})
+
+    @contextmanager
+    def _autocommit(self) -> Iterator[Conn]:
+        with self._connection() as conn:
+            conn.autocommit = True
+            try:
+                yield conn
+            finally:
+                conn.autocommit = False
 
     @contextmanager
     def _read_only(self, *, repeatable: bool) -> Iterator[Conn]:
@@ -748,10 +795,27 @@ def _table_info(row: Sequence[Any]) -> TableInfo:
     return TableInfo(
         table_id=int(row[0]),
         name=str(row[1]),
-        spec=TableSpec.from_dict(row[2]),
+        spec=_spec(row[2]),
         head_snapshot_id=int(row[3]),
         created_at=row[4],
     )
+
+
+_SPECS: dict[str, TableSpec] = {}
+_SPECS_KEPT = 256
+
+
+def _spec(stored: Mapping[str, Any]) -> TableSpec:
+    """The spec of a stored document; a document seen before is not parsed again (every query
+    reads its tables' specs)."""
+    key = json.dumps(stored, sort_keys=True)
+    spec = _SPECS.get(key)
+    if spec is None:
+        spec = TableSpec.from_dict(stored)
+        if len(_SPECS) >= _SPECS_KEPT:
+            _SPECS.clear()
+        _SPECS[key] = spec
+    return spec
 
 
 def _snapshot(row: Sequence[Any]) -> Snapshot:
@@ -793,16 +857,19 @@ def _data_file(row: Sequence[Any]) -> DataFile:
 
 @dataclass(frozen=True, slots=True)
 class _Pin:
+    table: str
     table_id: int
     snapshot_id: int
 
 
 class PinnedSnapshot:
-    """A resolved snapshot and the transaction that resolved it (see :meth:`MetaStore.pin`)."""
+    """A resolved snapshot and the connection that resolved it (see :meth:`MetaStore.pin` and
+    :meth:`MetaStore.read_tables`)."""
 
     def __init__(self, conn: Conn, pin: _Pin) -> None:
         self._conn = conn
         self._pin = pin
+        self.table = pin.table
         self.snapshot_id = pin.snapshot_id
 
     def files(
@@ -834,19 +901,27 @@ class PinnedSnapshot:
         query = sql.SQL(
             "WITH live AS MATERIALIZED ("
             " SELECT path, size_bytes, row_count, {needed} AS needed FROM data_files WHERE {where})"
-            " SELECT path, size_bytes, row_count FROM live WHERE needed"
-            " UNION ALL SELECT NULL, count(*), NULL FROM live"
+            " SELECT 'file', path, size_bytes, row_count FROM live WHERE needed"
+            " UNION ALL SELECT 'count', NULL, count(*), NULL FROM live"
+            " UNION ALL SELECT 'expired', NULL, NULL, NULL WHERE NOT EXISTS ("
+            "  SELECT FROM snapshots WHERE table_id = %(table_id)s AND snapshot_id = %(at)s"
+            "  AND expired_at IS NULL)"
         ).format(
             needed=render(may_match) if may_match is not None else sql.SQL("true"),
             where=where,
         )
         files: list[ScanFile] = []
         considered = 0
-        for path, size, count in self._conn.execute(query, params).fetchall():
-            if path is None:  # the count row (paths are never NULL)
+        for kind, path, size, count in self._conn.execute(query, params).fetchall():
+            if kind == "file":
+                files.append(ScanFile(path=path, size_bytes=size, row_count=count))
+            elif kind == "count":
                 considered = int(size)
             else:
-                files.append(ScanFile(path=path, size_bytes=size, row_count=count))
+                raise SnapshotNotFoundError(
+                    f"snapshot {self.snapshot_id} of table {self.table!r} expired before its"
+                    " files were listed (older than the table's retention); query again"
+                )
         return FileListing(files=files, considered=considered)
 
 
@@ -897,7 +972,7 @@ def _resolve_from(
     as_of: datetime | None,
 ) -> _Pin:
     if snapshot_id is None and as_of is None:
-        return _Pin(table_id, head_snapshot_id)
+        return _Pin(table, table_id, head_snapshot_id)
     if snapshot_id is not None:
         row = conn.execute(
             "SELECT snapshot_id, expired_at FROM snapshots WHERE table_id = %s AND snapshot_id = %s",
@@ -919,7 +994,7 @@ def _resolve_from(
             f"table {table!r}: {wanted} (snapshot {row[0]}) has expired"
             " (older than the table's retention)"
         )
-    return _Pin(table_id, int(row[0]))
+    return _Pin(table, table_id, int(row[0]))
 
 
 def _live_at(

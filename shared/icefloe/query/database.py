@@ -19,57 +19,25 @@ import hashlib
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Hashable
-from typing import Generic, TypeVar
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 
 import duckdb
 
 from icefloe import duck
 from icefloe.duck import ident
-from icefloe.query.sandbox import QueryLimits, lock_down
+from icefloe.query.lru import LruCache
+from icefloe.query.sandbox import QueryLimits, lock_down, time_limit
 
 VIEW_SCHEMA = "icefloe_views"
 DEFAULT_MAX_VIEWS = 256
 # The secret a database was configured with may hold temporary credentials: rebuild after this.
 DEFAULT_MAX_AGE_S = 15 * 60.0
+DEFAULT_MAX_IDLE_CURSORS = 16
 
 Configure = Callable[[duckdb.DuckDBPyConnection], None]
-
-K = TypeVar("K", bound=Hashable)
-V = TypeVar("V")
-
-
-class LruCache(Generic[K, V]):
-    """A small thread-safe map that forgets its least recently used entry past ``size``."""
-
-    def __init__(self, size: int, *, on_evict: Callable[[K], None] | None = None) -> None:
-        self._size = size
-        self._items: OrderedDict[K, V] = OrderedDict()
-        self._lock = threading.Lock()
-        self._on_evict = on_evict
-
-    def get(self, key: K) -> V | None:
-        with self._lock:
-            value = self._items.get(key)
-            if value is not None:
-                self._items.move_to_end(key)
-            return value
-
-    def put(self, key: K, value: V) -> None:
-        with self._lock:
-            self._items[key] = value
-            self._items.move_to_end(key)
-            while len(self._items) > self._size:
-                evicted, _ = self._items.popitem(last=False)
-                if self._on_evict is not None:
-                    self._on_evict(evicted)
-
-    def clear(self) -> list[K]:
-        """Forget everything; returns the keys that were held."""
-        with self._lock:
-            keys = list(self._items)
-            self._items.clear()
-            return keys
+# The views bound on a cursor: (table, shared view name) pairs.
+ViewKeys = tuple[tuple[str, str], ...]
 
 
 class QueryDatabase:
@@ -83,6 +51,7 @@ class QueryDatabase:
         configure: Configure | None = None,
         max_views: int = DEFAULT_MAX_VIEWS,
         max_age_s: float = DEFAULT_MAX_AGE_S,
+        max_idle_cursors: int = DEFAULT_MAX_IDLE_CURSORS,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._root = root_uri.rstrip("/") + "/"
@@ -93,21 +62,74 @@ class QueryDatabase:
         self._lock = threading.Lock()
         self._db: duckdb.DuckDBPyConnection | None = None
         self._born = 0.0
+        self._generation = 0
         # Names of the shared views (called by the lock's holder, so the drop needs no lock).
         self._views: LruCache[str, bool] = LruCache(max_views, on_evict=self._drop_view)
+        # Idle cursors by the views bound on them, least recently returned first.
+        self._idle: OrderedDict[ViewKeys, list[duckdb.DuckDBPyConnection]] = OrderedDict()
+        self._max_idle = max_idle_cursors
 
     def cursor(self) -> duckdb.DuckDBPyConnection:
         """A fresh connection to the warm database, for one query."""
         with self._lock:
-            if self._db is None or self._clock() - self._born > self._max_age_s:
-                self._rebuild()
-            assert self._db is not None
-            return self._db.cursor()
+            return self._fresh_db().cursor()
+
+    @contextmanager
+    def session(
+        self, views: Sequence[tuple[str, str]], *, time_limit_s: float, fired: threading.Event
+    ) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A cursor on which each ``(table, body)`` of ``views`` is a TEMP view of ``body``,
+        interrupted when binding the views and the block take longer than ``time_limit_s``
+        (then ``fired`` is set).
+
+        A cursor bound to the same views by an earlier query is reused when one is idle (the
+        sandbox lets a query change nothing on it), which saves binding the views again; after
+        a query that ended normally in time the cursor is kept for the next one."""
+        keys: ViewKeys = tuple((table, _view_key(body)) for table, body in views)
+        with self._lock:
+            self._fresh_db()
+            generation = self._generation
+            idle = self._idle.get(keys)
+            cursor = idle.pop() if idle else None
+            if idle is not None and not idle:
+                del self._idle[keys]
+        reused = cursor is not None
+        ended_normally = False
+        try:
+            if cursor is None:
+                cursor = self.cursor()
+            with time_limit(cursor, seconds=time_limit_s, fired=fired):
+                if not reused:
+                    for table, body in views:
+                        self.bind_view(cursor, table, body)
+                yield cursor
+            ended_normally = not fired.is_set()
+        finally:
+            if cursor is not None and not (
+                ended_normally and self._keep_idle(keys, cursor, generation)
+            ):
+                cursor.close()
+
+    def _keep_idle(
+        self, keys: ViewKeys, cursor: duckdb.DuckDBPyConnection, generation: int
+    ) -> bool:
+        with self._lock:
+            if generation != self._generation or any(
+                self._views.get(key) is None for _, key in keys
+            ):
+                return False
+            self._idle.setdefault(keys, []).append(cursor)
+            self._idle.move_to_end(keys)
+            while sum(len(c) for c in self._idle.values()) > self._max_idle:
+                _, oldest = self._idle.popitem(last=False)
+                for idle in oldest:
+                    idle.close()
+            return True
 
     def bind_view(self, cursor: duckdb.DuckDBPyConnection, table: str, body: str) -> None:
         """Make ``table`` in ``cursor`` a view of ``body`` (a SELECT), sharing the database's
         cached view of the same definition."""
-        key = "v_" + hashlib.sha256(body.encode()).hexdigest()[:24]
+        key = _view_key(body)
         with self._lock:
             assert self._db is not None
             if self._views.get(key) is None:
@@ -118,29 +140,55 @@ class QueryDatabase:
     def forget_views(self) -> None:
         """Drop the cached views (after a read failed, their files may be gone)."""
         with self._lock:
+            self._close_idle()
             for key in self._views.clear():
                 self._drop_view(key)
 
     def _drop_view(self, key: str) -> None:
+        for keys in [k for k in self._idle if any(view == key for _, view in k)]:
+            for idle in self._idle.pop(keys):
+                idle.close()
         if self._db is not None:
             self._db.execute(f"DROP VIEW IF EXISTS {VIEW_SCHEMA}.{key}")
 
+    def _close_idle(self) -> None:
+        for cursors in self._idle.values():
+            for idle in cursors:
+                idle.close()
+        self._idle.clear()
+
+    def _fresh_db(self) -> duckdb.DuckDBPyConnection:
+        """The database, rebuilt first when it is older than its age (the lock's holder)."""
+        if self._db is None or self._clock() - self._born > self._max_age_s:
+            self._rebuild()
+        assert self._db is not None
+        return self._db
+
     def close(self) -> None:
         with self._lock:
+            self._close_idle()
             if self._db is not None:
                 self._db.close()
             self._db = None
             self._views.clear()
+            self._generation += 1
 
     def _rebuild(self) -> None:
+        self._close_idle()
         if self._db is not None:
             self._db.close()
         self._views.clear()
+        self._generation += 1
         db = duck.connect()
         if self._configure is not None:
             self._configure(db)
         db.execute(f"CREATE SCHEMA {VIEW_SCHEMA}")
-        db.execute("SET parquet_metadata_cache = true")  # objects are never overwritten
+        db.execute("SET GLOBAL parquet_metadata_cache = true")  # objects are never overwritten
         lock_down(db, allowed_directories=[self._root], limits=self.limits)
         self._db = db
         self._born = self._clock()
+
+
+def _view_key(body: str) -> str:
+    """The shared view's name for a definition."""
+    return "v_" + hashlib.sha256(body.encode()).hexdigest()[:24]

@@ -20,7 +20,7 @@ from icefloe.errors import (
 )
 from icefloe.metastore.models import JsonScalar, ScanFile
 from icefloe.metastore.store import MetaStore, TablesRead
-from icefloe.query.database import Configure, LruCache
+from icefloe.query.database import Configure
 from icefloe.query.executor import (
     Executor,
     InProcessExecutor,
@@ -29,6 +29,7 @@ from icefloe.query.executor import (
     QueryRefusedByDuckDB,
 )
 from icefloe.query.isolation import ChildProcessExecutor
+from icefloe.query.lru import LruCache
 from icefloe.query.pruning import ColumnRange, file_condition, listing_window
 from icefloe.query.pruning import time_range as time_range_of
 from icefloe.query.s3_access import S3Endpoint

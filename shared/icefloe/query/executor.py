@@ -8,6 +8,7 @@ whose memory the parent watches, so that no query can take the machine's memory.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from typing import Protocol
 
@@ -16,7 +17,7 @@ import pyarrow as pa
 
 from icefloe.errors import InvalidInputError
 from icefloe.query.database import Configure, QueryDatabase
-from icefloe.query.sandbox import QueryLimitError, QueryLimits, QueryTimeoutError, time_limit
+from icefloe.query.sandbox import QueryLimitError, QueryLimits, QueryTimeoutError
 
 RESULT_BATCH_ROWS = 65_536
 
@@ -56,25 +57,22 @@ class InProcessExecutor:
         self._database = QueryDatabase(root_uri=root_uri, limits=limits, configure=configure)
 
     def execute(self, statement: str, views: Sequence[ViewBinding]) -> pa.Table:
-        cursor = self._database.cursor()
+        fired = threading.Event()
         try:
-            with time_limit(cursor, seconds=self.limits.timeout_s) as fired:
-                try:
-                    for table, body in views:
-                        self._database.bind_view(cursor, table, body)
-                    reader = cursor.execute(statement).to_arrow_reader(RESULT_BATCH_ROWS)
-                    return collect(reader, self.limits)
-                except duckdb.InterruptException as e:
-                    if fired.is_set():
-                        raise QueryTimeoutError(
-                            f"query interrupted after {self.limits.timeout_s:g} s (the time"
-                            " limit, ICEFLOE_QUERY_TIMEOUT_S)"
-                        ) from e
-                    raise
-                except duckdb.Error as e:
-                    raise translate(e, self.limits) from e
-        finally:
-            cursor.close()
+            with self._database.session(
+                views, time_limit_s=self.limits.timeout_s, fired=fired
+            ) as cursor:
+                reader = cursor.execute(statement).to_arrow_reader(RESULT_BATCH_ROWS)
+                return collect(reader, self.limits)
+        except duckdb.InterruptException as e:
+            if fired.is_set():
+                raise QueryTimeoutError(
+                    f"query interrupted after {self.limits.timeout_s:g} s (the time"
+                    " limit, ICEFLOE_QUERY_TIMEOUT_S)"
+                ) from e
+            raise
+        except duckdb.Error as e:
+            raise translate(e, self.limits) from e
 
     def forget_views(self) -> None:
         self._database.forget_views()

@@ -202,21 +202,24 @@ def lock_down(
     def listed(values: Sequence[str]) -> str:
         return "[" + ", ".join(string_literal(v) for v in values) + "]"
 
-    con.execute(f"SET memory_limit = {string_literal(limits.memory_limit)}")
-    con.execute(f"SET threads = {int(limits.threads)}")
-    con.execute("SET python_enable_replacements = false")
-    con.execute("SET autoinstall_known_extensions = false")
-    con.execute("SET autoload_known_extensions = false")
-    con.execute(f"SET allowed_paths = {listed(allowed_paths)}")
-    con.execute(f"SET allowed_directories = {listed(allowed_directories)}")
-    con.execute("SET enable_external_access = false")
-    con.execute("SET lock_configuration = true")
+    con.execute(f"SET GLOBAL memory_limit = {string_literal(limits.memory_limit)}")
+    con.execute(f"SET GLOBAL threads = {int(limits.threads)}")
+    con.execute("SET GLOBAL python_enable_replacements = false")
+    con.execute("SET GLOBAL autoinstall_known_extensions = false")
+    con.execute("SET GLOBAL autoload_known_extensions = false")
+    con.execute(f"SET GLOBAL allowed_paths = {listed(allowed_paths)}")
+    con.execute(f"SET GLOBAL allowed_directories = {listed(allowed_directories)}")
+    con.execute("SET GLOBAL enable_external_access = false")
+    con.execute("SET GLOBAL lock_configuration = true")
 
 
 @contextmanager
-def time_limit(con: duckdb.DuckDBPyConnection, *, seconds: float) -> Iterator[threading.Event]:
-    """Interrupt ``con`` if the block runs longer than ``seconds``; the event tells whether it did."""
-    fired = threading.Event()
+def time_limit(
+    con: duckdb.DuckDBPyConnection, *, seconds: float, fired: threading.Event | None = None
+) -> Iterator[threading.Event]:
+    """Interrupt ``con`` if the block runs longer than ``seconds``; the event (``fired``, or a
+    new one) tells whether it did."""
+    fired = fired if fired is not None else threading.Event()
 
     def interrupt() -> None:
         fired.set()

@@ -29,6 +29,7 @@ import duckdb
 from icefloe import duck
 from icefloe.duck import ident, string_literal
 from icefloe.ingest.row_ids import ROW_ID_COLUMN
+from icefloe.query.lru import LruCache
 from icefloe.query.sql_refs import SqlRefs, analyze, walk
 from icefloe.spec import TableSpec
 from icefloe.spec.types import INTEGER_TYPES
@@ -46,6 +47,9 @@ PLANNER_OFF = (
     "unused_columns",
     "late_materialization",
 )
+
+# Statements whose references are remembered (the parse of a repeated query is skipped).
+ANALYZED_STATEMENTS = 256
 
 CompareOp = Literal["=", "!=", "<", "<=", ">", ">="]
 _COMPARISONS: dict[str, CompareOp] = {
@@ -153,11 +157,17 @@ class ScanPlanner:
         self._lock = threading.Lock()
         self._con: duckdb.DuckDBPyConnection | None = None
         self._standins: dict[str, tuple[tuple[str, str], ...]] = {}
+        self._refs: LruCache[str, SqlRefs] = LruCache(ANALYZED_STATEMENTS)
 
     def analyze(self, sql: str) -> SqlRefs:
-        """The names ``sql`` reaches, parsed by this planner's connection."""
-        with self._lock:
-            return analyze(sql, con=self._connection())
+        """The names ``sql`` reaches, parsed by this planner's connection (a statement asked
+        again is not parsed again)."""
+        refs = self._refs.get(sql)
+        if refs is None:
+            with self._lock:
+                refs = analyze(sql, con=self._connection())
+            self._refs.put(sql, refs)
+        return refs
 
     def scans(self, sql: str, views: Mapping[str, str]) -> dict[str, TableScans]:
         """Per table, its scans in ``sql``'s optimized plan. ``views`` maps each lake table the
