@@ -18,7 +18,7 @@ from icefloe.errors import (
     SnapshotNotFoundError,
     TableNotFoundError,
 )
-from icefloe.metastore.models import JsonScalar, ScanFile
+from icefloe.metastore.models import JsonScalar
 from icefloe.metastore.store import MetaStore, TablesRead
 from icefloe.query.database import Configure
 from icefloe.query.executor import (
@@ -112,7 +112,8 @@ class QueryEngine:
         self._planner = ScanPlanner()
         self._executor: Executor | None = None
         self._scan_cache: LruCache[Hashable, dict[str, TableScans]] = LruCache(PLAN_CACHE_SIZE)
-        self._plan_cache: LruCache[Hashable, tuple[TablePlan, list[ScanFile]]] = LruCache(
+        # A plan and its view's FROM source (None: no file).
+        self._plan_cache: LruCache[Hashable, tuple[TablePlan, str | None]] = LruCache(
             PLAN_CACHE_SIZE
         )
 
@@ -199,9 +200,7 @@ class QueryEngine:
         if self._on_plan is not None:
             self._on_plan(plans)
         views = []
-        for plan, files in planned:
-            uris = [self._objects.uri(f.path) for f in files]
-            source = parquet_source(uris) if uris else None
+        for plan, source in planned:
             views.append(
                 (
                     plan.table,
@@ -288,7 +287,7 @@ class QueryEngine:
         as_of: datetime | None,
         window: TimeRange | None,
         tenant: str | None,
-    ) -> tuple[TablePlan, list[ScanFile]]:
+    ) -> tuple[TablePlan, str | None]:
         field = spec.time_partition_field
         ranges: dict[str, ColumnRange] = {}
         if field is not None and self.pruning:
@@ -316,9 +315,11 @@ class QueryEngine:
             paths=tuple(f.path for f in scanned),
         )
         logger.debug("query plan %s", plan)
+        uris = [self._objects.uri(f.path) for f in scanned]
+        source = parquet_source(uris) if uris else None
         if scans.key is not None:
-            self._plan_cache.put(key, (plan, scanned))
-        return plan, scanned
+            self._plan_cache.put(key, (plan, source))
+        return plan, source
 
 
 def _with_window(scanned: ColumnRange, window: TimeRange | None) -> ColumnRange:
