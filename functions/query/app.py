@@ -37,6 +37,7 @@ def _services() -> tuple[QueryEngine, ObjectStore]:
         limits=QueryLimits.from_env(os.environ),
         isolation="child_process",
         s3=S3Endpoint.from_settings(settings),
+        tenant_read_role=settings.tenant_read_role_arn,
     )
     results = open_object_store(
         settings.results_location, endpoint_url=settings.s3_endpoint_url, region=settings.aws_region

@@ -491,6 +491,7 @@ def _query(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
         limits=QueryLimits.from_env(os.environ),
         isolation="child_process",
         s3=S3Endpoint.from_settings(runtime.settings),
+        tenant_read_role=runtime.settings.tenant_read_role_arn,
     )
     try:
         result = engine.query(args.sql, snapshot_id=args.snapshot, tenant=args.tenant)

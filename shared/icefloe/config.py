@@ -71,6 +71,8 @@ class Settings:
     aws_region: str = "us-east-1"
     # Where large query results go (the query function may write only there).
     results: WarehouseLocation | None = None
+    # The role a tenant's query assumes, narrowed to the tenant's objects (S3 warehouses).
+    tenant_read_role_arn: str | None = None
 
     @property
     def results_location(self) -> WarehouseLocation:
@@ -113,4 +115,5 @@ class Settings:
             results=WarehouseLocation.parse(env["ICEFLOE_RESULTS"])
             if env.get("ICEFLOE_RESULTS")
             else None,
+            tenant_read_role_arn=env.get("ICEFLOE_TENANT_READ_ROLE_ARN") or None,
         )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+from pathlib import Path
 
 import boto3
 import pytest
@@ -12,12 +13,20 @@ import pytest
 from icefloe import duck
 from icefloe.cli import main
 from icefloe.config import Settings
-from icefloe.errors import InvalidInputError, TableNotFoundError
+from icefloe.errors import ConfigError, InvalidInputError, TableNotFoundError
 from icefloe.ingest import Inserter
+from icefloe.metastore.store import MetaStore
 from icefloe.query import QueryEngine, QueryRefusedError
-from icefloe.query.s3_access import S3Credentials, configure_s3, configure_s3_from_settings
+from icefloe.query.s3_access import (
+    S3Credentials,
+    S3Endpoint,
+    configure_s3,
+    configure_s3_from_settings,
+)
+from icefloe.query.tenant_access import session_name
 from icefloe.runtime import Runtime
 from icefloe.spec import TableSpec
+from icefloe.storage import LocalObjectStore
 
 pytestmark = pytest.mark.integration
 
@@ -180,3 +189,80 @@ def test_a_quote_in_a_credential_cannot_break_out_of_the_secret(moto_endpoint: s
     )
     secrets = con.execute("SELECT type FROM duckdb_secrets()").fetchall()
     assert secrets == [("s3",)]
+
+
+def test_a_tenants_query_reads_s3_as_the_tenant_read_role_narrowed_to_its_objects(
+    s3_env: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # moto records each AssumeRole (role, session name, session policy) but does not evaluate
+    # the policy: what it allows is checked by IAM's matching rules in test_tenant_access.
+    from moto.sts.models import sts_backends
+
+    role = "arn:aws:iam::123456789012:role/icefloe-tenant-read"
+    spec = TableSpec.create(
+        name="shared_events",
+        schema="ts TIMESTAMP NOT NULL, tenant VARCHAR NOT NULL, v BIGINT",
+        partition_by="tenant, day(ts)",
+        tenant_column="tenant",
+    )
+    with Runtime.open(s3_env) as runtime:
+        runtime.meta.migrate()
+        runtime.meta.create_table(spec)
+        inserter = Inserter(meta=runtime.meta, objects=runtime.objects)
+        inserter.insert_rows(
+            "shared_events",
+            [
+                {"ts": f"2026-05-0{1 + i % 2}T10:00:00Z", "tenant": tenant, "v": i}
+                for tenant in ("acme", "acme-2")
+                for i in range(6)
+            ],
+        )
+        inserter.close()
+        engine = QueryEngine(
+            meta=runtime.meta,
+            objects=runtime.objects,
+            s3=S3Endpoint.from_settings(s3_env),
+            tenant_read_role=role,
+        )
+        sessions = sts_backends["123456789012"]["aws"].assumed_roles
+        before = len(sessions)
+        try:
+            answer = engine.query(
+                "SELECT count(*) AS n, sum(v) AS s FROM shared_events", tenant="acme"
+            )
+            assert answer.rows.to_pylist() == [{"n": 6, "s": 15}]
+            engine.query(
+                "SELECT count(*) FROM shared_events", tenant="acme"
+            )  # warm: no new session
+            other = engine.query("SELECT count(*) AS n FROM shared_events", tenant="acme-2")
+            assert other.rows.to_pylist() == [{"n": 6}]
+            # Without a tenant, the function's own credentials (no session at all).
+            engine.query("SELECT count(*) FROM shared_events")
+        finally:
+            engine.close()
+        assumed = sessions[before:]
+        assert [(s.role_arn, s.session_name) for s in assumed] == [
+            (role, session_name("acme")),
+            (role, session_name("acme-2")),
+        ]
+        for session, tenant in zip(assumed, ("acme", "acme-2"), strict=True):
+            (statement,) = json.loads(session.policy)["Statement"]
+            assert statement["Resource"] == [
+                f"arn:aws:s3:::lake-bucket/wh/*/data/tenant={tenant}/*",
+                f"arn:aws:s3:::lake-bucket/wh/*/data/*/tenant={tenant}/*",
+            ]
+    # The CLI (DuckDB in a child process) assumes the role named by the setting, in the child.
+    monkeypatch.setenv("ICEFLOE_TENANT_READ_ROLE_ARN", role)
+    out = io.StringIO()
+    before = len(sessions)
+    args = ["query", "SELECT count(*) AS n FROM shared_events", "--tenant", "acme-2"]
+    assert main([*args, "--format", "json"], out=out) == 0
+    assert json.loads(out.getvalue()) == [{"n": 6}]
+    assert [s.session_name for s in sessions[before:]] == [session_name("acme-2")]
+
+
+def test_a_tenant_read_role_needs_an_s3_warehouse(meta: MetaStore, tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="S3 warehouse"):
+        QueryEngine(
+            meta=meta, objects=LocalObjectStore(tmp_path), tenant_read_role="arn:aws:iam::1:role/r"
+        )

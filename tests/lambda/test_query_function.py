@@ -4,6 +4,7 @@ the function's environment and bucket as template.yaml declares them."""
 from __future__ import annotations
 
 import json
+import re
 import urllib.request
 from collections.abc import Iterator
 from types import ModuleType
@@ -96,7 +97,9 @@ def test_a_large_result_is_written_under_results_and_linked(
     assert len(rows) == 3000 and rows[0] == {"ts": "2026-05-01T10:00:00", "event": "e0", "n": 0}
 
     parquet = invoke(app, {"sql": "SELECT n FROM events", "format": "parquet"})
-    assert parquet["url"].split("?")[0].endswith(".parquet")
+    assert re.search(
+        r"/results/\d{4}/\d\d/\d\d/[0-9a-f]{32}/result\.parquet$", parquet["url"].split("?")[0]
+    )
 
 
 @pytest.mark.parametrize(

@@ -513,3 +513,43 @@ def test_both_dead_letter_queues_are_outputs() -> None:
     }
     dead_letter_queues = {q.dead_letter_target for q in QUEUES.values() if q.dead_letter_target}
     assert dead_letter_queues and dead_letter_queues <= outputs
+
+
+def test_only_the_query_function_may_assume_the_tenant_read_role_which_reads_only_data() -> None:
+    role = TEMPLATE.resources["TenantReadRole"]
+    assert role["Type"] == "AWS::IAM::Role"
+    (trust,) = role["Properties"]["AssumeRolePolicyDocument"]["Statement"]
+    assert trust["Effect"] == "Allow" and trust["Action"] == "sts:AssumeRole"
+    assert trust["Principal"] == {"AWS": {"Fn::GetAtt": ["QueryFunctionRole", "Arn"]}}
+    # SAM names the function's role so; the trust would otherwise name nothing.
+    assert sam_expanded()["Resources"]["QueryFunctionRole"]["Type"] == "AWS::IAM::Role"
+    # The role can at most read warehouse objects (each tenant's session narrows it further),
+    # and it is bounded like the functions' roles.
+    (statement,) = TEMPLATE.statements("TenantReadRole")
+    assert _actions(statement) == {"s3:GetObject"}
+    assert _resources(statement) == [{"Fn::Sub": "${DataBucket.Arn}/${WarehousePrefix}/*"}]
+    assert role["Properties"]["PermissionsBoundary"] == {
+        "Fn::If": [
+            "HasFunctionNetwork",
+            {"Ref": "AWS::NoValue"},
+            {"Ref": "NoNetworkInterfacesBoundary"},
+        ]
+    }
+    # Exactly one grant of sts:AssumeRole in the stack: to the query function, on this role.
+    assert _granting("sts:") == {}  # no function or role declares it inline
+    policies = TEMPLATE.of_type("AWS::IAM::Policy")
+    granting = {
+        logical_id: props
+        for logical_id, props in policies.items()
+        if any(
+            a.startswith("sts:") for s in props["PolicyDocument"]["Statement"] for a in _actions(s)
+        )
+    }
+    assert set(granting) == {"QueryTenantReadPolicy"}
+    props = granting["QueryTenantReadPolicy"]
+    assert props["Roles"] == [{"Ref": "QueryFunctionRole"}]
+    (grant,) = props["PolicyDocument"]["Statement"]
+    assert _actions(grant) == {"sts:AssumeRole"}
+    assert _resources(grant) == [{"Fn::GetAtt": ["TenantReadRole", "Arn"]}]
+    environment = FUNCTIONS["QueryFunction"].environment
+    assert TEMPLATE.logical_id_of(environment["ICEFLOE_TENANT_READ_ROLE_ARN"]) == "TenantReadRole"

@@ -141,10 +141,10 @@ class QueryDatabase:
         """Drop the cached views (after a read failed, their files may be gone)."""
         with self._lock:
             self._close_idle()
-            for key in self._views.clear():
+            for key, _ in self._views.clear():
                 self._drop_view(key)
 
-    def _drop_view(self, key: str) -> None:
+    def _drop_view(self, key: str, _: object = None) -> None:
         for keys in [k for k in self._idle if any(view == key for _, view in k)]:
             for idle in self._idle.pop(keys):
                 idle.close()

@@ -40,6 +40,7 @@ from icefloe.query.sandbox import (
     check_sql,
 )
 from icefloe.query.scan_filters import ScanPlanner, TableScans
+from icefloe.query.tenant_access import TenantRead, tenant_read
 from icefloe.query.views import TimeRange, parquet_source, standin_source, view_body, view_sql
 from icefloe.spec import TableSpec
 from icefloe.storage import ObjectStore
@@ -48,6 +49,8 @@ logger = logging.getLogger(__name__)
 
 Isolation = Literal["in_process", "child_process"]
 PLAN_CACHE_SIZE = 256
+# Tenants whose read sessions (each a database of its own) are kept warm.
+TENANT_EXECUTORS = 4
 __all__ = ["QueryEngine", "QueryFailedError", "QueryRefusedByDuckDB", "QueryResult", "TablePlan"]
 
 
@@ -90,6 +93,7 @@ class QueryEngine:
         on_plan: Callable[[tuple[TablePlan, ...]], None] | None = None,
         isolation: Isolation = "in_process",
         s3: S3Endpoint | None = None,
+        tenant_read_role: str | None = None,
     ) -> None:
         """``configure`` runs once on each new DuckDB database before it is locked down (S3
         credentials, the httpfs extension). ``on_plan`` sees each query's plans after the
@@ -98,7 +102,13 @@ class QueryEngine:
         ``isolation="child_process"`` runs DuckDB in a watched child process (see
         :mod:`icefloe.query.isolation`): the memory and time limits then hold even for
         queries DuckDB's own limits miss. The child reads S3 through ``s3``, as a callable
-        ``configure`` cannot cross to another process."""
+        ``configure`` cannot cross to another process.
+
+        ``tenant_read_role`` (an S3 warehouse's role ARN) makes each tenant's queries run in a
+        database of their own whose S3 credentials are that role narrowed to the tenant's
+        objects (see :mod:`icefloe.query.tenant_access`)."""
+        if tenant_read_role is not None and s3 is None:
+            raise ConfigError("a tenant read role needs an S3 warehouse (s3=)")
         if isolation == "child_process" and configure is not None:
             raise ConfigError("a child-process engine takes s3=, not configure=")
         self._meta = meta
@@ -109,8 +119,12 @@ class QueryEngine:
         self._on_plan = on_plan
         self._isolation: Isolation = isolation
         self._s3 = s3
+        self._tenant_read_role = tenant_read_role
         self._planner = ScanPlanner()
         self._executor: Executor | None = None
+        self._tenant_executors: LruCache[TenantRead, Executor] = LruCache(
+            TENANT_EXECUTORS, on_evict=lambda _, executor: executor.close()
+        )
         self._scan_cache: LruCache[Hashable, dict[str, TableScans]] = LruCache(PLAN_CACHE_SIZE)
         # A plan and its view's FROM source (None: no file).
         self._plan_cache: LruCache[Hashable, tuple[TablePlan, str | None]] = LruCache(
@@ -122,26 +136,51 @@ class QueryEngine:
         if self._executor is not None:
             self._executor.close()
             self._executor = None
+        for _, executor in self._tenant_executors.clear():
+            executor.close()
 
     @property
     def executor(self) -> Executor:
         """Where queries run; rebuilt when the limits change."""
         if self._executor is None or self._executor.limits != self.limits:
             self.close()
-            if self._isolation == "child_process":
-                self._executor = ChildProcessExecutor(
-                    root_uri=self._objects.root_uri,
-                    limits=self.limits,
-                    s3=self._s3,
-                )
-            else:
-                configure = self._configure
-                if configure is None and self._s3 is not None:
-                    configure = self._s3.configure
-                self._executor = InProcessExecutor(
-                    root_uri=self._objects.root_uri, limits=self.limits, configure=configure
-                )
+            self._executor = self._new_executor(self._s3)
         return self._executor
+
+    def _new_executor(self, s3: S3Endpoint | None) -> Executor:
+        if self._isolation == "child_process":
+            return ChildProcessExecutor(root_uri=self._objects.root_uri, limits=self.limits, s3=s3)
+        configure = self._configure
+        if configure is None and s3 is not None:
+            configure = s3.configure
+        return InProcessExecutor(
+            root_uri=self._objects.root_uri, limits=self.limits, configure=configure
+        )
+
+    def _executor_for(self, tenant: str | None, specs: Mapping[str, TableSpec]) -> Executor:
+        """The tenant's own executor when tenants read through IAM, else the shared one."""
+        shared = self.executor  # also closes every executor when the limits changed
+        if tenant is None or self._tenant_read_role is None:
+            return shared
+        assert self._s3 is not None
+        read = tenant_read(
+            role_arn=self._tenant_read_role,
+            root_uri=self._objects.root_uri,
+            specs=specs,
+            tenant=tenant,
+        )
+        executor = self._tenant_executors.get(read)
+        if executor is None:
+            executor = self._new_executor(
+                replace(
+                    self._s3,
+                    role_arn=read.role_arn,
+                    session_policy=read.session_policy,
+                    session_name=read.session_name,
+                )
+            )
+            self._tenant_executors.put(read, executor)
+        return executor
 
     def query(
         self,
@@ -207,7 +246,7 @@ class QueryEngine:
                     view_body(specs[plan.table], source, windows[plan.table], tenant=tenant),
                 )
             )
-        executor = self.executor
+        executor = self._executor_for(tenant, specs)
         try:
             rows = executor.execute(statement, views)
         except QueryReadError:

@@ -14,7 +14,7 @@ V = TypeVar("V")
 class LruCache(Generic[K, V]):
     """A small thread-safe map that forgets its least recently used entry past ``size``."""
 
-    def __init__(self, size: int, *, on_evict: Callable[[K], None] | None = None) -> None:
+    def __init__(self, size: int, *, on_evict: Callable[[K, V], None] | None = None) -> None:
         self._size = size
         self._items: OrderedDict[K, V] = OrderedDict()
         self._lock = threading.Lock()
@@ -32,13 +32,13 @@ class LruCache(Generic[K, V]):
             self._items[key] = value
             self._items.move_to_end(key)
             while len(self._items) > self._size:
-                evicted, _ = self._items.popitem(last=False)
+                evicted, value = self._items.popitem(last=False)
                 if self._on_evict is not None:
-                    self._on_evict(evicted)
+                    self._on_evict(evicted, value)
 
-    def clear(self) -> list[K]:
-        """Forget everything; returns the keys that were held."""
+    def clear(self) -> list[tuple[K, V]]:
+        """Forget everything; returns what was held."""
         with self._lock:
-            keys = list(self._items)
+            items = list(self._items.items())
             self._items.clear()
-            return keys
+            return items

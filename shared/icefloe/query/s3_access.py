@@ -97,12 +97,55 @@ def configure_s3(
     con.execute(f"CREATE OR REPLACE TEMPORARY SECRET {SECRET_NAME} ({', '.join(options)})")
 
 
+def assumed_credentials(
+    *,
+    role_arn: str,
+    session_policy: str,
+    session_name: str,
+    region: str,
+    endpoint_url: str | None = None,
+    duration_s: int = 3600,
+) -> S3Credentials:
+    """Temporary credentials of ``role_arn`` narrowed by ``session_policy`` (STS AssumeRole with
+    the caller's default-chain credentials; at ``endpoint_url`` when one is set, as for a local
+    S3 stand-in)."""
+    import boto3
+
+    sts = boto3.client("sts", region_name=region, endpoint_url=endpoint_url)
+    answer = sts.assume_role(
+        RoleArn=role_arn,
+        RoleSessionName=session_name,
+        Policy=session_policy,
+        DurationSeconds=duration_s,
+    )
+    creds = answer["Credentials"]
+    return S3Credentials(creds["AccessKeyId"], creds["SecretAccessKey"], creds["SessionToken"])
+
+
 @dataclass(frozen=True, slots=True)
 class S3Endpoint:
-    """Where DuckDB reads S3 (credentials come from the default chain where it runs)."""
+    """Where DuckDB reads S3. Credentials come from the default chain where it runs or, with
+    ``role_arn``, from assuming that role with ``session_policy`` (a tenant's read session,
+    see :mod:`icefloe.query.tenant_access`), each time a database is set up."""
 
     region: str
     endpoint_url: str | None = None
+    role_arn: str | None = None
+    session_policy: str | None = None
+    session_name: str | None = None
+
+    def credentials(self) -> S3Credentials:
+        if self.role_arn is None:
+            return default_credentials()
+        if self.session_policy is None or self.session_name is None:
+            raise ConfigError("an assumed-role S3 endpoint needs a session policy and name")
+        return assumed_credentials(
+            role_arn=self.role_arn,
+            session_policy=self.session_policy,
+            session_name=self.session_name,
+            region=self.region,
+            endpoint_url=self.endpoint_url,
+        )
 
     @classmethod
     def from_settings(cls, settings: Settings) -> S3Endpoint | None:
@@ -112,7 +155,12 @@ class S3Endpoint:
         return cls(region=settings.aws_region, endpoint_url=settings.s3_endpoint_url)
 
     def configure(self, con: duckdb.DuckDBPyConnection) -> None:
-        configure_s3(con, region=self.region, endpoint_url=self.endpoint_url)
+        configure_s3(
+            con,
+            region=self.region,
+            endpoint_url=self.endpoint_url,
+            credentials=self.credentials(),
+        )
 
 
 def configure_s3_from_settings(con: duckdb.DuckDBPyConnection, settings: Settings) -> None:

@@ -125,7 +125,9 @@ def answer_query(
             if len(text) <= MAX_INLINE_BYTES:
                 return QueryAnswer(**base, columns=table.column_names, text=text)
     data = _encode(table, request.format)
-    key = f"{datetime.now(UTC):%Y/%m/%d}/{uuid.uuid4().hex}.{request.format}"
+    # A prefix of its own per query: only the query function's role may read results, and only
+    # through the link it hands out (tenant sessions cannot read them at all).
+    key = f"{datetime.now(UTC):%Y/%m/%d}/{uuid.uuid4().hex}/result.{request.format}"
     results.put(key, data)
     expires = datetime.now(UTC) + timedelta(seconds=url_expires_s)
     return QueryAnswer(
