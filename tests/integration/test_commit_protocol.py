@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from datetime import timedelta
 
+import psycopg
 import pytest
 
 from icefloe.errors import (
@@ -18,6 +20,7 @@ from icefloe.errors import (
     TableExistsError,
     TableNotFoundError,
 )
+from icefloe.metastore.models import CommitResult
 from icefloe.metastore.store import MetaStore
 from icefloe.spec import TableSpec
 from support.files import DAY, new_file
@@ -174,6 +177,63 @@ def test_append_retried_with_the_same_idempotency_key_returns_the_first_snapshot
     assert not again.committed and again.snapshot_id == 1 and again.files_added == 0
     assert len(meta.snapshots("events")) == 1
     assert [p.rsplit("/", 1)[1] for p in live_paths(meta)] == ["batch-1.parquet"]
+
+
+def test_a_retry_that_waited_for_the_first_attempts_commit_gets_its_snapshot(
+    meta: MetaStore, events_spec: TableSpec, postgres_dsn: str
+) -> None:
+    # Given the first attempt of a batch holding the table's head lock, about to commit
+    info = meta.create_table(events_spec)
+    first = psycopg.connect(postgres_dsn, options=f"-c search_path={meta.schema}")
+    first.execute(
+        "SELECT head_snapshot_id FROM lake_tables WHERE table_id = %s FOR UPDATE", (info.table_id,)
+    )
+    retry: dict[str, object] = {}
+
+    def commit_retry() -> None:
+        try:
+            retry["result"] = meta.commit_append(
+                "events", files=[new_file("batch-retry")], idempotency_key="k1"
+            )
+        except Exception as e:  # the test reports what the retry was told
+            retry["error"] = e
+
+    # When a retry of the same batch starts and waits for that lock
+    waiter = threading.Thread(target=commit_retry)
+    waiter.start()
+    _wait_for_a_lock_waiter(postgres_dsn)
+    # and the first attempt commits its snapshot
+    first.execute(
+        "INSERT INTO snapshots (table_id, snapshot_id, parent_id, operation, idempotency_key,"
+        " files_added, files_removed, rows_added, rows_removed, bytes_added, bytes_removed)"
+        " VALUES (%s, 1, NULL, 'append', 'k1', 0, 0, 0, 0, 0, 0)",
+        (info.table_id,),
+    )
+    first.execute(
+        "UPDATE lake_tables SET head_snapshot_id = 1 WHERE table_id = %s", (info.table_id,)
+    )
+    first.commit()
+    first.close()
+    waiter.join(timeout=30)
+
+    # Then the retry is told the batch was committed, in the first attempt's snapshot
+    assert "error" not in retry, retry.get("error")
+    result = retry["result"]
+    assert isinstance(result, CommitResult)
+    assert not result.committed and result.snapshot_id == 1
+    assert [s.snapshot_id for s in meta.snapshots("events")] == [1]
+
+
+def _wait_for_a_lock_waiter(dsn: str) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for _ in range(1000):
+            waiting = conn.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+            ).fetchone()
+            if waiting and waiting[0]:
+                return
+            time.sleep(0.01)
+    raise AssertionError("the retry never waited for the head lock")
 
 
 def test_idempotency_keys_are_per_table(meta: MetaStore, events_spec: TableSpec) -> None:

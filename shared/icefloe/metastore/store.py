@@ -640,30 +640,27 @@ class MetaStore:
             request.claim_token,
             request.receipts,
         )
-        # One round trip: lock the head row and look the idempotency key up.
-        head_row = conn.execute(
-            """
-            SELECT t.head_snapshot_id, s.snapshot_id
-            FROM lake_tables t
-            LEFT JOIN snapshots s ON s.table_id = t.table_id AND s.idempotency_key = %s
-            WHERE t.table_id = %s
-            FOR UPDATE OF t
-            """,
-            (idempotency_key, info.table_id),
-        ).fetchone()
+        # One round trip, two statements: lock the head row, then look the idempotency key up.
+        # The lookup must be a statement of its own: at read committed each statement sees what
+        # was committed when it started, so a key committed by an attempt this one waited for
+        # (while it held the lock) is visible only to a statement that starts after the lock.
+        with conn.pipeline():
+            locked = conn.execute(
+                "SELECT head_snapshot_id FROM lake_tables WHERE table_id = %s FOR UPDATE",
+                (info.table_id,),
+            )
+            earlier = conn.execute(
+                "SELECT snapshot_id FROM snapshots WHERE table_id = %s AND idempotency_key = %s",
+                (info.table_id, idempotency_key),
+            )
+        head_row = locked.fetchone()
         if head_row is None:
             self._refs.pop(info.name, None)
             raise TableNotFoundError(f"table {info.name!r} was dropped")
         head = int(head_row[0])
-        if head_row[1] is not None:
-            return CommitResult(
-                table=info.name,
-                snapshot_id=int(head_row[1]),
-                committed=False,
-                files_added=0,
-                files_removed=0,
-                rows_added=0,
-            )
+        earlier_row = earlier.fetchone() if idempotency_key is not None else None
+        if earlier_row is not None:
+            return _already_committed(info.name, int(earlier_row[0]))
 
         if receipts:
             seen = conn.execute(
@@ -710,9 +707,7 @@ class MetaStore:
                     cur.executemany(_INSERT_RECEIPT, [(info.table_id, r, new_id) for r in receipts])
                 cur.execute(_MOVE_HEAD, (new_id, info.table_id))
         except pgerrors.UniqueViolation as e:
-            raise CommitConflictError(
-                f"a file path of this commit is registered already in {info.name!r}"
-            ) from e
+            raise _unique_violation(info.name, e) from e
         return CommitResult(
             table=info.name,
             snapshot_id=new_id,
@@ -768,6 +763,30 @@ def _check_commit_input(
     paths = [f.path for f in add]
     if len(paths) != len(set(paths)):
         raise InvalidInputError("a commit adds the same path twice")
+
+
+def _already_committed(table: str, snapshot_id: int) -> CommitResult:
+    return CommitResult(
+        table=table,
+        snapshot_id=snapshot_id,
+        committed=False,
+        files_added=0,
+        files_removed=0,
+        rows_added=0,
+    )
+
+
+def _unique_violation(table: str, error: pgerrors.UniqueViolation) -> Exception:
+    """What a commit's unique violation means, told by the constraint that was violated (the
+    idempotency key and the receipts are looked up under the head lock, so only a file path
+    is expected to collide)."""
+    constraint = error.diag.constraint_name or ""
+    if constraint == "data_files_path_key":
+        return CommitConflictError(f"a file path of this commit is registered already in {table!r}")
+    return CommitConflictError(
+        f"commit to {table!r} violates the meta store constraint {constraint or '(unnamed)'}:"
+        f" {str(error).strip().splitlines()[0]}"
+    )
 
 
 def _rollback_quietly(conn: Conn) -> None:
