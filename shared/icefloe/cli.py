@@ -27,6 +27,7 @@ from icefloe.errors import IcefloeError, InvalidInputError, TableExistsError
 from icefloe.ingest import INPUT_FORMATS, InputFormat, Inserter, format_from_suffix
 from icefloe.janitor import DEFAULT_MAX_FILES, Janitor, format_duration, parse_duration
 from icefloe.merge import MergeWorker, merge_locally
+from icefloe.merge.modes import check_merge_query
 from icefloe.metastore.embedded import stop_embedded
 from icefloe.metastore.models import TableInfo
 from icefloe.query import QueryEngine, QueryLimits
@@ -217,6 +218,7 @@ def _table_create(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> in
             merge=args.merge,
             tenant_column=args.tenant_column,
         )
+    check_merge_query(spec)
     try:
         info = runtime.meta.create_table(spec)
         verb = "created"

@@ -446,3 +446,34 @@ def test_compact_one_partition_with_either_engine(
     # Nothing left to compact there now
     code, text = run("compact", "events", "--partition", "day=2026-03-01")
     assert code == 0 and text.startswith("nothing to compact")
+
+
+@pytest.mark.parametrize(
+    ("query", "message"),
+    [
+        ("COPY events TO '/tmp/x.csv'", "COPY"),
+        ("ATTACH '/tmp/x.db' AS x", "ATTACH"),
+        ("PRAGMA database_list", "PRAGMA"),
+        ("SELECT * FROM events; SELECT * FROM events", "one statement"),
+        ("merge them please", "syntax error"),
+        ("SELECT ts, event FROM events", "user_id"),
+        ("SELECT * FROM read_csv('/etc/passwd')", "refused"),
+    ],
+)
+def test_a_custom_merge_query_that_every_merge_would_refuse_is_refused_at_create(
+    cli_env: str, capsys: pytest.CaptureFixture[str], query: str, message: str
+) -> None:
+    assert run("init")[0] == 0
+    code, _ = run(
+        "table", "create", "events", "--schema", SCHEMA, "--merge", f"sql:{query}"
+    )  # fmt: skip
+    assert code == 1
+    error = capsys.readouterr().err
+    assert "merge query" in error and message.lower() in error.lower(), error
+    assert json.loads(run("table", "list", "--format", "json")[1]) == []
+
+
+def test_a_custom_merge_query_over_the_tables_columns_is_accepted(cli_env: str) -> None:
+    assert run("init")[0] == 0
+    query = "sql:SELECT * FROM events WHERE event IS NOT NULL"
+    assert run("table", "create", "events", "--schema", SCHEMA, "--merge", query)[0] == 0

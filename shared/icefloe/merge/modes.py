@@ -6,9 +6,14 @@ the file sort keys (row-group key first) and then ``_row_id``, so outputs are de
 
 from __future__ import annotations
 
+import duckdb
+
+from icefloe import duck
 from icefloe.duck import ident
+from icefloe.errors import InvalidInputError
 from icefloe.ingest.row_ids import ROW_ID_COLUMN
-from icefloe.query.sandbox import QueryLimits, QueryRefusedError, check_sql
+from icefloe.query.sandbox import QueryLimits, QueryRefusedError, check_sql, lock_down
+from icefloe.query.views import view_sql
 from icefloe.spec import AggregateMode, AppendMode, CustomMode, ReplaceMode, TableSpec
 
 _AGGREGATE_SQL = {"sum": "sum", "min": "min", "max": "max", "count": "sum", "any": "any_value"}
@@ -63,3 +68,30 @@ def custom_select(mode: CustomMode) -> str:
         return check_sql(mode.sql, limits=QueryLimits())
     except QueryRefusedError as e:
         raise QueryRefusedError(f"custom merge query refused: {e}") from e
+
+
+def check_merge_query(spec: TableSpec) -> None:
+    """Refuse, before the table exists, a merge mode that every merge of it would refuse: a
+    custom query that is not one SELECT, does not parse or bind over the table's columns, or
+    reads anything but the rows being merged. Runs the merge query over no rows, on a
+    connection locked down as the merge worker's is."""
+    if not isinstance(spec.merge, CustomMode):
+        return
+    body = custom_select(spec.merge)
+    con = duck.connect()
+    try:
+        con.execute(view_sql(spec, None, None))
+        lock_down(con, limits=QueryLimits())
+        returned = {d[0] for d in con.execute(f"SELECT * FROM ({body}) LIMIT 0").description}
+        missing = [c for c in [*(c.name for c in spec.columns), ROW_ID_COLUMN] if c not in returned]
+        if missing:
+            raise InvalidInputError(
+                f"custom merge query of {spec.name!r} refused: it must return every column of"
+                f" the table and {ROW_ID_COLUMN}; it does not return {', '.join(missing)}"
+            )
+        con.execute(merge_sql(spec)).fetchall()
+    except duckdb.Error as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise InvalidInputError(f"custom merge query of {spec.name!r} refused: {first}") from e
+    finally:
+        con.close()
