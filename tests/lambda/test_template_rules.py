@@ -158,10 +158,28 @@ def test_the_janitor_may_only_list_read_and_delete_data_objects() -> None:
             # Listing the bucket is scoped to the warehouse: never the results, never all
             assert statement["Resource"] == {"Fn::GetAtt": ["DataBucket", "Arn"]}
             assert statement["Condition"] == {"StringLike": {"s3:prefix": {"Fn::Sub": prefix}}}
+        elif actions == {"s3:ListBucketMultipartUploads"}:
+            # Unfinished uploads' keys and ids (no data); S3 has no prefix condition for it
+            assert statement["Resource"] == {"Fn::GetAtt": ["DataBucket", "Arn"]}
         else:
-            assert actions <= {"s3:GetObject", "s3:DeleteObject"}, actions
+            assert actions <= {"s3:GetObject", "s3:DeleteObject", "s3:AbortMultipartUpload"}
             assert statement["Resource"] == {"Fn::Sub": "${DataBucket.Arn}/" + prefix}
-    assert granted == {"s3:ListBucket", "s3:GetObject", "s3:DeleteObject"}
+    assert granted == {
+        "s3:ListBucket",
+        "s3:GetObject",
+        "s3:DeleteObject",
+        "s3:AbortMultipartUpload",
+        "s3:ListBucketMultipartUploads",
+    }
+
+
+def test_the_bucket_aborts_uploads_left_unfinished_for_a_day() -> None:
+    rules = TEMPLATE.resources["DataBucket"]["Properties"]["LifecycleConfiguration"]["Rules"]
+    aborting = [r for r in rules if "AbortIncompleteMultipartUpload" in r]
+    assert len(aborting) == 1
+    (rule,) = aborting
+    assert rule["Status"] == "Enabled" and "Prefix" not in rule and "Filter" not in rule
+    assert rule["AbortIncompleteMultipartUpload"] == {"DaysAfterInitiation": 1}
 
 
 def test_the_compaction_job_role_is_assumed_and_passed_only_by_emr_serverless() -> None:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable, Iterator
+from datetime import datetime
 from pathlib import Path
 
-from icefloe.storage import DeleteResult, ObjectInfo, ObjectStore
+from icefloe.storage import AbandonedWrite, DeleteResult, ObjectInfo, ObjectStore
 
 
 class InjectedFault(RuntimeError):
@@ -57,6 +58,12 @@ class FailingAfterPuts(ObjectStore):
 
     def download_url(self, key: str, *, expires_s: int) -> str:
         return self.inner.download_url(key, expires_s=expires_s)
+
+    def abandoned_writes(self, prefix: str, *, started_before: datetime) -> list[AbandonedWrite]:
+        return self.inner.abandoned_writes(prefix, started_before=started_before)
+
+    def discard_abandoned_writes(self, writes: Iterable[AbandonedWrite]) -> int:
+        return self.inner.discard_abandoned_writes(writes)
 
     def list_prefix(self, prefix: str) -> Iterator[ObjectInfo]:
         return self.inner.list_prefix(prefix)

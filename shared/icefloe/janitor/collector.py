@@ -72,6 +72,9 @@ class TableCollection:
     orphan_bytes: int
     dead_paths: tuple[str, ...] = field(default=())
     orphan_paths: tuple[str, ...] = field(default=())
+    # Unfinished writes of writers that died (temporary files, incomplete multipart uploads).
+    abandoned_writes_found: int = 0
+    abandoned_writes_discarded: int = 0
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -84,6 +87,8 @@ class TableCollection:
             "orphans_found": self.orphans_found,
             "orphans_deleted": self.orphans_deleted,
             "orphan_bytes": self.orphan_bytes,
+            "abandoned_writes_found": self.abandoned_writes_found,
+            "abandoned_writes_discarded": self.abandoned_writes_discarded,
             # At most MAX_REPORTED_PATHS of each (the counts above are complete): a Lambda's
             # response must stay under 6 MB however many tables a run collects.
             "dead_paths": list(self.dead_paths[:MAX_REPORTED_PATHS]),
@@ -111,6 +116,7 @@ class JanitorReport:
             "bytes_deleted": self.total("bytes_deleted"),
             "orphans_found": self.total("orphans_found"),
             "orphans_deleted": self.total("orphans_deleted"),
+            "abandoned_writes_discarded": self.total("abandoned_writes_discarded"),
             "claims_freed": self.claims_freed,
             "receipts_pruned": self.receipts_pruned,
             "jobs_settled": self.jobs_settled,
@@ -245,10 +251,14 @@ class Janitor:
             if dry_run
             else self._delete_dead(table, dead)
         )
-        orphans = list(self._orphans(table, grace=grace, limit=max_files))
+        cutoff = self._sweep_cutoff(table, grace)
+        orphans = list(self._orphans(table, cutoff=cutoff, limit=max_files))
         if orphans and not dry_run:
             for start in range(0, len(orphans), self._page_size):
                 self._objects.delete_many(o.key for o in orphans[start : start + self._page_size])
+        abandoned = self._objects.abandoned_writes(f"{table}/data/", started_before=cutoff)
+        abandoned = abandoned[:max_files]
+        discarded = 0 if dry_run else self._objects.discard_abandoned_writes(abandoned)
         return TableCollection(
             table=table,
             retention=keep,
@@ -261,6 +271,8 @@ class Janitor:
             orphan_bytes=sum(o.size for o in orphans),
             dead_paths=tuple(f.path for f in dead),
             orphan_paths=tuple(o.key for o in orphans),
+            abandoned_writes_found=len(abandoned),
+            abandoned_writes_discarded=discarded,
         )
 
     def _delete_dead(self, table: str, dead: Sequence[DataFile]) -> tuple[int, int]:
@@ -274,18 +286,20 @@ class Janitor:
             size += sum(f.size_bytes for f in batch)
         return files, size
 
-    def _orphans(self, table: str, *, grace: timedelta, limit: int) -> Iterator[ObjectInfo]:
-        """Unregistered objects under the table's data prefix older than ``grace``."""
+    def _sweep_cutoff(self, table: str, grace: timedelta) -> datetime:
+        """What is older than this and unregistered (or unfinished) was left by a writer that
+        died: ``grace`` ago, or when the table's oldest unsettled compaction job started (its
+        uploads wait for its commit longer than any grace)."""
         cutoff = self._clock() - grace
-        # A compaction job's uploads wait for its commit longer than any grace: objects written
-        # after the oldest unsettled job of the table started are not swept yet.
         running = [
             j.created_at
             for j in JobStore(self._meta).unsettled(older_than=timedelta(0))
             if j.table == table
         ]
-        if running:
-            cutoff = min(cutoff, min(running))
+        return min(cutoff, *running) if running else cutoff
+
+    def _orphans(self, table: str, *, cutoff: datetime, limit: int) -> Iterator[ObjectInfo]:
+        """Unregistered objects under the table's data prefix older than ``cutoff``."""
         found = 0
         page: list[ObjectInfo] = []
         for info in self._objects.list_prefix(f"{table}/data/"):

@@ -11,6 +11,7 @@ from icefloe.config import Settings, WarehouseLocation
 from icefloe.errors import ConfigError
 from icefloe.storage.base import (
     MAX_KEY_BYTES,
+    AbandonedWrite,
     DeleteResult,
     ObjectInfo,
     ObjectStore,
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MAX_KEY_BYTES",
+    "AbandonedWrite",
     "DeleteResult",
     "LocalObjectStore",
     "ObjectInfo",

@@ -33,6 +33,19 @@ class ObjectInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class AbandonedWrite:
+    """A write that never finished (its writer died): a temporary file beside where the object
+    would have gone (local), or an incomplete multipart upload (S3). ``key`` is where it lies
+    (the temporary file) or was going (the upload's object key); ``handle`` is what discarding
+    it needs (the upload id; empty locally)."""
+
+    key: str
+    started: datetime
+    size: int
+    handle: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class DeleteResult:
     """Outcome of :meth:`ObjectStore.delete_many`.
 
@@ -156,6 +169,15 @@ class ObjectStore(ABC):
 
         Order is by code point, which is S3's UTF-8 byte order.
         """
+
+    @abstractmethod
+    def abandoned_writes(self, prefix: str, *, started_before: datetime) -> list[AbandonedWrite]:
+        """Unfinished writes under ``prefix`` that started before ``started_before`` (a write
+        in flight is never that old when the cut-off is past every writer's time limit)."""
+
+    @abstractmethod
+    def discard_abandoned_writes(self, writes: Iterable[AbandonedWrite]) -> int:
+        """Remove these unfinished writes (gone already is fine); returns how many."""
 
 
 def discard_uncommitted(objects: ObjectStore, keys: Sequence[str]) -> None:

@@ -23,6 +23,7 @@ from icefloe.errors import (
     StorageError,
 )
 from icefloe.storage.base import (
+    AbandonedWrite,
     DeleteResult,
     ObjectInfo,
     ObjectStore,
@@ -140,6 +141,42 @@ class LocalObjectStore(ObjectStore):
             raise InvalidInputError(f"object key prefix {prefix!r}: resolves outside the root")
         return iter(sorted(self._walk(base, directory, name_start), key=lambda i: i.key))
 
+    def abandoned_writes(self, prefix: str, *, started_before: datetime) -> list[AbandonedWrite]:
+        """Temporary files of writers that died between writing and publishing (``_publish``
+        removes its own on any error, so only a killed process leaves one)."""
+        validate_prefix(prefix)
+        directory, _, name_start = prefix.rpartition("/")
+        base = self._root.joinpath(*directory.split("/")) if directory else self._root
+        found = []
+        for path in _files_under(base, name_start):
+            if not path.name.startswith(TEMP_MARKER):
+                continue
+            try:
+                st = path.stat()
+            except FileNotFoundError:
+                continue  # published or discarded meanwhile
+            started = datetime.fromtimestamp(st.st_mtime, tz=UTC)
+            if started < started_before:
+                key = path.relative_to(self._root).as_posix()
+                found.append(AbandonedWrite(key=key, started=started, size=st.st_size))
+        return sorted(found, key=lambda w: w.key)
+
+    def discard_abandoned_writes(self, writes: Iterable[AbandonedWrite]) -> int:
+        count = 0
+        directories = set()
+        for write in writes:
+            path = self._root.joinpath(*write.key.split("/"))
+            if not path.name.startswith(TEMP_MARKER) or not path.resolve().is_relative_to(
+                self._root
+            ):
+                raise InvalidInputError(f"{write.key!r} is not a temporary file of this store")
+            path.unlink(missing_ok=True)
+            directories.add(path.parent)
+            count += 1
+        for directory in sorted(directories, key=_depth, reverse=True):
+            self._prune(directory)
+        return count
+
     def _path(self, key: str) -> Path:
         """The file of ``key``, refusing reserved names and anything that resolves outside root."""
         validate_key(key)
@@ -239,6 +276,29 @@ class LocalObjectStore(ObjectStore):
                 except FileNotFoundError:
                     continue  # deleted while we listed
             first = False
+
+
+def _files_under(base: Path, name_start: str) -> Iterator[Path]:
+    """Regular files under ``base`` whose first name starts with ``name_start``."""
+    stack = [base]
+    first = True
+    while stack:
+        directory = stack.pop()
+        try:
+            entries = list(os.scandir(directory))
+        except (FileNotFoundError, NotADirectoryError):
+            entries = []
+        for entry in entries:
+            if first and not entry.name.startswith(name_start):
+                continue
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append(Path(entry.path))
+                elif entry.is_file(follow_symlinks=False):
+                    yield Path(entry.path)
+            except FileNotFoundError:
+                continue
+        first = False
 
 
 def _info(key: str, st: os.stat_result) -> ObjectInfo:

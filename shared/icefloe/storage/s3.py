@@ -26,6 +26,7 @@ from icefloe.errors import (
 )
 from icefloe.storage.base import (
     MAX_KEY_BYTES,
+    AbandonedWrite,
     DeleteResult,
     ObjectInfo,
     ObjectStore,
@@ -206,6 +207,43 @@ class S3ObjectStore(ObjectStore):
                     yield ObjectInfo(
                         key=key, size=item["Size"], last_modified=_utc(item["LastModified"])
                     )
+
+    def abandoned_writes(self, prefix: str, *, started_before: datetime) -> list[AbandonedWrite]:
+        """Multipart uploads under ``prefix`` that were started and never completed nor aborted
+        (a writer killed mid-upload; its parts are stored and billed until aborted)."""
+        validate_prefix(prefix)
+        s3_prefix = self._key_root + prefix
+        found = []
+        paginator = self._client.get_paginator("list_multipart_uploads")
+        with self._errors("list uploads", s3_prefix):
+            for page in paginator.paginate(Bucket=self._bucket, Prefix=s3_prefix):
+                for upload in page.get("Uploads", []):
+                    started = _utc(upload["Initiated"])
+                    if started < started_before:
+                        found.append(
+                            AbandonedWrite(
+                                key=self._relative(upload["Key"]),
+                                started=started,
+                                size=0,
+                                handle=upload["UploadId"],
+                            )
+                        )
+        return sorted(found, key=lambda w: (w.key, w.handle))
+
+    def discard_abandoned_writes(self, writes: Iterable[AbandonedWrite]) -> int:
+        count = 0
+        for write in writes:
+            s3_key = self._s3_key(write.key)
+            with self._errors("abort upload", s3_key):
+                try:
+                    self._client.abort_multipart_upload(
+                        Bucket=self._bucket, Key=s3_key, UploadId=write.handle
+                    )
+                except ClientError as e:
+                    if e.response.get("Error", {}).get("Code") != "NoSuchUpload":
+                        raise
+            count += 1
+        return count
 
     def _s3_key(self, key: str) -> str:
         s3_key = self._key_root + validate_key(key)

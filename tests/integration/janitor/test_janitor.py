@@ -4,10 +4,13 @@ orphan sweep, dry runs, a run that dies midway, and a pinned query racing GC."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -340,3 +343,61 @@ def test_the_sweep_spares_objects_written_while_a_compaction_job_runs(
     # Then its upload (written after it started, older than the 1 h grace) stays; older junk goes
     assert report.tables[0].orphan_paths == (leftover,)
     assert upload in objects_of(lake) and leftover not in objects_of(lake)
+
+
+def _writer_killed_mid_write(lake: Lake, key: str, tmp_path: Path) -> None:
+    """A real process writing ``key`` (from a pipe it is still reading), killed outright."""
+    fifo = tmp_path / "source.fifo"
+    os.mkfifo(fifo)
+    writer = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys\n"
+            "from pathlib import Path\n"
+            "from icefloe.storage import LocalObjectStore\n"
+            "LocalObjectStore(Path(sys.argv[1])).put_file(sys.argv[2], Path(sys.argv[3]))\n",
+            lake.objects.root_uri,
+            key,
+            str(fifo),
+        ]
+    )
+    with open(fifo, "wb") as pipe:
+        pipe.write(b"PAR1" + b"x" * 100_000)
+        pipe.flush()
+        directory = Path(lake.objects.uri(key)).parent
+        for _ in range(1000):
+            if any(
+                p.name.startswith(".icefloe-tmp-") and p.stat().st_size for p in directory.iterdir()
+            ):
+                break
+            time.sleep(0.01)
+        writer.kill()
+        writer.wait()
+
+
+def test_a_temporary_file_of_a_killed_writer_is_swept_once_older_than_the_grace(
+    merged_lake: Lake, tmp_path: Path
+) -> None:
+    # Given a writer killed while it wrote an object: its temporary file stays behind
+    lake = merged_lake
+    key = "events/data/day=2026-03-01/killed.parquet"
+    _writer_killed_mid_write(lake, key, tmp_path)
+    directory = Path(lake.objects.uri(key)).parent
+    (leftover,) = [p for p in directory.iterdir() if p.name.startswith(".icefloe-tmp-")]
+    assert key not in objects_of(lake)  # never published, so no listing shows it
+    # When the janitor runs within the grace, it stays (a write may still be in flight)
+    janitor = Janitor(meta=lake.meta, objects=lake.objects)
+    assert janitor.run().tables[0].abandoned_writes_found == 0
+    assert leftover.exists()
+    # Once older than the grace, a dry run reports it and a real run discards it
+    then = time.time() - timedelta(days=2).total_seconds()
+    os.utime(leftover, (then, then))
+    dry = janitor.run(dry_run=True).tables[0]
+    assert (dry.abandoned_writes_found, dry.abandoned_writes_discarded) == (1, 0)
+    assert leftover.exists()
+    real = janitor.run().tables[0]
+    assert (real.abandoned_writes_found, real.abandoned_writes_discarded) == (1, 1)
+    assert not leftover.exists()
+    # And the table still answers as before
+    assert lake.rows(COUNT_SQL)

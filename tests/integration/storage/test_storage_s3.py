@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -210,3 +211,33 @@ def test_endpoint_url_reaches_an_s3_compatible_server_over_http(
     # and open_object_store takes the same path
     same = open_object_store(settings.warehouse, endpoint_url=moto_server)
     assert same.root_uri == "s3://icefloe-http/wh"
+
+
+def test_an_upload_a_killed_writer_never_completed_is_found_once_old_and_aborted(
+    s3_store: S3ObjectStore, s3_client: S3Client
+) -> None:
+    # Given a multipart upload started (one part stored) by a writer that then died
+    s3_key = "wh/events/data/day=2026-03-01/killed.parquet"
+    upload = s3_client.create_multipart_upload(Bucket=BUCKET, Key=s3_key)["UploadId"]
+    s3_client.upload_part(
+        Bucket=BUCKET, Key=s3_key, UploadId=upload, PartNumber=1, Body=b"x" * 5 * 2**20
+    )
+    # and one under another table's prefix
+    other = s3_client.create_multipart_upload(Bucket=BUCKET, Key="wh/clicks/data/x.parquet")
+    # (moto dates every upload 2010-11-10: the cut-offs are taken from what it reports)
+    (listed,) = [
+        u for u in s3_client.list_multipart_uploads(Bucket=BUCKET)["Uploads"] if u["Key"] == s3_key
+    ]
+    started = listed["Initiated"].astimezone(UTC)
+    # Then it is not reported while it may still be in flight
+    before = started - timedelta(hours=1)
+    assert s3_store.abandoned_writes("events/data/", started_before=before) == []
+    # And once older than the cut-off it is, under its table's prefix only, and is aborted
+    after = started + timedelta(hours=1)
+    (found,) = s3_store.abandoned_writes("events/data/", started_before=after)
+    assert (found.key, found.handle) == ("events/data/day=2026-03-01/killed.parquet", upload)
+    assert s3_store.discard_abandoned_writes([found]) == 1
+    remaining = s3_client.list_multipart_uploads(Bucket=BUCKET).get("Uploads", [])
+    assert [u["UploadId"] for u in remaining] == [other["UploadId"]]
+    # Discarding it again (another janitor got there first) is fine
+    assert s3_store.discard_abandoned_writes([found]) == 1
