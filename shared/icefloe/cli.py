@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Sequence
 from contextlib import suppress
 from dataclasses import asdict, is_dataclass
-from datetime import date, datetime
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any, TextIO
 from uuid import UUID
@@ -374,6 +374,15 @@ def _merge(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
         "failed": len(report.dead_letters),
         "seconds": round(elapsed, 3),
     }
+    # Files another merge holds (or held when it died) are not merged until their lease ends.
+    names = [args.name] if args.name else [t.name for t in runtime.meta.list_tables()]
+    statuses = [runtime.meta.status(name) for name in names]
+    claimed = sum(s.claimed_files for s in statuses)
+    until = max((s.claimed_until for s in statuses if s.claimed_until), default=None)
+    claims = {
+        "claimed_files": claimed,
+        "claimed_until": until.isoformat(timespec="seconds") if until else None,
+    }
 
     def text() -> str:
         line = (
@@ -386,9 +395,14 @@ def _merge(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
             line += f"; {row['skipped']} skipped (claimed or merged elsewhere)"
         if row["failed"]:
             line += f"; {row['failed']} FAILED (see the log)"
+        if claimed and until is not None:
+            line += (
+                f"; {_count(claimed, 'file')} still claimed by another merge (or one that"
+                f" died) until {until.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC"
+            )
         return line
 
-    _emit(out, args.format, row, text)
+    _emit(out, args.format, {**row, **claims}, text)
     return EXIT_ERROR if report.dead_letters else 0
 
 

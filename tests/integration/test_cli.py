@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import boto3
@@ -72,6 +73,7 @@ def test_init_create_list_show_and_status(cli_env: str) -> None:
             "rows": 0,
             "bytes": 0,
             "claimed_files": 0,
+            "claimed_until": None,
         }
     ]
 
@@ -477,3 +479,29 @@ def test_a_custom_merge_query_over_the_tables_columns_is_accepted(cli_env: str) 
     assert run("init")[0] == 0
     query = "sql:SELECT * FROM events WHERE event IS NOT NULL"
     assert run("table", "create", "events", "--schema", SCHEMA, "--merge", query)[0] == 0
+
+
+def test_merge_wait_says_how_many_files_are_still_claimed_and_until_when(
+    cli_env: str, postgres_dsn: str, tmp_path: Path
+) -> None:
+    # Given six inserts of one day, whose files a merger claimed and then died holding
+    assert run("init")[0] == 0
+    create_events()
+    for n in range(6):
+        source = tmp_path / f"batch{n}.ndjson"
+        source.write_text(json.dumps({"ts": f"2026-03-01T0{n}:00:00", "event": "e"}) + "\n")
+        assert run("insert", "events", str(source))[0] == 0
+    with MetaStore(postgres_dsn, schema=cli_env) as meta:
+        ids = [f.file_id for f in meta.files("events")]
+        assert meta.claim_files("events", ids, lease=timedelta(hours=1)) is not None
+        until = meta.status("events").claimed_until
+    assert until is not None
+    # When merge --wait runs, it finds nothing it may merge, and says why
+    code, text = run("merge", "--wait")
+    assert code == 0
+    assert "0 merges" in text and "6 files still claimed" in text
+    assert f"{until.astimezone(UTC):%Y-%m-%d %H:%M}" in text
+    code, out = run("merge", "--wait", "--format", "json")
+    report = json.loads(out)
+    assert report["claimed_files"] == 6
+    assert datetime.fromisoformat(report["claimed_until"]) == until.replace(microsecond=0)

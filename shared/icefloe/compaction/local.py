@@ -4,10 +4,11 @@ Spark, or the merge worker (DuckDB) on each partition."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import timedelta
 from typing import Any, Literal
 
 from icefloe.compaction.manifest import CompactionManifest
-from icefloe.compaction.planning import claim_partitions
+from icefloe.compaction.planning import DEFAULT_COMPACTION_LEASE, claim_partitions
 from icefloe.compaction.spark_job import CompactionResult, PartitionOutcome, compact_with_spark
 from icefloe.compaction.tracking import SUCCEEDED, settle_job
 from icefloe.config import Settings
@@ -30,13 +31,15 @@ def compact_locally(
     engine: Engine = "spark",
     spark: Any = None,
     worker: MergeWorker | None = None,
+    lease: timedelta = DEFAULT_COMPACTION_LEASE,
 ) -> CompactionResult | None:
     """Compact every partition of ``table`` with at least two files (or ``partitions``).
 
     Returns None when there was nothing to claim. The manifest is written to the object store
-    as the EMR job's would be.
+    as the EMR job's would be. Partitions are claimed for ``lease``, and the DuckDB engine's
+    merge worker renews them for as long.
     """
-    manifest = claim_partitions(meta, table, partitions=partitions)
+    manifest = claim_partitions(meta, table, partitions=partitions, lease=lease)
     if manifest is None:
         return None
     objects.put(manifest.key, manifest.to_json().encode())
@@ -50,7 +53,8 @@ def compact_locally(
     )
     try:
         if engine == "duckdb":
-            result = _with_duckdb(manifest, worker or MergeWorker(meta=meta, objects=objects))
+            merger = (worker or MergeWorker(meta=meta, objects=objects)).with_lease(lease)
+            result = _with_duckdb(manifest, merger)
         else:
             if spark is None:
                 from icefloe.compaction.session import local_spark_session

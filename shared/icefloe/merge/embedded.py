@@ -38,9 +38,10 @@ def merge_locally(
     until_quiet: bool = False,
     max_rounds: int = 100,
 ) -> LocalMergeReport:
-    """One orchestration round (or rounds until nothing is planned), each drained at once."""
+    """One orchestration round (or rounds until nothing is planned), each drained at once.
+    Claims are made with the worker's lease, as the worker renews them."""
     queue = InProcessQueue()
-    orchestrator = MergeOrchestrator(meta=meta, sender=queue)
+    orchestrator = MergeOrchestrator(meta=meta, sender=queue, lease=worker.lease)
     outcomes: list[MergeOutcome] = []
 
     def handle(event: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -99,6 +99,22 @@ class MergeWorker:
         # A test seam: runs after the outputs are uploaded and before the commit.
         self._before_commit = before_commit
 
+    @property
+    def lease(self) -> timedelta:
+        """How long each claim this worker renews is held."""
+        return self._lease
+
+    def with_lease(self, lease: timedelta) -> MergeWorker:
+        """The same worker, renewing claims for ``lease``."""
+        return MergeWorker(
+            meta=self._meta,
+            objects=self._objects,
+            limits=self.limits,
+            lease=lease,
+            configure=self._configure,
+            before_commit=self._before_commit,
+        )
+
     def run(self, task: MergeTask) -> MergeOutcome:
         started = time.perf_counter()
         outcome = self._run(task)

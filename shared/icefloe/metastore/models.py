@@ -151,3 +151,5 @@ class TableStatus:
     rows: int
     bytes: int
     claimed_files: int
+    # When the last live claim runs out (None: no file is claimed).
+    claimed_until: datetime | None = None

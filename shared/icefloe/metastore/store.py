@@ -417,7 +417,9 @@ class MetaStore:
                 """
                 SELECT count(*), count(DISTINCT partition_path),
                        coalesce(sum(row_count), 0), coalesce(sum(size_bytes), 0),
-                       count(*) FILTER (WHERE claim_token IS NOT NULL AND claim_expires_at > now())
+                       count(*) FILTER (WHERE claim_token IS NOT NULL AND claim_expires_at > now()),
+                       max(claim_expires_at) FILTER (
+                           WHERE claim_token IS NOT NULL AND claim_expires_at > now())
                 FROM data_files WHERE table_id = %s AND end_snapshot IS NULL
                 """,
                 (info.table_id,),
@@ -432,6 +434,7 @@ class MetaStore:
             rows=int(row[2]),
             bytes=int(row[3]),
             claimed_files=int(row[4]),
+            claimed_until=row[5],
         )
 
     # -- claims ---------------------------------------------------------------------------------
