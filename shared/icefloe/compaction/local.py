@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 from icefloe.compaction.manifest import CompactionManifest
 from icefloe.compaction.planning import DEFAULT_COMPACTION_LEASE, claim_partitions
+from icefloe.compaction.runner import current_runner
 from icefloe.compaction.spark_job import CompactionResult, PartitionOutcome, compact_with_spark
 from icefloe.compaction.tracking import SUCCEEDED, settle_job
 from icefloe.config import Settings
@@ -50,6 +51,7 @@ def compact_locally(
         claim_tokens=[g.claim_token for g in manifest.groups],
         manifest_key=manifest.key,
         state="RUNNING",
+        runner=current_runner(),
     )
     try:
         if engine == "duckdb":

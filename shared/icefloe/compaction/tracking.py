@@ -16,6 +16,7 @@ from datetime import timedelta
 from typing import Any
 
 from icefloe.compaction.planning import DEFAULT_COMPACTION_LEASE
+from icefloe.compaction.runner import runner_is_gone
 from icefloe.metastore.jobs import CompactionJob, JobStore
 from icefloe.metastore.maintenance import Maintenance
 from icefloe.metastore.store import MetaStore
@@ -86,12 +87,20 @@ def reconcile_jobs(
 ) -> list[SettledJob]:
     """Settle unsettled jobs whose end event was lost: ask EMR about jobs that started; a job
     that never got a run id (its starter died), that EMR no longer knows, or that runs past
-    its claims' lease, is settled as failed. Records of jobs settled more than
-    ``keep_settled`` ago are forgotten, with their manifests and output listings."""
+    its claims' lease, is settled as failed. A local job whose process is gone (on this host)
+    is settled as failed at once. Records of jobs settled more than ``keep_settled`` ago are
+    forgotten, with their manifests and output listings."""
     settled = []
     jobs = JobStore(meta)
+    for job in jobs.unsettled(older_than=timedelta(0)):
+        if job.runner is not None and runner_is_gone(job.runner):
+            logger.warning("compaction job %s: its process %s is gone", job.job_id, job.runner)
+            settled.append(settle_job(meta=meta, objects=objects, job=job, state="FAILED"))
+    done = {s.job_id for s in settled}
     abandoned = {j.job_id for j in jobs.unsettled(older_than=abandon_after)}
     for job in jobs.unsettled(older_than=older_than):
+        if job.job_id in done:
+            continue
         state: str | None = None
         app = job.application_id or application_id
         if job.job_run_id is not None and client is not None and app is not None:

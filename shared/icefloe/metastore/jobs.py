@@ -15,7 +15,7 @@ from icefloe.metastore.store import MetaStore
 
 _COLUMNS = (
     "j.job_id, t.name, j.job_run_id, j.state, j.claim_tokens, j.manifest_key, j.created_at,"
-    " j.settled_at, j.application_id"
+    " j.settled_at, j.application_id, j.runner"
 )
 
 
@@ -30,6 +30,8 @@ class CompactionJob:
     created_at: datetime
     settled_at: datetime | None
     application_id: str | None = None
+    # The local process running it (see icefloe.compaction.runner); None on EMR Serverless.
+    runner: str | None = None
 
 
 class JobStore:
@@ -46,13 +48,15 @@ class JobStore:
         claim_tokens: Sequence[uuid.UUID],
         manifest_key: str,
         state: str = "STARTING",
+        runner: str | None = None,
     ) -> None:
         table_id = self._meta.get_table(table).table_id
         with self._meta._connection() as conn, conn.transaction():
             conn.execute(
-                "INSERT INTO compaction_jobs (job_id, table_id, state, claim_tokens, manifest_key)"
-                " VALUES (%s, %s, %s, %s, %s)",
-                (job_id, table_id, state, list(claim_tokens), manifest_key),
+                "INSERT INTO compaction_jobs"
+                " (job_id, table_id, state, claim_tokens, manifest_key, runner)"
+                " VALUES (%s, %s, %s, %s, %s, %s)",
+                (job_id, table_id, state, list(claim_tokens), manifest_key, runner),
             )
 
     def started(
@@ -120,6 +124,7 @@ class JobStore:
                 created_at=r[6],
                 settled_at=r[7],
                 application_id=r[8],
+                runner=r[9],
             )
             for r in rows
         ]
