@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed-stamp
 ICEFLOE_HOME ?= $(CURDIR)/.icefloe
 export ICEFLOE_HOME
 
-.PHONY: venv test test-unit test-integration lint validate package build-CoreLayer demo bench fuzz clean stop
+.PHONY: venv test test-unit test-integration lint validate package build-CoreLayer demo bench fuzz soak clean stop
 
 # The SAM CLI lives in a venv of its own: its pins (boto3, click, cfn-lint) are not the project's.
 SAM_CLI_VERSION := 1.170.0
@@ -72,6 +72,13 @@ FUZZ_SEED    ?= 20261125
 fuzz: venv
 	ICEFLOE_FUZZ_QUERIES=$(FUZZ_QUERIES) ICEFLOE_FUZZ_SEED=$(FUZZ_SEED) \
 		$(PY) -m pytest -p no:timeout -q tests/integration/test_pruning_differential.py
+
+# The chaos test for as long as asked: processes killed at random, then the lake checked.
+SOAK_SECONDS ?= 600
+SOAK_SEED    ?= 20261125
+soak: venv
+	ICEFLOE_CHAOS_SECONDS=$(SOAK_SECONDS) ICEFLOE_CHAOS_SEED=$(SOAK_SEED) \
+		$(PY) -m pytest -p no:timeout -q -s tests/chaos
 
 # The whole pipeline on embedded defaults. DEMO_EVENTS / DEMO_BATCH are the knobs.
 DEMO_EVENTS ?= 300000
