@@ -28,7 +28,7 @@ from icefloe.ingest import INPUT_FORMATS, InputFormat, Inserter, format_from_suf
 from icefloe.janitor import DEFAULT_MAX_FILES, Janitor, format_duration, parse_duration
 from icefloe.merge import MergeWorker, merge_locally
 from icefloe.merge.modes import check_merge_query
-from icefloe.metastore.embedded import stop_embedded
+from icefloe.metastore.embedded import embedded_status, stop_embedded
 from icefloe.metastore.models import TableInfo
 from icefloe.query import QueryEngine, QueryLimits
 from icefloe.query.output import write_result
@@ -159,6 +159,10 @@ def build_parser() -> argparse.ArgumentParser:
     db = commands.add_parser("db", help="the embedded meta store")
     db_commands = db.add_subparsers(dest="db_command", required=True, parser_class=_Parser)
     db_commands.add_parser("stop", help="stop the embedded Postgres under ICEFLOE_HOME")
+    db_status = db_commands.add_parser(
+        "status", help="whether the embedded Postgres runs, and which processes use it"
+    )
+    _add_format(db_status)
     return parser
 
 
@@ -175,14 +179,33 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
         # A deployed stack's meta store is reachable through its secret, as for its functions.
         settings, secret = with_database_secret(Settings.from_env(), os.environ)
         if args.command == "db":
-            stopped = stop_embedded(settings.embedded_database_dir)
-            print("stopped" if stopped else "not running", file=out)
-            return 0
+            return _db(settings, args, out)
         with Runtime.open(settings, max_connections=2, dsn=secret) as runtime:
             return _COMMANDS[_command_key(args)](runtime, args, out)
     except IcefloeError as e:
         print(f"icefloe: error: {e}", file=sys.stderr)
         return EXIT_ERROR
+
+
+def _db(settings: Settings, args: argparse.Namespace, out: TextIO) -> int:
+    """``db stop`` and ``db status``: they never start the server, and work after any crash."""
+    if args.db_command == "stop":
+        stopped = stop_embedded(settings.embedded_database_dir)
+        print("stopped" if stopped else "not running", file=out)
+        return 0
+    status = embedded_status(settings.embedded_database_dir)
+
+    def text() -> str:
+        if not status.running:
+            return f"not running ({status.data_dir})"
+        users = ", ".join(map(str, status.users)) or "none"
+        return (
+            f"running in {status.data_dir}: pid {status.pid}, port {status.port};"
+            f" processes using it: {users}"
+        )
+
+    _emit(out, args.format, status, text)
+    return 0
 
 
 def _command_key(args: argparse.Namespace) -> str:

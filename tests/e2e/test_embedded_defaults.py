@@ -47,6 +47,7 @@ def test_embedded_meta_store_is_started_on_demand_shared_and_stopped(tmp_path: P
     assert (data_dir / "PG_VERSION").exists()
     assert not (data_dir / "postmaster.pid").exists()
     assert finish(icefloe(home, "db", "stop")).strip() == "not running"
+    assert finish(icefloe(home, "db", "status")).startswith("not running")
 
 
 def test_a_list_of_users_left_empty_by_a_killed_writer_is_repaired(tmp_path: Path) -> None:
@@ -61,6 +62,9 @@ def test_a_list_of_users_left_empty_by_a_killed_writer_is_repaired(tmp_path: Pat
     assert status == []
     assert not (home / "postgres" / "postmaster.pid").exists()
     assert json.loads(handles.read_text()) == []
+    # And db status works on such a list too
+    handles.write_text("[")
+    assert finish(icefloe(home, "db", "status")).startswith("not running")
 
 
 def test_the_server_stops_after_its_last_live_user_even_when_a_user_was_killed(
@@ -89,11 +93,17 @@ def test_the_server_stops_after_its_last_live_user_even_when_a_user_was_killed(
     assert holder.stdout is not None and holder.stdout.readline().strip() == "ready"
     data_dir = home / "postgres"
     assert holder.pid in json.loads((data_dir / ".handle_pids.json").read_text())
+    status = json.loads(finish(icefloe(home, "db", "status", "--format", "json")))
+    assert status["running"] and holder.pid in status["users"]
     holder.kill()
     holder.wait()
+    # db status works after the kill, and no longer counts the dead process
+    status = json.loads(finish(icefloe(home, "db", "status", "--format", "json")))
+    assert status["running"] and status["users"] == []
     # When the next command runs and exits
     finish(icefloe(home, "status"))
     # Then the dead user was dropped, and the server stopped with its last live user
     assert json.loads((data_dir / ".handle_pids.json").read_text()) == []
     assert not (data_dir / "postmaster.pid").exists()
     assert finish(icefloe(home, "db", "stop")).strip() == "not running"
+    assert finish(icefloe(home, "db", "status")).startswith("not running")

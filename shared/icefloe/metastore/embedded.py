@@ -21,6 +21,7 @@ import os
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -141,6 +142,43 @@ def _startup_lock(data_dir: Path) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+@dataclass(frozen=True, slots=True)
+class EmbeddedStatus:
+    """The embedded server under a data directory: whether it runs, where, and which live
+    processes use it."""
+
+    data_dir: str
+    running: bool
+    pid: int | None
+    port: int | None
+    users: tuple[int, ...]
+
+
+def embedded_status(data_dir: Path) -> EmbeddedStatus:
+    """Read (and repair, as a start would) the server's state; never starts it."""
+    data_dir = data_dir.expanduser().resolve()
+    pid = port = None
+    try:
+        lines = (data_dir / "postmaster.pid").read_text().splitlines()
+        pid = int(lines[0])
+        port = int(lines[3]) if len(lines) > 3 and lines[3].strip().isdigit() else None
+    except (OSError, ValueError, IndexError):
+        pass
+    running = pid is not None and _running(pid)
+    users: list[int] = []
+    if data_dir.is_dir():
+        module = _server_module()
+        with _startup_lock(data_dir), _handles_lock(module):
+            users = repair_handles(data_dir)
+    return EmbeddedStatus(
+        data_dir=str(data_dir),
+        running=running,
+        pid=pid if running else None,
+        port=port if running else None,
+        users=tuple(users),
+    )
 
 
 def stop_embedded(data_dir: Path) -> bool:
