@@ -170,6 +170,9 @@ def _json_safe(value: object, *, bound: str) -> JsonScalar:
         text = value.hex()
         return text if len(text) <= MAX_STAT_CHARS or bound == "min" else None
     if isinstance(value, str):
+        if "\x00" in value:
+            # The meta store cannot hold NUL: a prefix still bounds from below, not above.
+            return value[: value.index("\x00")][:MAX_STAT_CHARS] if bound == "min" else None
         if len(value) <= MAX_STAT_CHARS:
             return value
         return value[:MAX_STAT_CHARS] if bound == "min" else None

@@ -100,6 +100,11 @@ class MetaStoreNotInitializedError(IcefloeError):
     """The meta store schema does not exist yet: run ``icefloe init``."""
 
 
+class IdempotencyKeyReusedError(InvalidInputError):
+    """An idempotency key was committed already with a batch of other content: nothing of this
+    batch was written (a retry must send the same batch; new rows need a new key)."""
+
+
 class BatchRejectedError(InvalidInputError):
     """A batch of rows was refused as a whole; ``problems`` name the rows and fields at fault.
 

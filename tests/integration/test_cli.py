@@ -505,3 +505,25 @@ def test_merge_wait_says_how_many_files_are_still_claimed_and_until_when(
     report = json.loads(out)
     assert report["claimed_files"] == 6
     assert datetime.fromisoformat(report["claimed_until"]) == until.replace(microsecond=0)
+
+
+@pytest.mark.parametrize(
+    ("body", "words"),
+    [
+        ('{"ts": "10000-01-01T00:00:00", "event": "e"}', "row 0, field 'ts': expected a timestamp"),
+        ('{"ts": "2026-03-01T00:00:00", "properties": {"x": NaN}}', "row 0, field 'properties'"),
+    ],
+    ids=["year 10000", "NaN in JSON"],
+)
+def test_insert_refuses_a_bad_value_naming_it_and_writes_nothing(
+    cli_env: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], body: str, words: str
+) -> None:
+    assert run("init")[0] == 0
+    create_events()
+    source = tmp_path / "bad.ndjson"
+    source.write_text(body + "\n")
+    assert run("insert", "events", str(source))[0] == 1
+    assert words in capsys.readouterr().err
+    assert json.loads(run("snapshots", "events", "--format", "json")[1]) == []
+    warehouse = tmp_path / "home" / "warehouse"
+    assert not [p for p in warehouse.rglob("*") if p.is_file()]

@@ -15,7 +15,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from icefloe.errors import BatchRejectedError, CommitOutcomeUnknownError, TableNotFoundError
+from icefloe.errors import (
+    BatchRejectedError,
+    CommitOutcomeUnknownError,
+    IdempotencyKeyReusedError,
+    InvalidInputError,
+    TableNotFoundError,
+)
 from icefloe.ingest import Inserter, InsertLimits
 from icefloe.metastore.store import MetaStore
 from icefloe.spec import TableSpec
@@ -205,6 +211,51 @@ def test_the_same_batch_sent_twice_with_one_key_is_committed_once(
     assert sorted(stored_keys(objects)) == sorted(first.files)
 
 
+def test_a_key_retried_with_other_rows_is_refused_and_writes_nothing(
+    meta: MetaStore, objects: ObjectStore, inserter: Inserter, wide: TableSpec
+) -> None:
+    first = inserter.insert_rows(
+        "wide", [{"ts": "2026-03-01T00:00:00Z", "event": "a"}], idempotency_key="batch-1"
+    )
+    before = sorted(stored_keys(objects))
+    other = [{"ts": "2026-03-01T00:00:00Z", "event": "b"}]
+    with pytest.raises(IdempotencyKeyReusedError, match=r"'batch-1'.*snapshot 1.*same rows"):
+        inserter.insert_rows("wide", other, idempotency_key="batch-1")
+    with pytest.raises(IdempotencyKeyReusedError):
+        inserter.insert_bytes(
+            "wide", json.dumps(other).encode(), fmt="json", idempotency_key="batch-1"
+        )
+    assert first.committed and len(meta.snapshots("wide")) == 1
+    assert sorted(stored_keys(objects)) == before
+    # The same rows again are still "already committed"
+    again = inserter.insert_rows(
+        "wide", [{"ts": "2026-03-01T00:00:00Z", "event": "a"}], idempotency_key="batch-1"
+    )
+    assert not again.committed and again.snapshot_id == first.snapshot_id
+
+
+def test_a_nul_character_is_stored_and_read_back_but_never_a_partition_value(
+    meta: MetaStore, objects: ObjectStore, inserter: Inserter, wide: TableSpec
+) -> None:
+    rows = [{"ts": "2026-03-01T00:00:00Z", "event": "a\x00b"}]
+    result = inserter.insert_rows("wide", rows)
+    assert result.committed
+    (stored,) = read_back(meta, objects, "wide")
+    assert stored[1] == "a\x00b"
+    (f,) = meta.files("wide")
+    # The meta store cannot hold NUL: the minimum keeps the prefix, the maximum is unknown
+    assert (f.column_stats["event"].min, f.column_stats["event"].max) == ("a", None)
+    # A partition value is kept in the meta store as it is: refused, naming the row and field
+    spec = TableSpec.create(name="by_event", schema="event VARCHAR NOT NULL", partition_by="event")
+    meta.create_table(spec)
+    with pytest.raises(BatchRejectedError, match="row 0, field 'event': a partition value"):
+        inserter.insert_rows("by_event", [{"event": "x\x00"}])
+    assert meta.snapshots("by_event") == []
+    # And an idempotency key cannot hold one either
+    with pytest.raises(InvalidInputError, match="without NUL"):
+        inserter.insert_rows("wide", rows, idempotency_key="k\x00")
+
+
 def test_a_key_used_between_the_precheck_and_the_commit_returns_the_winner_and_cleans_up(
     meta: MetaStore, objects: ObjectStore, inserter: Inserter, wide: TableSpec
 ) -> None:
@@ -314,6 +365,33 @@ BAD_ROWS: list[tuple[str, object, str]] = [
         "row 7, field 'event'",
     ),
     ("unserializable value", [{"ts": "2026-03-01", "event": "a", "props": {1, 2}}], "row 0"),
+    (
+        "year 10000",
+        [{"ts": "10000-01-01T00:00:00", "event": "a"}],
+        "row 0, field 'ts': expected a timestamp from year 1 to 9999",
+    ),
+    ("infinite timestamp", [{"ts": "infinity", "event": "a"}], "field 'ts': expected a timestamp"),
+    (
+        "infinite date",
+        [{"ts": "2026-03-01", "event": "a", "d": "infinity"}],
+        "field 'd': expected a date",
+    ),
+    ("year 0", [{"ts": "0000-12-31T00:00:00", "event": "a"}], "field 'ts'"),
+    (
+        "NaN double",
+        [{"ts": "2026-03-01", "event": "a", "score": float("nan")}],
+        "row 0, field 'score': NaN and infinities are refused",
+    ),
+    (
+        "infinite double",
+        [{"ts": "2026-03-01", "event": "a", "score": float("inf")}],
+        "field 'score'",
+    ),
+    (
+        "NaN inside JSON",
+        [{"ts": "2026-03-01", "event": "a", "props": {"x": [float("nan")]}}],
+        "field 'props'",
+    ),
 ]
 
 
@@ -334,6 +412,12 @@ def test_bad_rows_are_refused_clearly_and_nothing_is_written(
     assert stored_keys(objects) == []
 
 
+def _parquet(columns: dict[str, pa.Array]) -> bytes:
+    sink = io.BytesIO()
+    pq.write_table(pa.table(columns), sink)
+    return sink.getvalue()
+
+
 BAD_BYTES: list[tuple[str, bytes, str, str]] = [
     ("non-JSON body", b"this is not json", "json", "invalid JSON"),
     (
@@ -345,6 +429,57 @@ BAD_BYTES: list[tuple[str, bytes, str, str]] = [
     ("CSV with an unknown column", b"ts,event,color\n2026-03-01,a,red\n", "csv", "field 'color'"),
     ("CSV with a bad integer", b"ts,event,n\n2026-03-01,a,five\n", "csv", "row 0, field 'n'"),
     ("not a Parquet file", b"PAR1 nope", "parquet", "not a readable parquet file"),
+    (
+        "JSON array missing its closing bracket",
+        b'[{"ts": "2026-03-01", "event": "a"}',
+        "json",
+        "invalid JSON",
+    ),
+    (
+        "NaN in NDJSON",
+        b'{"ts": "2026-03-01", "event": "a", "score": NaN}',
+        "ndjson",
+        "row 0, field 'score': expected a finite number",
+    ),
+    (
+        "NaN inside a JSON value",
+        b'{"ts": "2026-03-01", "event": "a", "props": {"x": NaN, "note": "nan is fine here"}}',
+        "ndjson",
+        "row 0, field 'props': expected standard JSON",
+    ),
+    (
+        "Infinity in CSV",
+        b"ts,event,score\n2026-03-01,a,inf\n",
+        "csv",
+        "row 0, field 'score': expected a finite number",
+    ),
+    ("year 10000 in CSV", b"ts,event\n10000-01-01,a\n", "csv", "row 0, field 'ts'"),
+    (
+        "an integer for a string (Parquet)",
+        _parquet({"ts": pa.array([datetime(2026, 3, 1)]), "event": pa.array([5], pa.int32())}),
+        "parquet",
+        "row 0, field 'event': expected a string",
+    ),
+    (
+        "a double for an integer (Parquet)",
+        _parquet(
+            {"ts": pa.array([datetime(2026, 3, 1)]), "event": pa.array(["a"]), "n": pa.array([2.5])}
+        ),
+        "parquet",
+        "row 0, field 'n': expected an integer",
+    ),
+    (
+        "NaN (Parquet)",
+        _parquet(
+            {
+                "ts": pa.array([datetime(2026, 3, 1)]),
+                "event": pa.array(["a"]),
+                "score": pa.array([float("nan")]),
+            }
+        ),
+        "parquet",
+        "row 0, field 'score': expected a finite number",
+    ),
 ]
 
 

@@ -325,3 +325,43 @@ def test_a_poison_message_ends_in_the_dead_letter_queue_after_max_receive_count_
     in_dlq = receive(stack.sqs, stack.dlq.url, limit=10)
     assert [m["MessageId"] for m in in_dlq] == [poison]
     assert len(meta.snapshots(TABLE)) == 1 and meta.status(TABLE).rows == 2
+
+
+BAD_VALUES = {
+    3: json.dumps({"ts": "10000-01-01T00:00:00Z", "event": "view"}),
+    7: json.dumps({"ts": "infinity", "event": "view"}),
+    11: '{"ts": "2026-05-01T00:00:00Z", "event": "view", "properties": {"x": NaN}}',
+    15: '{"ts": "2026-05-01T00:00:00Z", "event": "view", "properties": NaN}',
+}
+
+
+def test_bad_values_fail_only_their_own_messages_and_a_nul_is_stored(
+    app: ModuleType, stack: Stack, meta: MetaStore
+) -> None:
+    # Given 20 messages: four with values icefloe refuses, one with a NUL in a string
+    bodies = [BAD_VALUES.get(i) or json.dumps(event_row(i)) for i in range(20)]
+    bodies[19] = json.dumps({**event_row(19), "user_id": "u\x0019"})
+    ids = send_messages(stack.sqs, stack.queue.url, bodies, table=TABLE)
+    messages = receive(stack.sqs, stack.queue.url, limit=20)
+    # When they arrive as one SQS event
+    response = invoke(app, sqs_event(messages, stack.queue))
+    # Then only the four fail, and the sixteen others are one commit, the NUL kept
+    assert failures(response) == sorted(ids[i] for i in BAD_VALUES)
+    assert len(meta.snapshots(TABLE)) == 1 and meta.status(TABLE).rows == 16
+
+
+@pytest.mark.parametrize(
+    ("row", "words"),
+    [
+        ({"ts": "10000-01-01T00:00:00Z", "event": "view"}, "field 'ts': expected a timestamp"),
+        ({"ts": "2026-05-01T00:00:00Z", "properties": {"x": float("nan")}}, "field 'properties'"),
+    ],
+    ids=["year 10000", "NaN in a JSON value"],
+)
+def test_a_direct_invoke_with_a_bad_value_is_answered_and_writes_nothing(
+    app: ModuleType, stack: Stack, meta: MetaStore, row: dict[str, object], words: str
+) -> None:
+    response = invoke(app, {"table": TABLE, "rows": [event_row(0), row]})
+    assert response["error"]["type"] == "BatchRejectedError"
+    assert f"row 1, {words}" in response["error"]["message"]
+    assert meta.snapshots(TABLE) == [] and bucket_keys(stack.s3) == []

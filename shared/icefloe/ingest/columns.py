@@ -60,13 +60,42 @@ def expected(type_name: str) -> str:
     return f"a number that fits {type_name}"
 
 
-def _outer_error(col: Column, *, max_value_bytes: int, max_json_depth: int) -> str:
+# What a stored time may be: Python (and so every client library) reads years 1..9999 only.
+_TIME_BOUNDS = {
+    "DATE": ("DATE '0001-01-01'", "DATE '9999-12-31'"),
+    "TIMESTAMP": ("TIMESTAMP '0001-01-01'", "TIMESTAMP '9999-12-31 23:59:59.999999'"),
+    "TIMESTAMPTZ": (
+        "TIMESTAMPTZ '0001-01-01 00:00:00+00'",
+        "TIMESTAMPTZ '9999-12-31 23:59:59.999999+00'",
+    ),
+}
+# JSON text outside its strings: what is left of a standard JSON value has no letters but
+# those of true, false and null. DuckDB's parser also takes NaN and Infinity; JSON does not.
+_JSON_STRING = r'"(?:[^"\\]|\\.)*"'
+
+
+def _outer_error(
+    col: Column, *, max_value_bytes: int, max_json_depth: int, partition_source: bool = False
+) -> str:
     v = ident(col.name)
     present = ident(f"__present_{col.name}")
     checks = [
         f"WHEN NOT {present} THEN {'NULL' if col.nullable else repr('missing')}",
         f"WHEN {v} IS NULL THEN 'type'",
     ]
+    if col.type in _TIME_BOUNDS:
+        low, high = _TIME_BOUNDS[col.type]
+        checks.append(f"WHEN NOT isfinite({v}) OR {v} < {low} OR {v} > {high} THEN 'range'")
+    elif col.type in ("FLOAT", "DOUBLE"):
+        checks.append(f"WHEN isnan({v}) OR isinf({v}) THEN 'finite'")
+    if col.type == "VARCHAR" and partition_source:
+        checks.append(f"WHEN contains({v}, chr(0)) THEN 'nul'")
+    if col.type == "JSON":
+        stripped = f"regexp_replace({v}, '{_JSON_STRING}', '', 'g')"
+        checks.append(
+            f"WHEN regexp_matches(lower({v}), 'nan|inf')"
+            f" AND regexp_matches(lower({stripped}), 'nan|inf') THEN 'json'"
+        )
     if col.type in ("VARCHAR", "JSON"):
         checks.append(f"WHEN strlen({v}) > {max_value_bytes} THEN 'size'")
     elif col.type == "BLOB":
@@ -95,7 +124,9 @@ def _element_json_types(element: str) -> str:
     return "('NULL', 'VARCHAR')"
 
 
-def json_column(col: Column, *, max_value_bytes: int, max_json_depth: int) -> ColumnSQL:
+def json_column(
+    col: Column, *, max_value_bytes: int, max_json_depth: int, partition_source: bool = False
+) -> ColumnSQL:
     """SQL over a JSON-typed raw column (read from JSON records) named like the column."""
     r = ident(col.name)
     t = f"json_type({r})"
@@ -137,15 +168,32 @@ def json_column(col: Column, *, max_value_bytes: int, max_json_depth: int) -> Co
         column=col,
         value=value,
         present=f"coalesce({t} <> 'NULL', false)",
-        error=_outer_error(col, max_value_bytes=max_value_bytes, max_json_depth=max_json_depth),
+        error=_outer_error(
+            col,
+            max_value_bytes=max_value_bytes,
+            max_json_depth=max_json_depth,
+            partition_source=partition_source,
+        ),
     )
 
 
 def sql_column(
-    col: Column, *, source_type: str | None, max_value_bytes: int, max_json_depth: int
+    col: Column,
+    *,
+    source_type: str | None,
+    max_value_bytes: int,
+    max_json_depth: int,
+    partition_source: bool = False,
 ) -> ColumnSQL:
-    """SQL over a typed raw column (CSV: VARCHAR; Parquet: its own type), or an absent one."""
-    error = _outer_error(col, max_value_bytes=max_value_bytes, max_json_depth=max_json_depth)
+    """SQL over a typed raw column (CSV: VARCHAR; Parquet: its own type), or an absent one.
+    A typed source must be of the column's type family (see :func:`accepts`): a Parquet
+    INTEGER is not text, and a DOUBLE is not an integer, whatever TRY_CAST would make of it."""
+    error = _outer_error(
+        col,
+        max_value_bytes=max_value_bytes,
+        max_json_depth=max_json_depth,
+        partition_source=partition_source,
+    )
     if source_type is None:
         return ColumnSQL(
             column=col,
@@ -156,6 +204,13 @@ def sql_column(
     r = ident(col.name)
     kind = col.type
     source = source_type.upper()
+    if not accepts(kind, source):
+        return ColumnSQL(
+            column=col,
+            value=f"CAST(NULL AS {_storage_type(kind)})",
+            present=f"({r} IS NOT NULL)",
+            error=error,
+        )
     if kind == "JSON":
         if source == "VARCHAR":
             value = f"CASE WHEN json_valid({r}) THEN {r} END"
@@ -180,6 +235,40 @@ def sql_column(
     else:
         value = f"TRY_CAST({r} AS {_storage_type(kind)})"
     return ColumnSQL(column=col, value=value, present=f"({r} IS NOT NULL)", error=error)
+
+
+_INTEGER_SOURCES = (
+    "TINYINT",
+    "SMALLINT",
+    "INTEGER",
+    "BIGINT",
+    "HUGEINT",
+    "UTINYINT",
+    "USMALLINT",
+    "UINTEGER",
+    "UBIGINT",
+    "UHUGEINT",
+)
+
+
+def accepts(kind: str, source: str) -> bool:
+    """Whether a typed source column (DuckDB's name of its type) may fill a column of type
+    ``kind``: the same family, converted without guessing (range is still checked by value)."""
+    if source == "VARCHAR":
+        return True  # text is parsed as the type (CSV, or strings in Parquet)
+    if is_integer(kind):
+        return source in _INTEGER_SOURCES
+    if kind in ("FLOAT", "DOUBLE"):
+        return source in (*_INTEGER_SOURCES, "FLOAT", "DOUBLE") or source.startswith("DECIMAL")
+    if kind.startswith("DECIMAL"):
+        return source in _INTEGER_SOURCES or source.startswith("DECIMAL")
+    if kind in ("TIMESTAMP", "TIMESTAMPTZ"):
+        return source.startswith("TIMESTAMP") or source == "DATE"
+    if kind == "JSON":
+        return True  # any value has a JSON form
+    if is_list(kind):
+        return source.endswith("[]")
+    return source == kind  # VARCHAR, BOOLEAN, DATE, TIME, UUID, BLOB
 
 
 def _storage_type(kind: str) -> str:

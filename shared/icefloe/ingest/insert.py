@@ -8,6 +8,7 @@ attempt's objects are deleted.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -41,7 +42,7 @@ from icefloe.ingest.sources import (
     stage_stream,
 )
 from icefloe.metastore.models import JsonScalar, NewFile
-from icefloe.metastore.store import MetaStore
+from icefloe.metastore.store import MetaStore, check_same_batch
 from icefloe.spec import TableSpec, validate_table_name
 from icefloe.storage import ObjectStore, discard_uncommitted
 
@@ -147,13 +148,17 @@ class Inserter:
         if idempotency_key is not None:
             _check_key(idempotency_key)
         info = self._meta.get_table(table)
-        if idempotency_key is not None:
-            earlier = self._meta.snapshot_for_key(table, idempotency_key)
-            if earlier is not None:
-                return InsertResult(table, earlier.snapshot_id, False, 0, (), 0)
         staged = stage()
         try:
-            return self._write_and_commit(info.spec, staged, idempotency_key, receipts)
+            digest = batch_digest(staged) if idempotency_key is not None else None
+            if idempotency_key is not None:
+                earlier = self._meta.snapshot_for_key(table, idempotency_key)
+                if earlier is not None:
+                    check_same_batch(
+                        table, idempotency_key, earlier.snapshot_id, earlier.batch_digest, digest
+                    )
+                    return InsertResult(table, earlier.snapshot_id, False, 0, (), 0)
+            return self._write_and_commit(info.spec, staged, idempotency_key, receipts, digest)
         finally:
             staged.discard()
 
@@ -163,6 +168,7 @@ class Inserter:
         staged: StagedBatch,
         idempotency_key: str | None,
         receipts: Sequence[str],
+        digest: str | None = None,
     ) -> InsertResult:
         table = spec.name
         written: list[str] = []
@@ -176,7 +182,11 @@ class Inserter:
                 finally:
                     con.close()
             result = self._meta.commit_append(
-                table, files=files, idempotency_key=idempotency_key, receipts=receipts
+                table,
+                files=files,
+                idempotency_key=idempotency_key,
+                receipts=receipts,
+                batch_digest=digest,
             )
         except CommitOutcomeUnknownError:
             logger.warning("commit outcome unknown for %s; leaving %d objects", table, len(written))
@@ -243,8 +253,18 @@ class Inserter:
             raise errors[0]  # type: ignore[misc]
 
 
+def batch_digest(staged: StagedBatch) -> str:
+    """A digest of a batch's bytes as staged (rows are serialized the same way every time)."""
+    digest = hashlib.blake2b(digest_size=16)
+    with open(staged.path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+    return f"{staged.format}:{digest.hexdigest()}"
+
+
 def _check_key(key: str) -> None:
-    if not isinstance(key, str) or not key or len(key) > MAX_IDEMPOTENCY_KEY_CHARS:
+    if not isinstance(key, str) or not key or len(key) > MAX_IDEMPOTENCY_KEY_CHARS or "\x00" in key:
         raise InvalidInputError(
-            f"idempotency key must be a non-empty string of at most {MAX_IDEMPOTENCY_KEY_CHARS} characters"
+            f"idempotency key must be a non-empty string of at most {MAX_IDEMPOTENCY_KEY_CHARS}"
+            " characters, without NUL"
         )

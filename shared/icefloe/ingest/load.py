@@ -83,7 +83,12 @@ def _load_json(
 
     columns = ", ".join(f"{name_literal(c.name)}: 'JSON'" for c in record_columns)
     sqls = [
-        json_column(c, max_value_bytes=limits.max_value_bytes, max_json_depth=limits.max_json_depth)
+        json_column(
+            c,
+            max_value_bytes=limits.max_value_bytes,
+            max_json_depth=limits.max_json_depth,
+            partition_source=c.name in _identity_sources(spec),
+        )
         for c in record_columns
     ]
     source = _json_reader(batch, columns=columns, limits=limits, records=True)
@@ -184,6 +189,7 @@ def _load_typed(
             source_type=source_types.get(c.name),
             max_value_bytes=limits.max_value_bytes,
             max_json_depth=limits.max_json_depth,
+            partition_source=c.name in _identity_sources(spec),
         )
         for c in spec.columns
     ]
@@ -256,9 +262,26 @@ def _problems(
     return problems, total
 
 
+def _identity_sources(spec: TableSpec) -> frozenset[str]:
+    """Columns whose values become partition values (kept in the meta store as they are)."""
+    return frozenset(f.source for f in spec.partition_by if f.transform == "identity")
+
+
 def _message(kind: str, type_name: str, limits: InsertLimits) -> str:
     if kind == "missing":
         return "required, but missing or null"
+    if kind == "range":
+        what = "a date" if type_name == "DATE" else "a timestamp"
+        return f"expected {what} from year 1 to 9999 ({type_name}); infinities are refused"
+    if kind == "finite":
+        return (
+            f"expected a finite number ({type_name}): NaN and infinities are refused"
+            " (send null for a missing value)"
+        )
+    if kind == "json":
+        return "expected standard JSON: NaN and Infinity are not JSON numbers"
+    if kind == "nul":
+        return "a partition value may not hold a NUL character"
     if kind == "size":
         return f"value is over the limit of {limits.max_value_bytes:,} bytes"
     if kind == "depth":

@@ -7,6 +7,7 @@ handles them all.
 
 from __future__ import annotations
 
+import math
 import os
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -71,6 +72,7 @@ def stage_rows(
         raise BatchRejectedError(
             f"batch of {len(rows):,} rows is over the limit of {limits.max_rows:,}"
         )
+    _refuse_non_finite(rows)
     try:
         data = orjson.dumps(rows)
     except (orjson.JSONEncodeError, TypeError) as e:
@@ -79,6 +81,32 @@ def stage_rows(
         raise _too_big(len(data), limits)
     staged = _stage_bytes(data, fmt="json", directory=directory)
     return replace(staged, json_layout="array")
+
+
+def _refuse_non_finite(rows: Sequence[Mapping[str, object]]) -> None:
+    """Refuse NaN and infinities, which JSON cannot carry (orjson would write them as null,
+    and the batch would be stored with nulls nobody sent)."""
+    for index, row in enumerate(rows):
+        if not isinstance(row, Mapping):
+            continue  # the JSON reader names rows that are not objects
+        for field, value in row.items():
+            if _holds_non_finite(value):
+                problem = RowProblem(
+                    row=index,
+                    field=str(field),
+                    message="NaN and infinities are refused (send null for a missing value)",
+                )
+                raise BatchRejectedError(f"batch refused: {problem}", problems=(problem,))
+
+
+def _holds_non_finite(value: object) -> bool:
+    if isinstance(value, float):
+        return not math.isfinite(value)
+    if isinstance(value, Mapping):
+        return any(_holds_non_finite(v) for v in value.values())
+    if isinstance(value, list | tuple):
+        return any(_holds_non_finite(v) for v in value)
+    return False
 
 
 def _locate_unserializable(rows: Sequence[object], error: Exception) -> BatchRejectedError:

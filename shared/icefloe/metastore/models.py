@@ -125,6 +125,8 @@ class Snapshot:
     bytes_added: int
     bytes_removed: int
     expired: bool = False
+    # A digest of the batch committed under the idempotency key (None for other snapshots).
+    batch_digest: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

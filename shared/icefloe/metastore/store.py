@@ -35,6 +35,7 @@ from icefloe.errors import (
     CommitConflictError,
     CommitOutcomeUnknownError,
     DuplicateReceiptError,
+    IdempotencyKeyReusedError,
     InvalidInputError,
     MetaStoreNotInitializedError,
     MetaStoreUnavailableError,
@@ -83,14 +84,15 @@ _FILE_COLUMNS = """
 """
 _SNAPSHOT_COLUMNS = """
     snapshot_id, parent_id, operation, committed_at, idempotency_key, files_added, files_removed,
-    rows_added, rows_removed, bytes_added, bytes_removed, expired_at IS NOT NULL
+    rows_added, rows_removed, bytes_added, bytes_removed, expired_at IS NOT NULL, batch_digest
 """
 
 
 _INSERT_SNAPSHOT = """
     INSERT INTO snapshots (table_id, snapshot_id, parent_id, operation, idempotency_key,
-        files_added, files_removed, rows_added, rows_removed, bytes_added, bytes_removed)
-    VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+        files_added, files_removed, rows_added, rows_removed, bytes_added, bytes_removed,
+        batch_digest)
+    VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
 """
 _INSERT_FILE = """
     INSERT INTO data_files (table_id, path, partition_path, partition_values, partition_start,
@@ -121,6 +123,7 @@ class _CommitRequest:
     idempotency_key: str | None
     claim_token: uuid.UUID | None
     receipts: Sequence[str]
+    batch_digest: str | None = None
 
 
 # A pooled connection idle longer than this is checked (one round trip) before it is used.
@@ -517,8 +520,10 @@ class MetaStore:
         files: Sequence[NewFile],
         idempotency_key: str | None = None,
         receipts: Sequence[str] = (),
+        batch_digest: str | None = None,
     ) -> CommitResult:
-        """Add files in one new snapshot; a used ``idempotency_key`` returns the earlier one.
+        """Add files in one new snapshot; a used ``idempotency_key`` returns the earlier one
+        (unless the earlier batch's ``batch_digest`` differs: :class:`IdempotencyKeyReusedError`).
 
         ``receipts`` (message ids) are recorded with the snapshot; if any was recorded before,
         :class:`DuplicateReceiptError` names them and nothing is committed.
@@ -529,6 +534,7 @@ class MetaStore:
             add=files,
             idempotency_key=idempotency_key,
             receipts=receipts,
+            batch_digest=batch_digest,
         )
 
     def committed_receipts(self, table: str, receipts: Sequence[str]) -> dict[str, int]:
@@ -576,6 +582,7 @@ class MetaStore:
         idempotency_key: str | None = None,
         claim_token: uuid.UUID | None = None,
         receipts: Sequence[str] = (),
+        batch_digest: str | None = None,
     ) -> CommitResult:
         """Run the commit protocol, retrying transient failures that surely did not commit.
 
@@ -584,6 +591,9 @@ class MetaStore:
         :class:`MetaStoreUnavailableError` (nothing committed).
         """
         _check_commit_input(operation, add, remove)
+        for text in (idempotency_key, *receipts):
+            if text is not None and "\x00" in text:
+                raise InvalidInputError("an idempotency key or receipt may not hold NUL")
         if len(receipts) != len(set(receipts)):
             raise InvalidInputError("a commit names the same receipt twice")
         request = _CommitRequest(
@@ -594,6 +604,7 @@ class MetaStore:
             idempotency_key=idempotency_key,
             claim_token=claim_token,
             receipts=receipts,
+            batch_digest=batch_digest,
         )
         attempt = 0
         while True:
@@ -653,7 +664,8 @@ class MetaStore:
                 (info.table_id,),
             )
             earlier = conn.execute(
-                "SELECT snapshot_id FROM snapshots WHERE table_id = %s AND idempotency_key = %s",
+                "SELECT snapshot_id, batch_digest FROM snapshots"
+                " WHERE table_id = %s AND idempotency_key = %s",
                 (info.table_id, idempotency_key),
             )
         head_row = locked.fetchone()
@@ -663,6 +675,13 @@ class MetaStore:
         head = int(head_row[0])
         earlier_row = earlier.fetchone() if idempotency_key is not None else None
         if earlier_row is not None:
+            check_same_batch(
+                info.name,
+                idempotency_key,
+                int(earlier_row[0]),
+                earlier_row[1],
+                request.batch_digest,
+            )
             return _already_committed(info.name, int(earlier_row[0]))
 
         if receipts:
@@ -695,6 +714,7 @@ class MetaStore:
             rows_removed,
             bytes_added,
             bytes_removed,
+            request.batch_digest if idempotency_key is not None else None,
         )
         try:
             # Pipelined: the writes go out together and the head lock is held for one round trip.
@@ -766,6 +786,18 @@ def _check_commit_input(
     paths = [f.path for f in add]
     if len(paths) != len(set(paths)):
         raise InvalidInputError("a commit adds the same path twice")
+
+
+def check_same_batch(
+    table: str, key: str | None, snapshot_id: int, committed: str | None, retried: str | None
+) -> None:
+    """Refuse a retry of an idempotency key whose batch differs from the one it committed
+    (snapshots committed before digests were kept, or without one, are trusted)."""
+    if committed is not None and retried is not None and committed != retried:
+        raise IdempotencyKeyReusedError(
+            f"idempotency key {key!r} of {table!r} committed snapshot {snapshot_id} with another"
+            " batch; a retry must send the same rows, and new rows need a new key"
+        )
 
 
 def _already_committed(table: str, snapshot_id: int) -> CommitResult:
@@ -854,6 +886,7 @@ def _snapshot(row: Sequence[Any]) -> Snapshot:
         bytes_added=int(row[9]),
         bytes_removed=int(row[10]),
         expired=bool(row[11]),
+        batch_digest=row[12],
     )
 
 
