@@ -255,13 +255,12 @@ class MetaStore:
         return _table_info(row)
 
     def get_table(self, name: str) -> TableInfo:
-        with self._connection() as conn:
+        with self._autocommit() as conn:
             row = conn.execute(
                 "SELECT table_id, name, spec, head_snapshot_id, created_at"
                 " FROM lake_tables WHERE name = %s",
                 (name,),
             ).fetchone()
-            conn.rollback()
         if row is None:
             raise TableNotFoundError(f"no table named {name!r}")
         return _table_info(row)
@@ -313,12 +312,11 @@ class MetaStore:
                 conn.read_only = None
 
     def list_tables(self) -> list[TableInfo]:
-        with self._connection() as conn:
+        with self._autocommit() as conn:
             rows = conn.execute(
                 "SELECT table_id, name, spec, head_snapshot_id, created_at"
                 " FROM lake_tables ORDER BY name"
             ).fetchall()
-            conn.rollback()
         return [_table_info(row) for row in rows]
 
     # -- snapshots ------------------------------------------------------------------------------
@@ -326,24 +324,22 @@ class MetaStore:
     def snapshots(self, table: str) -> list[Snapshot]:
         """Every snapshot of a table, oldest first (expired ones flagged)."""
         info = self.get_table(table)
-        with self._connection() as conn:
+        with self._autocommit() as conn:
             query = sql.SQL(
                 "SELECT {columns} FROM snapshots WHERE table_id = %s ORDER BY snapshot_id"
             ).format(columns=sql.SQL(_SNAPSHOT_COLUMNS))
             rows = conn.execute(query, (info.table_id,)).fetchall()
-            conn.rollback()
         return [_snapshot(row) for row in rows]
 
     def snapshot_for_key(self, table: str, idempotency_key: str) -> Snapshot | None:
         """The snapshot committed under ``idempotency_key``, if any (a cheap pre-check that
         spares a retried batch its writes; the commit itself re-checks under the head lock)."""
         info = self._table_ref(table)
-        with self._connection() as conn:
+        with self._autocommit() as conn:
             query = sql.SQL(
                 "SELECT {columns} FROM snapshots WHERE table_id = %s AND idempotency_key = %s"
             ).format(columns=sql.SQL(_SNAPSHOT_COLUMNS))
             row = conn.execute(query, (info.table_id, idempotency_key)).fetchone()
-            conn.rollback()
         return None if row is None else _snapshot(row)
 
     def resolve_snapshot(
@@ -407,15 +403,14 @@ class MetaStore:
             "SELECT {columns} FROM data_files WHERE table_id = %s AND file_id = ANY(%s)"
             " ORDER BY file_id"
         ).format(columns=sql.SQL(_FILE_COLUMNS))
-        with self._connection() as conn:
+        with self._autocommit() as conn:
             rows = conn.execute(query, (info.table_id, sorted(set(file_ids)))).fetchall()
-            conn.rollback()
         return [_data_file(row) for row in rows]
 
     def status(self, table: str) -> TableStatus:
         """Live files, partitions, rows and bytes at the head."""
         info = self.get_table(table)
-        with self._connection() as conn:
+        with self._autocommit() as conn:
             row = conn.execute(
                 """
                 SELECT count(*), count(DISTINCT partition_path),
@@ -427,7 +422,6 @@ class MetaStore:
                 """,
                 (info.table_id,),
             ).fetchone()
-            conn.rollback()
         assert row is not None
         return TableStatus(
             table=info.name,
@@ -542,13 +536,12 @@ class MetaStore:
         if not receipts:
             return {}
         info = self._table_ref(table)
-        with self._connection() as conn:
+        with self._autocommit() as conn:
             rows = conn.execute(
                 "SELECT receipt, snapshot_id FROM ingest_receipts"
                 " WHERE table_id = %s AND receipt = ANY(%s)",
                 (info.table_id, list(receipts)),
             ).fetchall()
-            conn.rollback()
         return {str(r[0]): int(r[1]) for r in rows}
 
     def commit_replace(
