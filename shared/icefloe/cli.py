@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Sequence
 from contextlib import suppress
 from dataclasses import asdict, is_dataclass
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any, TextIO
 from uuid import UUID
@@ -77,6 +77,13 @@ def build_parser() -> argparse.ArgumentParser:
     show = table_commands.add_parser("show", help="show a table's spec and head")
     show.add_argument("name")
     _add_format(show)
+    drop = table_commands.add_parser(
+        "drop",
+        help="drop a table: gone from listings and queries at once, its objects deleted by gc"
+        " after the table's retention",
+    )
+    drop.add_argument("name")
+    _add_format(drop)
 
     insert = commands.add_parser("insert", help="insert events from a file or stdin")
     insert.add_argument("name")
@@ -289,6 +296,22 @@ def _table_list(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
 def _table_show(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
     info = runtime.meta.get_table(args.name)
     _emit(out, args.format, _table_row(info), lambda: _describe(info))
+    return 0
+
+
+def _table_drop(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
+    info = runtime.meta.drop_table(args.name)
+    retention = timedelta(seconds=info.spec.retention.snapshot_retention_seconds)
+    row = {**_table_row(info), "purged_after": format_duration(retention)}
+    _emit(
+        out,
+        args.format,
+        row,
+        lambda: (
+            f"dropped table {info.name}; gc deletes its objects once {format_duration(retention)}"
+            " (its retention) have passed; a table of that name can be created now"
+        ),
+    )
     return 0
 
 
@@ -622,6 +645,7 @@ _COMMANDS: dict[str, Callable[[Runtime, argparse.Namespace, TextIO], int]] = {
     "table create": _table_create,
     "table list": _table_list,
     "table show": _table_show,
+    "table drop": _table_drop,
     "insert": _insert,
     "demo": _demo,
     "merge": _merge,

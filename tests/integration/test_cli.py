@@ -527,3 +527,23 @@ def test_insert_refuses_a_bad_value_naming_it_and_writes_nothing(
     assert json.loads(run("snapshots", "events", "--format", "json")[1]) == []
     warehouse = tmp_path / "home" / "warehouse"
     assert not [p for p in warehouse.rglob("*") if p.is_file()]
+
+
+def test_table_drop_then_create_again_then_gc_purges_the_dropped_one(
+    cli_env: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run("init")[0] == 0
+    create_events()
+    source = tmp_path / "one.ndjson"
+    source.write_text(json.dumps({"ts": "2026-03-01T00:00:00", "event": "e"}) + "\n")
+    assert run("insert", "events", str(source))[0] == 0
+    code, text = run("table", "drop", "events")
+    assert code == 0 and text.startswith("dropped table events") and "3d" in text
+    assert json.loads(run("table", "list", "--format", "json")[1]) == []
+    assert run("table", "drop", "events")[0] == 1
+    assert "no table named 'events'" in capsys.readouterr().err
+    create_events()
+    code, out = run("gc", "--retention", "0s", "--format", "json")
+    assert code == 0 and json.loads(out)["tables_purged"] == ["events"]
+    warehouse = tmp_path / "home" / "warehouse"
+    assert not [p for p in warehouse.rglob("*.parquet")]

@@ -158,7 +158,9 @@ class Inserter:
                         table, idempotency_key, earlier.snapshot_id, earlier.batch_digest, digest
                     )
                     return InsertResult(table, earlier.snapshot_id, False, 0, (), 0)
-            return self._write_and_commit(info.spec, staged, idempotency_key, receipts, digest)
+            return self._write_and_commit(
+                info.spec, staged, idempotency_key, receipts, digest, info.table_id
+            )
         finally:
             staged.discard()
 
@@ -169,6 +171,7 @@ class Inserter:
         idempotency_key: str | None,
         receipts: Sequence[str],
         digest: str | None = None,
+        table_id: int | None = None,
     ) -> InsertResult:
         table = spec.name
         written: list[str] = []
@@ -187,6 +190,7 @@ class Inserter:
                 idempotency_key=idempotency_key,
                 receipts=receipts,
                 batch_digest=digest,
+                table_id=table_id,
             )
         except CommitOutcomeUnknownError:
             logger.warning("commit outcome unknown for %s; leaving %d objects", table, len(written))

@@ -34,10 +34,11 @@ from icefloe.errors import (
     IcefloeError,
     InvalidInputError,
     MetaStoreUnavailableError,
+    TableNotFoundError,
 )
 from icefloe.janitor.durations import format_duration
 from icefloe.metastore.jobs import JobStore
-from icefloe.metastore.maintenance import Maintenance
+from icefloe.metastore.maintenance import DroppedTable, Maintenance
 from icefloe.metastore.models import DataFile
 from icefloe.metastore.store import MetaStore
 from icefloe.storage import ObjectStore
@@ -104,6 +105,9 @@ class JanitorReport:
     receipts_pruned: int
     failed_tables: Mapping[str, str] = field(default_factory=dict)
     jobs_settled: int = 0  # compaction jobs whose end was reconciled
+    # Dropped tables whose retention had passed: their objects and rows are gone.
+    tables_purged: tuple[str, ...] = ()
+    purged_objects: int = 0
 
     def total(self, name: str) -> int:
         return sum(int(getattr(t, name)) for t in self.tables)
@@ -120,6 +124,8 @@ class JanitorReport:
             "claims_freed": self.claims_freed,
             "receipts_pruned": self.receipts_pruned,
             "jobs_settled": self.jobs_settled,
+            "tables_purged": list(self.tables_purged),
+            "purged_objects": self.purged_objects,
             "failed_tables": dict(self.failed_tables),
             "tables": [t.to_json() for t in self.tables],
         }
@@ -182,7 +188,11 @@ class Janitor:
                 application_id=self._emr_application_id,
             )
         )
-        names = [table] if table is not None else [t.name for t in self._meta.list_tables()]
+        live = [t.name for t in self._meta.list_tables()]
+        dropped = self._maintenance.dropped_tables(name=table)
+        if table is not None and table not in live and not dropped:
+            raise TableNotFoundError(f"no table named {table!r}")
+        names = ([table] if table in live else []) if table is not None else live
         collected: list[TableCollection] = []
         failures: dict[str, str] = {}
         for name in names:
@@ -203,9 +213,14 @@ class Janitor:
                     raise
                 logger.warning("garbage collection of %s failed: %s", name, e)
                 failures[name] = f"{type(e).__name__}: {e}"
+        purged, purged_objects = self._purge_dropped(
+            dropped, retention=retention, dry_run=dry_run, max_files=max_files
+        )
         report = JanitorReport(
             dry_run=dry_run,
             tables=tuple(collected),
+            tables_purged=tuple(purged),
+            purged_objects=purged_objects,
             claims_freed=self._maintenance.free_expired_claims(dry_run=dry_run),
             receipts_pruned=self._maintenance.prune_receipts(
                 older_than=RECEIPT_RETENTION, dry_run=dry_run
@@ -285,6 +300,49 @@ class Janitor:
             files += self._maintenance.forget_files(table, [f.file_id for f in batch])
             size += sum(f.size_bytes for f in batch)
         return files, size
+
+    def _purge_dropped(
+        self,
+        dropped: Sequence[DroppedTable],
+        *,
+        retention: timedelta | None,
+        dry_run: bool,
+        max_files: int,
+    ) -> tuple[list[str], int]:
+        """Delete the objects, then the rows, of dropped tables past their retention (a
+        table's own, or ``retention``); at most ``max_files`` objects a run, the rest next."""
+        now = self._clock()
+        purged: list[str] = []
+        deleted = 0
+        for table in dropped:
+            keep = (
+                retention
+                if retention is not None
+                else timedelta(seconds=table.spec.retention.snapshot_retention_seconds)
+            )
+            if table.dropped_at > now - keep:
+                continue
+            if dry_run:
+                purged.append(table.name)
+                continue
+            while deleted < max_files:
+                page = self._maintenance.table_paths(
+                    table.table_id, limit=min(self._page_size, max_files - deleted)
+                )
+                if not page:
+                    break
+                self._objects.delete_many(path for _, path in page)
+                self._maintenance.forget_file_rows(table.table_id, [i for i, _ in page])
+                deleted += len(page)
+            if self._maintenance.table_paths(table.table_id, limit=1):
+                break  # this run's budget is spent; the next run goes on
+            for job_id, manifest in self._maintenance.table_jobs(table.table_id):
+                listings = self._objects.list_prefix(f"{table.name}/jobs/{job_id}/")
+                self._objects.delete_many([manifest, *(o.key for o in listings)])
+            self._maintenance.forget_table(table.table_id)
+            logger.info("purged dropped table %s (id %d)", table.name, table.table_id)
+            purged.append(table.name)
+        return purged, deleted
 
     def _sweep_cutoff(self, table: str, grace: timedelta) -> datetime:
         """What is older than this and unregistered (or unfinished) was left by a writer that

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from psycopg import sql
 
 from icefloe.metastore.models import DataFile
 from icefloe.metastore.store import _FILE_COLUMNS, MetaStore, _data_file
+from icefloe.spec import TableSpec
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,3 +170,64 @@ class Maintenance:
                 "DELETE FROM ingest_receipts WHERE received_at < now() - %s", (older_than,)
             )
             return cur.rowcount
+
+    def dropped_tables(self, *, name: str | None = None) -> list[DroppedTable]:
+        """Dropped tables not purged yet (of one name, when given), oldest drop first."""
+        with self._meta._connection() as conn:
+            rows = conn.execute(
+                "SELECT table_id, name, spec, dropped_at FROM lake_tables"
+                " WHERE dropped_at IS NOT NULL AND (%(name)s::text IS NULL OR name = %(name)s)"
+                " ORDER BY dropped_at",
+                {"name": name},
+            ).fetchall()
+            conn.rollback()
+        return [
+            DroppedTable(
+                table_id=int(r[0]), name=str(r[1]), spec=TableSpec.from_dict(r[2]), dropped_at=r[3]
+            )
+            for r in rows
+        ]
+
+    def table_paths(self, table_id: int, *, limit: int) -> list[tuple[int, str]]:
+        """Up to ``limit`` (file id, path) of a dropped table's file rows, live or dead."""
+        with self._meta._connection() as conn:
+            rows = conn.execute(
+                "SELECT file_id, path FROM data_files WHERE table_id = %s ORDER BY file_id LIMIT %s",
+                (table_id, limit),
+            ).fetchall()
+            conn.rollback()
+        return [(int(r[0]), str(r[1])) for r in rows]
+
+    def forget_file_rows(self, table_id: int, file_ids: Sequence[int]) -> int:
+        with self._meta._connection() as conn, conn.transaction():
+            cur = conn.execute(
+                "DELETE FROM data_files WHERE table_id = %s AND file_id = ANY(%s)",
+                (table_id, list(file_ids)),
+            )
+            return cur.rowcount
+
+    def table_jobs(self, table_id: int) -> list[tuple[str, str]]:
+        """(job id, manifest key) of every compaction job recorded for a table."""
+        with self._meta._connection() as conn:
+            rows = conn.execute(
+                "SELECT job_id, manifest_key FROM compaction_jobs WHERE table_id = %s",
+                (table_id,),
+            ).fetchall()
+            conn.rollback()
+        return [(str(r[0]), str(r[1])) for r in rows]
+
+    def forget_table(self, table_id: int) -> None:
+        """Delete a dropped table's row and, by cascade, its snapshots, receipts and jobs."""
+        with self._meta._connection() as conn, conn.transaction():
+            conn.execute(
+                "DELETE FROM lake_tables WHERE table_id = %s AND dropped_at IS NOT NULL",
+                (table_id,),
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class DroppedTable:
+    table_id: int
+    name: str
+    spec: TableSpec
+    dropped_at: datetime

@@ -110,7 +110,7 @@ _MOVE_HEAD = "UPDATE lake_tables SET head_snapshot_id = %s WHERE table_id = %s"
 
 @dataclass(frozen=True, slots=True)
 class _TableRef:
-    table_id: int
+    table_id: int | None  # None: whichever live table has the name when the commit runs
     name: str
 
 
@@ -173,7 +173,6 @@ class MetaStore:
         connection fails, at most once per ``min_refresh_interval_s``."""
         self.schema = schema
         self._commit_attempts = commit_attempts
-        self._refs: dict[str, _TableRef] = {}
         self._recent = _CheckWhenIdle(idle_s=CHECK_AFTER_IDLE_S)
         if not _SCHEMA_NAME.match(schema):
             raise InvalidInputError(f"meta store schema {schema!r} is not a plain lower-case name")
@@ -254,11 +253,26 @@ class MetaStore:
         assert row is not None
         return _table_info(row)
 
+    def drop_table(self, name: str) -> TableInfo:
+        """Drop a table: from now on no listing, query, insert or merge sees it (a commit in
+        flight fails), and a table of the same name may be created at once. Its objects and
+        rows stay until the janitor purges them, after the table's retention."""
+        with self._connection() as conn, conn.transaction():
+            row = conn.execute(
+                "UPDATE lake_tables SET dropped_at = now()"
+                " WHERE name = %s AND dropped_at IS NULL"
+                " RETURNING table_id, name, spec, head_snapshot_id, created_at",
+                (name,),
+            ).fetchone()
+        if row is None:
+            raise TableNotFoundError(f"no table named {name!r}")
+        return _table_info(row)
+
     def get_table(self, name: str) -> TableInfo:
         with self._autocommit() as conn:
             row = conn.execute(
                 "SELECT table_id, name, spec, head_snapshot_id, created_at"
-                " FROM lake_tables WHERE name = %s",
+                " FROM lake_tables WHERE name = %s AND dropped_at IS NULL",
                 (name,),
             ).fetchone()
         if row is None:
@@ -280,7 +294,7 @@ class MetaStore:
             rows = (
                 conn.execute(
                     "SELECT table_id, name, spec, head_snapshot_id, created_at"
-                    " FROM lake_tables WHERE name = ANY(%s) ORDER BY name",
+                    " FROM lake_tables WHERE name = ANY(%s) AND dropped_at IS NULL ORDER BY name",
                     (sorted(names),),
                 ).fetchall()
                 if names
@@ -315,7 +329,7 @@ class MetaStore:
         with self._autocommit() as conn:
             rows = conn.execute(
                 "SELECT table_id, name, spec, head_snapshot_id, created_at"
-                " FROM lake_tables ORDER BY name"
+                " FROM lake_tables WHERE dropped_at IS NULL ORDER BY name"
             ).fetchall()
         return [_table_info(row) for row in rows]
 
@@ -334,12 +348,12 @@ class MetaStore:
     def snapshot_for_key(self, table: str, idempotency_key: str) -> Snapshot | None:
         """The snapshot committed under ``idempotency_key``, if any (a cheap pre-check that
         spares a retried batch its writes; the commit itself re-checks under the head lock)."""
-        info = self._table_ref(table)
         with self._autocommit() as conn:
             query = sql.SQL(
-                "SELECT {columns} FROM snapshots WHERE table_id = %s AND idempotency_key = %s"
+                "SELECT {columns} FROM snapshots"
+                " WHERE table_id = (SELECT table_id FROM lake_tables WHERE name = %s AND dropped_at IS NULL) AND idempotency_key = %s"
             ).format(columns=sql.SQL(_SNAPSHOT_COLUMNS))
-            row = conn.execute(query, (info.table_id, idempotency_key)).fetchone()
+            row = conn.execute(query, (table, idempotency_key)).fetchone()
         return None if row is None else _snapshot(row)
 
     def resolve_snapshot(
@@ -398,13 +412,12 @@ class MetaStore:
     def files_by_id(self, table: str, file_ids: Sequence[int]) -> list[DataFile]:
         """The rows of these files of ``table``, live or not, in id order (missing ids are
         simply absent): what a merge worker checks its inputs against."""
-        info = self._table_ref(table)
         query = sql.SQL(
-            "SELECT {columns} FROM data_files WHERE table_id = %s AND file_id = ANY(%s)"
-            " ORDER BY file_id"
+            "SELECT {columns} FROM data_files"
+            " WHERE table_id = (SELECT table_id FROM lake_tables WHERE name = %s AND dropped_at IS NULL) AND file_id = ANY(%s) ORDER BY file_id"
         ).format(columns=sql.SQL(_FILE_COLUMNS))
         with self._autocommit() as conn:
-            rows = conn.execute(query, (info.table_id, sorted(set(file_ids)))).fetchall()
+            rows = conn.execute(query, (table, sorted(set(file_ids)))).fetchall()
         return [_data_file(row) for row in rows]
 
     def status(self, table: str) -> TableStatus:
@@ -499,14 +512,6 @@ class MetaStore:
 
     # -- commits --------------------------------------------------------------------------------
 
-    def _table_ref(self, name: str) -> _TableRef:
-        """The table's id, cached: names are never reused, and the commit re-checks the row."""
-        ref = self._refs.get(name)
-        if ref is None:
-            ref = _TableRef(table_id=self.get_table(name).table_id, name=name)
-            self._refs[name] = ref
-        return ref
-
     def commit_append(
         self,
         table: str,
@@ -515,12 +520,15 @@ class MetaStore:
         idempotency_key: str | None = None,
         receipts: Sequence[str] = (),
         batch_digest: str | None = None,
+        table_id: int | None = None,
     ) -> CommitResult:
         """Add files in one new snapshot; a used ``idempotency_key`` returns the earlier one
         (unless the earlier batch's ``batch_digest`` differs: :class:`IdempotencyKeyReusedError`).
 
         ``receipts`` (message ids) are recorded with the snapshot; if any was recorded before,
-        :class:`DuplicateReceiptError` names them and nothing is committed.
+        :class:`DuplicateReceiptError` names them and nothing is committed. ``table_id`` (the
+        table the files were written for) refuses the commit if the table was dropped and
+        created again meanwhile.
         """
         return self.commit(
             table,
@@ -529,18 +537,19 @@ class MetaStore:
             idempotency_key=idempotency_key,
             receipts=receipts,
             batch_digest=batch_digest,
+            table_id=table_id,
         )
 
     def committed_receipts(self, table: str, receipts: Sequence[str]) -> dict[str, int]:
         """Which of ``receipts`` are committed already, and in which snapshot."""
         if not receipts:
             return {}
-        info = self._table_ref(table)
         with self._autocommit() as conn:
             rows = conn.execute(
                 "SELECT receipt, snapshot_id FROM ingest_receipts"
-                " WHERE table_id = %s AND receipt = ANY(%s)",
-                (info.table_id, list(receipts)),
+                " WHERE table_id = (SELECT table_id FROM lake_tables"
+                "  WHERE name = %s AND dropped_at IS NULL) AND receipt = ANY(%s)",
+                (table, list(receipts)),
             ).fetchall()
         return {str(r[0]): int(r[1]) for r in rows}
 
@@ -576,6 +585,7 @@ class MetaStore:
         claim_token: uuid.UUID | None = None,
         receipts: Sequence[str] = (),
         batch_digest: str | None = None,
+        table_id: int | None = None,
     ) -> CommitResult:
         """Run the commit protocol, retrying transient failures that surely did not commit.
 
@@ -590,7 +600,7 @@ class MetaStore:
         if len(receipts) != len(set(receipts)):
             raise InvalidInputError("a commit names the same receipt twice")
         request = _CommitRequest(
-            info=self._table_ref(table),
+            info=_TableRef(table_id=table_id, name=table),
             operation=operation,
             add=add,
             remove=remove,
@@ -653,19 +663,26 @@ class MetaStore:
         # (while it held the lock) is visible only to a statement that starts after the lock.
         with conn.pipeline():
             locked = conn.execute(
-                "SELECT head_snapshot_id FROM lake_tables WHERE table_id = %s FOR UPDATE",
-                (info.table_id,),
+                "SELECT table_id, head_snapshot_id FROM lake_tables"
+                " WHERE name = %s AND dropped_at IS NULL FOR UPDATE",
+                (info.name,),
             )
             earlier = conn.execute(
-                "SELECT snapshot_id, batch_digest FROM snapshots"
-                " WHERE table_id = %s AND idempotency_key = %s",
-                (info.table_id, idempotency_key),
+                "SELECT snapshot_id, batch_digest FROM snapshots WHERE table_id = ("
+                "SELECT table_id FROM lake_tables WHERE name = %s AND dropped_at IS NULL)"
+                " AND idempotency_key = %s",
+                (info.name, idempotency_key),
             )
         head_row = locked.fetchone()
         if head_row is None:
-            self._refs.pop(info.name, None)
-            raise TableNotFoundError(f"table {info.name!r} was dropped")
-        head = int(head_row[0])
+            raise TableNotFoundError(f"no table named {info.name!r} (was it dropped?)")
+        if info.table_id is not None and int(head_row[0]) != info.table_id:
+            raise TableNotFoundError(
+                f"table {info.name!r} was dropped (and created again) while this commit was"
+                " prepared; nothing was committed"
+            )
+        table_id = int(head_row[0])
+        head = int(head_row[1])
         earlier_row = earlier.fetchone() if idempotency_key is not None else None
         if earlier_row is not None:
             check_same_batch(
@@ -680,7 +697,7 @@ class MetaStore:
         if receipts:
             seen = conn.execute(
                 "SELECT receipt FROM ingest_receipts WHERE table_id = %s AND receipt = ANY(%s)",
-                (info.table_id, list(receipts)),
+                (table_id, list(receipts)),
             ).fetchall()
             if seen:
                 raise DuplicateReceiptError(
@@ -690,13 +707,15 @@ class MetaStore:
 
         rows_removed = bytes_removed = 0
         if remove:
-            rows_removed, bytes_removed = _validate_inputs(conn, info, remove, claim_token)
+            rows_removed, bytes_removed = _validate_inputs(
+                conn, _TableRef(table_id, info.name), remove, claim_token
+            )
 
         new_id = head + 1
         rows_added = sum(f.row_count for f in add)
         bytes_added = sum(f.size_bytes for f in add)
         snapshot_params = (
-            info.table_id,
+            table_id,
             new_id,
             head or None,
             operation,
@@ -714,14 +733,12 @@ class MetaStore:
             with conn.pipeline(), conn.cursor() as cur:
                 cur.execute(_INSERT_SNAPSHOT, snapshot_params)
                 if add:
-                    cur.executemany(
-                        _INSERT_FILE, [_file_params(info.table_id, f, new_id) for f in add]
-                    )
+                    cur.executemany(_INSERT_FILE, [_file_params(table_id, f, new_id) for f in add])
                 if remove:
                     cur.execute(_END_FILES, (new_id, list(remove)))
                 if receipts:
-                    cur.executemany(_INSERT_RECEIPT, [(info.table_id, r, new_id) for r in receipts])
-                cur.execute(_MOVE_HEAD, (new_id, info.table_id))
+                    cur.executemany(_INSERT_RECEIPT, [(table_id, r, new_id) for r in receipts])
+                cur.execute(_MOVE_HEAD, (new_id, table_id))
         except pgerrors.UniqueViolation as e:
             raise _unique_violation(info.name, e) from e
         return CommitResult(
@@ -1001,7 +1018,8 @@ class TablesRead:
 
 def _resolve(conn: Conn, table: str, *, snapshot_id: int | None, as_of: datetime | None) -> _Pin:
     head = conn.execute(
-        "SELECT table_id, head_snapshot_id FROM lake_tables WHERE name = %s", (table,)
+        "SELECT table_id, head_snapshot_id FROM lake_tables WHERE name = %s AND dropped_at IS NULL",
+        (table,),
     ).fetchone()
     if head is None:
         raise TableNotFoundError(f"no table named {table!r}")

@@ -333,8 +333,9 @@ class QueryEngine:
             ranges[field.source] = _with_window(time_range_of(scans, spec), window)
         start_from, start_before = listing_window(spec, ranges)
         pinned = read.pin(spec.name, snapshot_id=snapshot_id, as_of=as_of)
-        # A snapshot never changes, so a plan of the same scans over it stays right.
-        key = (scans.key, spec.name, pinned.snapshot_id)
+        # A snapshot never changes, so a plan of the same scans over it stays right (the table
+        # id tells a dropped table's snapshot from that of a new table of the same name).
+        key = (scans.key, spec.name, read.tables[spec.name].table_id, pinned.snapshot_id)
         hit = self._plan_cache.get(key) if scans.key is not None else None
         if hit is not None:
             return hit
