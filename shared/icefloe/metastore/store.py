@@ -963,30 +963,51 @@ class PinnedSnapshot:
                 where, sql.Literal(name), sql.Placeholder(f"partition_{i}")
             )
             params[f"partition_{i}"] = Jsonb(value)
-        query = sql.SQL(
-            "WITH live AS MATERIALIZED ("
-            " SELECT path, size_bytes, row_count, {needed} AS needed FROM data_files WHERE {where})"
-            " SELECT 'file', path, size_bytes, row_count FROM live WHERE needed"
-            " UNION ALL SELECT 'count', NULL, count(*), NULL FROM live"
-            " UNION ALL SELECT 'expired', NULL, NULL, NULL WHERE NOT EXISTS ("
-            "  SELECT FROM snapshots WHERE table_id = %(table_id)s AND snapshot_id = %(at)s"
-            "  AND expired_at IS NULL)"
-        ).format(
-            needed=render(may_match) if may_match is not None else sql.SQL("true"),
-            where=where,
+        # One statement: the files to read; how many live files the window left (only when
+        # statistics narrow them further, else it is the same number); and a row when the
+        # snapshot has expired (its files may be partly forgotten already).
+        parts = [
+            sql.SQL(
+                "SELECT path, size_bytes, row_count FROM data_files WHERE {where}{needed}"
+            ).format(
+                where=where,
+                needed=sql.SQL(" AND {}").format(render(may_match))
+                if may_match is not None
+                else sql.SQL(""),
+            )
+        ]
+        if may_match is not None:
+            parts.append(
+                sql.SQL("SELECT NULL, count(*), NULL FROM data_files WHERE {}").format(where)
+            )
+        parts.append(
+            sql.Composed(
+                [
+                    sql.SQL(
+                        "SELECT NULL, NULL, NULL WHERE NOT EXISTS (SELECT FROM snapshots"
+                        " WHERE table_id = %(table_id)s AND snapshot_id = %(at)s"
+                        " AND expired_at IS NULL)"
+                    )
+                ]
+            )
         )
+        query = sql.SQL(" UNION ALL ").join(parts)
         files: list[ScanFile] = []
-        considered = 0
-        for kind, path, size, count in self._conn.execute(query, params).fetchall():
-            if kind == "file":
+        considered: int | None = None
+        # Not prepared: a generic plan (Postgres's choice after a few runs of a prepared
+        # statement) cannot use the snapshot id to pick the index, and was 1.7x slower at 10^5.
+        for path, size, count in self._conn.execute(query, params, prepare=False).fetchall():
+            if path is not None:
                 files.append(ScanFile(path=path, size_bytes=size, row_count=count))
-            elif kind == "count":
-                considered = int(size)
+            elif size is not None:
+                considered = int(size)  # the count row (paths are never NULL)
             else:
                 raise SnapshotNotFoundError(
                     f"snapshot {self.snapshot_id} of table {self.table!r} expired before its"
                     " files were listed (older than the table's retention); query again"
                 )
+        if considered is None:
+            considered = len(files)
         return FileListing(files=files, considered=considered)
 
 

@@ -22,7 +22,10 @@ class TimeRange:
 
 def parquet_source(uris: Sequence[str]) -> str:
     """A FROM source reading exactly these Parquet files."""
-    files = "[" + ", ".join(string_literal(u) for u in uris) + "]"
+    if any("'" in u for u in uris):
+        files = "[" + ", ".join(string_literal(u) for u in uris) + "]"
+    else:  # nothing to escape (the usual case): one join
+        files = "['" + "', '".join(uris) + "']"
     return f"read_parquet({files}, hive_partitioning = false)"
 
 

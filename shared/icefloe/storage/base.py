@@ -59,12 +59,20 @@ class DeleteResult:
 _PRINTABLE_ASCII = re.compile(r"[\x20-\x7e]*")
 
 
+# Keys as icefloe writes them (``events/data/day=2026-11-02/<hex>.parquet``): plain ASCII
+# segments, none of them "." or "..". One match accepts them; anything else gets every check.
+_PLAIN_SEGMENT = r"(?!\.{1,2}(?:/|$))[A-Za-z0-9._=%+\-]+"
+_PLAIN_KEY = re.compile(rf"{_PLAIN_SEGMENT}(?:/{_PLAIN_SEGMENT})*")
+
+
 def validate_key(key: str) -> str:
     """Return ``key`` if it is a well-formed object key, else raise InvalidInputError.
 
     Refuses what could escape the root or alias another key: empty keys, a leading or trailing
     ``/``, empty, ``.`` or ``..`` segments, backslashes, NUL and other control characters.
     """
+    if isinstance(key, str) and len(key) <= MAX_KEY_BYTES and _PLAIN_KEY.fullmatch(key):
+        return key
     if not isinstance(key, str) or not key:
         raise InvalidInputError(f"object key {key!r}: must be a non-empty string")
     if key.startswith("/"):
