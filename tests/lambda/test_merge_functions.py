@@ -414,28 +414,27 @@ def test_failing_messages_are_reported_while_the_good_ones_of_the_batch_succeed(
     meta: MetaStore,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    # Given the orchestrator's tasks, and beside them a body that is not a merge task, a task
-    # naming a table that does not exist, and a task whose claim is not held (nothing to do)
+    # Given the orchestrator's tasks, and beside them two bodies that are not merge tasks, a
+    # task naming a table that does not exist (dropped after planning), and a task whose claim
+    # is not held (nothing to do)
     insert_small_batches()
     rows_before = meta.status(TABLE).rows
     orchestrate_response = stack.invoke(orchestrator_app, ORCHESTRATOR, {})
     assert orchestrate_response["groups_sent"] == DAYS
     some_file = meta.files(TABLE)[0]
-    bad = send_messages(
+    bad = send_messages(stack.sqs, stack.queue.url, [json.dumps({"hello": "world"}), "{not json"])
+    gone, unclaimed = send_messages(
         stack.sqs,
         stack.queue.url,
         [
-            json.dumps({"hello": "world"}),
             MergeTask("nope", "day=2026-05-01", (1, 2), uuid.uuid4()).to_json(),
+            MergeTask(
+                TABLE, some_file.partition_path, (some_file.file_id,), uuid.uuid4()
+            ).to_json(),
         ],
     )
-    (unclaimed,) = send_messages(
-        stack.sqs,
-        stack.queue.url,
-        [MergeTask(TABLE, some_file.partition_path, (some_file.file_id,), uuid.uuid4()).to_json()],
-    )
     messages = receive(stack.sqs, stack.queue.url, limit=100)
-    assert len(messages) == DAYS + 3
+    assert len(messages) == DAYS + 4
 
     # When they arrive in one batch
     caplog.clear()
@@ -445,12 +444,18 @@ def test_failing_messages_are_reported_while_the_good_ones_of_the_batch_succeed(
     assert failures(response) == sorted(bad)
     assert files_per_partition(meta) == {f"day=2026-05-0{d}": 1 for d in (1, 2, 3)}
     assert meta.status(TABLE).rows == rows_before
-    # And the task without its claim was acknowledged as skipped
-    (skipped,) = [r for r in caplog.records if r.getMessage() == "merge skipped"]
-    assert skipped.status == "claim_lost" and skipped.snapshot_id is None
+    # And the tasks for a table that is gone and without their claim were acknowledged as
+    # skipped, each with its reason
+    skipped = {r.table: r for r in caplog.records if r.getMessage() == "merge skipped"}
+    assert {t: (r.status, r.snapshot_id) for t, r in skipped.items()} == {
+        "nope": ("claim_lost", None),
+        TABLE: ("claim_lost", None),
+    }
+    assert skipped["nope"].reason == "table 'nope' does not exist (dropped?)"
+    assert "no longer claimed" in skipped[TABLE].reason or "removed by" in skipped[TABLE].reason
     failed_logs = [r for r in caplog.records if r.getMessage() == "merge message failed"]
     assert sorted(r.message_id for r in failed_logs) == sorted(bad)
-    assert unclaimed not in failures(response)
+    assert gone not in failures(response) and unclaimed not in failures(response)
     # And only the failed ones stay on the queue
     delete_succeeded(stack.sqs, stack.queue.url, messages, response)
     assert stack.queue_depth(stack.queue) == 2

@@ -23,7 +23,10 @@ KEYS = ("alpha", "beta", "gamma")
 START = datetime(2026, 10, 30)
 DAYS = 5
 INT_EDGES = (-2147483648, 2147483647, 0, -1, 1)
-FLOAT_EDGES = (float("nan"), float("inf"), float("-inf"), -0.0, 0.0, 1e308, -1e-308)
+# Insert refuses NaN and infinities, so files hold only finite floats: the extremes of each
+# width, signed zeros and subnormals.
+FLOAT_EDGES = (-0.0, 0.0, 1e308, -1.7976931348623157e308, -1e-308, 5e-324)
+REAL_EDGES = (3.4028234663852886e38, -1.401298464324817e-45, -0.0, 0.5)
 STRING_EDGES = ("", " ", "a'b", "Zürich", "日本", "\u00ff", "z" * 300, "a" * 257 + "b")
 
 
@@ -76,7 +79,7 @@ def _row(rng: random.Random, ts: datetime, centre: int, prefix: str) -> dict[str
         "k": rng.choice(KEYS),
         "i": _maybe(rng, v),
         "b": _maybe(rng, v * 1000 + rng.randint(0, 999)),
-        "x": _maybe(rng, float("nan") if rng.random() < 0.03 else v / 7 + rng.random()),
+        "x": _maybe(rng, rng.choice(FLOAT_EDGES) if rng.random() < 0.03 else v / 7 + rng.random()),
         "r": _maybe(rng, round(v / 3, 2)),
         "m": _maybe(rng, v / 4),
         "s": _maybe(rng, prefix + "".join(rng.choice("abcxyz") for _ in range(rng.randint(0, 4)))),
@@ -94,7 +97,7 @@ def _edge_row(rng: random.Random) -> dict[str, object]:
         "i": rng.choice(INT_EDGES),
         "b": None,
         "x": rng.choice(FLOAT_EDGES),
-        "r": rng.choice((float("nan"), float("inf"), 0.5)),
+        "r": rng.choice(REAL_EDGES),
         "m": rng.choice((99999999.99, -99999999.99, 0.0)),
         "s": rng.choice(STRING_EDGES),
         "flag": None,

@@ -27,7 +27,12 @@ import pyarrow.compute as pc
 
 from icefloe import duck
 from icefloe.datafiles import membership_column
-from icefloe.errors import CommitConflictError, CommitOutcomeUnknownError, IcefloeError
+from icefloe.errors import (
+    CommitConflictError,
+    CommitOutcomeUnknownError,
+    IcefloeError,
+    TableNotFoundError,
+)
 from icefloe.merge.claims import claim_problem
 from icefloe.merge.modes import merge_sql
 from icefloe.merge.rowgroups import RowGroupCutter
@@ -130,6 +135,13 @@ class MergeWorker:
         )
         return _with_seconds(outcome, seconds)
 
+    def _table_exists(self, name: str) -> bool:
+        try:
+            self._meta.get_table(name)
+        except TableNotFoundError:
+            return False
+        return True
+
     def _run(self, task: MergeTask) -> MergeOutcome:
         earlier = self._meta.snapshot_for_key(task.table, task.idempotency_key)
         if earlier is not None:
@@ -152,6 +164,9 @@ class MergeWorker:
         ):
             lost = "the claim was taken over while renewing it"
         if lost is not None:
+            if not inputs and not self._table_exists(task.table):
+                # Dropped after the orchestrator planned this task: nothing to merge, ever.
+                lost = f"table {task.table!r} does not exist (dropped?)"
             return MergeOutcome(task.table, task.partition_path, "claim_lost", reason=lost)
         spec = self._meta.get_table(task.table).spec
         if self.limits.temp_directory is not None:
