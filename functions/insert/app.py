@@ -9,7 +9,7 @@ when the input is refused. SQS: one commit per table per delivered batch, and
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
@@ -19,7 +19,12 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from icefloe.aws.lambda_runtime import inserter_from_environment
 from icefloe.errors import BatchRejectedError, IcefloeError, InvalidInputError, NotFoundError
 from icefloe.ingest.insert import InsertResult
-from icefloe.ingest.queue import QueueBatchOutcome, QueueMessage, insert_queue_messages
+from icefloe.ingest.queue import (
+    SYSTEM_FAILURES,
+    QueueBatchOutcome,
+    insert_queue_messages,
+    messages_from_sqs_records,
+)
 
 logger = Logger(service="icefloe-insert")
 metrics = Metrics(namespace="icefloe")
@@ -43,9 +48,24 @@ def lambda_handler(event: Any, context: LambdaContext) -> dict[str, Any]:
         logger.warning(
             "insert refused", extra={"table": _table_of(event), "error": type(e).__name__}
         )
-        metrics.add_metric(name="RowsInserted", unit=MetricUnit.Count, value=0)
-        metrics.add_metric(name="FilesWritten", unit=MetricUnit.Count, value=0)
-        return {"error": _error_body(e)}
+        return _refused(_error_body(e))
+    except SYSTEM_FAILURES:
+        raise
+    except Exception as e:  # a crash caused by the rows is still an answer
+        logger.exception("insert crashed", extra={"table": _table_of(event)})
+        return _refused(
+            {
+                "type": "InsertCrashedError",
+                "message": f"the insert failed unexpectedly: {type(e).__name__}: {e}",
+                "problems": [],
+            }
+        )
+
+
+def _refused(error: dict[str, Any]) -> dict[str, Any]:
+    metrics.add_metric(name="RowsInserted", unit=MetricUnit.Count, value=0)
+    metrics.add_metric(name="FilesWritten", unit=MetricUnit.Count, value=0)
+    return {"error": error}
 
 
 def _handle_direct(event: object) -> dict[str, Any]:
@@ -78,11 +98,11 @@ def _parse_direct(event: object) -> tuple[str, list[Mapping[str, object]], str |
     return table, rows, key
 
 
-def _handle_sqs(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+def _handle_sqs(records: object) -> dict[str, Any]:
     # Powertools' BatchProcessor handles one record at a time; we insert every good message of
     # the batch for a table in ONE commit (the batch is what makes files big), so the core does
     # the per-message bookkeeping and we only translate its outcome into batchItemFailures.
-    messages = [_queue_message(record) for record in records]
+    messages = messages_from_sqs_records(records)
     outcome = insert_queue_messages(
         inserter_from_environment(),
         messages,
@@ -94,20 +114,6 @@ def _handle_sqs(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             {"itemIdentifier": message_id} for message_id in outcome.failed_message_ids
         ]
     }
-
-
-def _queue_message(record: Mapping[str, Any]) -> QueueMessage:
-    source = record.get("eventSource")
-    if source != "aws:sqs":
-        # Only the SQS event source mapping invokes us with Records; anything else is a wiring
-        # mistake that must fail loudly, not be acknowledged.
-        raise ValueError(f"unsupported event source {source!r}: expected 'aws:sqs'")
-    table_attribute = (record.get("messageAttributes") or {}).get("table") or {}
-    return QueueMessage(
-        message_id=record["messageId"],
-        body=record["body"],
-        table=table_attribute.get("stringValue") or None,
-    )
 
 
 def _report(outcome: QueueBatchOutcome) -> None:

@@ -13,7 +13,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from icefloe.errors import StorageError
+from icefloe.errors import InvalidInputError, StorageError
 from icefloe.metastore.store import MetaStore
 from icefloe.spec import TableSpec
 from support.aws import (
@@ -365,3 +365,76 @@ def test_a_direct_invoke_with_a_bad_value_is_answered_and_writes_nothing(
     assert response["error"]["type"] == "BatchRejectedError"
     assert f"row 1, {words}" in response["error"]["message"]
     assert meta.snapshots(TABLE) == [] and bucket_keys(stack.s3) == []
+
+
+def deeply_nested(depth: int) -> str:
+    """An event whose JSON value is ``depth`` arrays deep: within what a JSON parser takes
+    (orjson allows 1,024 levels), far past what Python's recursion took (it crashed the
+    whole batch with a RecursionError before)."""
+    return (
+        '{"ts": "2026-05-01T00:00:00Z", "event": "view", "properties": '
+        + "[" * depth
+        + "]" * depth
+        + "}"
+    )
+
+
+def test_messages_that_crashed_the_insert_fail_alone_and_the_good_ones_commit_once(
+    app: ModuleType, stack: Stack, meta: MetaStore
+) -> None:
+    # Given 30 messages, two of them nested 900 levels deep
+    bodies = [json.dumps(event_row(i)) for i in range(30)]
+    bodies[4] = bodies[21] = deeply_nested(900)
+    ids = send_messages(stack.sqs, stack.queue.url, bodies, table=TABLE)
+    messages = receive(stack.sqs, stack.queue.url, limit=30)
+
+    # When they arrive as one SQS event, and again (redelivered, as failed messages are)
+    response = invoke(app, sqs_event(messages, stack.queue))
+    again = invoke(app, sqs_event(messages, stack.queue))
+
+    # Then only the two fail, each time; the 28 others are one commit, made once
+    assert failures(response) == failures(again) == sorted([ids[4], ids[21]])
+    assert len(meta.snapshots(TABLE)) == 1 and meta.status(TABLE).rows == 28
+
+
+def test_a_direct_invoke_nested_too_deep_is_answered_naming_row_and_field(
+    app: ModuleType, stack: Stack, meta: MetaStore
+) -> None:
+    rows = [event_row(0), json.loads(deeply_nested(900))]
+    response = invoke(app, {"table": TABLE, "rows": rows})
+    assert response["error"]["type"] == "BatchRejectedError"
+    assert (
+        "row 1, field 'properties': JSON is nested more than 64 levels deep"
+        in response["error"]["message"]
+    )
+    assert meta.snapshots(TABLE) == [] and bucket_keys(stack.s3) == []
+
+
+def test_malformed_records_fail_by_their_message_id_and_the_others_commit(
+    app: ModuleType, stack: Stack, meta: MetaStore
+) -> None:
+    # Given an SQS event in which one record has no body and one an odd table attribute
+    ids = send_messages(stack.sqs, stack.queue.url, [json.dumps(event_row(i)) for i in range(3)])
+    event = sqs_event(receive(stack.sqs, stack.queue.url, limit=3), stack.queue)
+    records = sorted(event["Records"], key=lambda r: ids.index(r["messageId"]))
+    del records[0]["body"]
+    records[1]["messageAttributes"] = {"table": "not an attribute"}
+
+    # When it is handled
+    response = invoke(app, {"Records": records})
+
+    # Then the record without a body fails by its id; the other two commit (the odd attribute
+    # is no table, so the default table is used)
+    assert failures(response) == [ids[0]]
+    assert meta.status(TABLE).rows == 2
+
+
+def test_a_record_without_a_message_id_refuses_the_whole_event_by_its_index(
+    app: ModuleType, stack: Stack, meta: MetaStore
+) -> None:
+    send_messages(stack.sqs, stack.queue.url, [json.dumps(event_row(0))])
+    event = sqs_event(receive(stack.sqs, stack.queue.url, limit=1), stack.queue)
+    del event["Records"][0]["messageId"]
+    with pytest.raises(InvalidInputError, match="record 0 of 'Records' has no 'messageId'"):
+        invoke(app, event)
+    assert meta.snapshots(TABLE) == []

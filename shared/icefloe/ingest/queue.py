@@ -4,24 +4,33 @@ Each message is one event (its table from the ``table`` message attribute, else 
 table) or an envelope ``{"table": ..., "rows": [...]}``. All good messages of a batch for one
 table go into one insert (the batch is what makes files big), with the message ids as receipts
 so that a redelivered message is committed once however the queue regroups it. A malformed
-message, or one whose rows do not fit the table, is reported as failed (the queue retries it
-and finally moves it to its DLQ) and never holds back the good ones.
+message, one whose rows do not fit the table, or one whose content makes the insert crash
+(isolated by inserting halves of the batch on their own) is reported as failed (the queue
+retries it and finally moves it to its DLQ) and never holds back the good ones. Only a failure
+of the system (meta store, object store, local disk) fails the whole batch.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import orjson
 
 from icefloe.errors import (
     BatchRejectedError,
+    CommitError,
+    CommitOutcomeUnknownError,
+    ConfigError,
     DuplicateReceiptError,
     InvalidInputError,
+    MetaStoreNotInitializedError,
+    MetaStoreUnavailableError,
     NotFoundError,
     RowProblem,
+    StorageError,
 )
 from icefloe.ingest.insert import Inserter, InsertResult
 from icefloe.spec import validate_table_name
@@ -31,11 +40,41 @@ logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class QueueMessage:
-    """What the core needs of an SQS message."""
+    """What the core needs of an SQS message (``body`` None: the record carried none)."""
 
     message_id: str
-    body: str
+    body: str | None
     table: str | None = None
+
+
+def messages_from_sqs_records(records: object) -> list[QueueMessage]:
+    """The messages of an SQS event's ``Records``. A record without a body or with an odd
+    ``table`` attribute becomes a message that fails by its id; one without a ``messageId``
+    cannot be reported on its own, so it refuses the whole event (only a wiring mistake sends
+    one)."""
+    if not isinstance(records, list):
+        raise InvalidInputError("'Records' must be a list of SQS records")
+    messages = []
+    for index, record in enumerate(records):
+        if not isinstance(record, Mapping) or not isinstance(record.get("messageId"), str):
+            raise InvalidInputError(f"record {index} of 'Records' has no 'messageId'")
+        if record.get("eventSource") != "aws:sqs":
+            raise InvalidInputError(
+                f"record {record['messageId']} comes from {record.get('eventSource')!r},"
+                " expected 'aws:sqs'"
+            )
+        body = record.get("body")
+        attributes = record.get("messageAttributes")
+        table = attributes.get("table") if isinstance(attributes, Mapping) else None
+        table_name = table.get("stringValue") if isinstance(table, Mapping) else None
+        messages.append(
+            QueueMessage(
+                message_id=record["messageId"],
+                body=body if isinstance(body, str) else None,
+                table=table_name if isinstance(table_name, str) and table_name else None,
+            )
+        )
+    return messages
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +128,8 @@ def insert_queue_messages(
 
 
 def _parse(message: QueueMessage, *, default_table: str | None) -> _Parsed:
+    if message.body is None:
+        raise InvalidInputError("the SQS record has no string 'body'")
     try:
         body = orjson.loads(message.body)
     except orjson.JSONDecodeError as e:
@@ -114,13 +155,58 @@ def _parse(message: QueueMessage, *, default_table: str | None) -> _Parsed:
 
 
 def _insert_group(inserter: Inserter, table: str, pending: list[_Parsed], tally: _Tally) -> None:
+    def insert(group: list[_Parsed]) -> None:
+        while group:
+            group = _insert_round(inserter, table, group, tally)
+
     try:
         validate_table_name(table)
-        while pending:
-            pending = _insert_round(inserter, table, pending, tally)
+        crashed = isolate_crashes(pending, insert)
     except (NotFoundError, InvalidInputError) as e:  # an unknown or malformed table name
         for p in pending:
             tally.failed[p.message_id] = str(e)
+        return
+    for p, error in crashed:
+        logger.warning("message %s for %s crashed the insert", p.message_id, table, exc_info=error)
+        tally.failed[p.message_id] = (
+            f"the insert failed unexpectedly: {type(error).__name__}: {error}"
+        )
+
+
+# Failures of the system, not of a message: the whole batch is retried. Everything else that
+# escapes an insert is blamed on the messages and isolated (see isolate_crashes).
+SYSTEM_FAILURES: tuple[type[BaseException], ...] = (
+    MetaStoreUnavailableError,
+    MetaStoreNotInitializedError,
+    CommitOutcomeUnknownError,
+    CommitError,  # a dropped and recreated table: the batch is retried against the new one
+    StorageError,
+    ConfigError,
+    OSError,
+    MemoryError,
+)
+T = TypeVar("T")
+# Refusals that name no message of their own (a table that does not exist): for every message.
+_GROUP_REFUSALS = (NotFoundError, InvalidInputError)
+
+
+def isolate_crashes(
+    items: list[T], attempt: Callable[[list[T]], None]
+) -> list[tuple[T, Exception]]:
+    """Run ``attempt`` on ``items``; if it crashes, on each half on its own, down to single
+    items. Returns the items that crash alone, with their errors: every other item goes through
+    an attempt that succeeded (k bad items among n cost about 2k·log2(n) attempts). A system
+    failure, or a refusal that concerns the whole group, is raised at once."""
+    try:
+        attempt(items)
+    except SYSTEM_FAILURES + _GROUP_REFUSALS:
+        raise
+    except Exception as e:  # a crash caused by some item's content
+        if len(items) <= 1:
+            return [(item, e) for item in items]
+        middle = len(items) // 2
+        return isolate_crashes(items[:middle], attempt) + isolate_crashes(items[middle:], attempt)
+    return []
 
 
 def _insert_round(

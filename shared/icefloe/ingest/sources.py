@@ -72,7 +72,7 @@ def stage_rows(
         raise BatchRejectedError(
             f"batch of {len(rows):,} rows is over the limit of {limits.max_rows:,}"
         )
-    _refuse_non_finite(rows)
+    _refuse_non_finite(rows, max_depth=limits.max_json_depth)
     try:
         data = orjson.dumps(rows)
     except (orjson.JSONEncodeError, TypeError) as e:
@@ -83,30 +83,42 @@ def stage_rows(
     return replace(staged, json_layout="array")
 
 
-def _refuse_non_finite(rows: Sequence[Mapping[str, object]]) -> None:
+def _refuse_non_finite(rows: Sequence[Mapping[str, object]], *, max_depth: int) -> None:
     """Refuse NaN and infinities, which JSON cannot carry (orjson would write them as null,
-    and the batch would be stored with nulls nobody sent)."""
+    and the batch would be stored with nulls nobody sent), and values nested more than
+    ``max_depth`` levels deep (the JSON reader's own limit, checked here first so that no
+    nesting can exhaust Python's stack)."""
     for index, row in enumerate(rows):
         if not isinstance(row, Mapping):
             continue  # the JSON reader names rows that are not objects
         for field, value in row.items():
-            if _holds_non_finite(value):
-                problem = RowProblem(
-                    row=index,
-                    field=str(field),
-                    message="NaN and infinities are refused (send null for a missing value)",
-                )
+            message = _value_problem(value, max_depth=max_depth)
+            if message is not None:
+                problem = RowProblem(row=index, field=str(field), message=message)
                 raise BatchRejectedError(f"batch refused: {problem}", problems=(problem,))
 
 
-def _holds_non_finite(value: object) -> bool:
-    if isinstance(value, float):
-        return not math.isfinite(value)
-    if isinstance(value, Mapping):
-        return any(_holds_non_finite(v) for v in value.values())
-    if isinstance(value, list | tuple):
-        return any(_holds_non_finite(v) for v in value)
-    return False
+def _value_problem(value: object, *, max_depth: int) -> str | None:
+    """Why one field's value cannot be stored, or None; iterative, whatever the nesting."""
+    if isinstance(value, float):  # the common case, without a stack
+        return None if math.isfinite(value) else _NON_FINITE
+    if not isinstance(value, Mapping | list | tuple):
+        return None
+    stack: list[tuple[object, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, float):
+            if not math.isfinite(item):
+                return _NON_FINITE
+        elif isinstance(item, Mapping | list | tuple):
+            if depth > max_depth:
+                return f"JSON is nested more than {max_depth} levels deep"
+            children = item.values() if isinstance(item, Mapping) else item
+            stack.extend((child, depth + 1) for child in children)
+    return None
+
+
+_NON_FINITE = "NaN and infinities are refused (send null for a missing value)"
 
 
 def _locate_unserializable(rows: Sequence[object], error: Exception) -> BatchRejectedError:
