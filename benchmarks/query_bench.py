@@ -138,11 +138,12 @@ def bare_connection(
     uris: Sequence[str], *, locked_to: str | None = None
 ) -> duckdb.DuckDBPyConnection:
     """A plain DuckDB with ``events`` a view over exactly these Parquet files, with the same
-    Parquet metadata cache the engine's warm database has; ``locked_to`` (a directory) also
+    Parquet metadata cache and unvalidated file cache the engine's warm database has; ``locked_to`` (a directory) also
     applies the engine's lock-down (external access off except under that directory)."""
     files = "[" + ", ".join(string_literal(u) for u in uris) + "]"
     con = duckdb.connect()
     con.execute("SET GLOBAL parquet_metadata_cache = true")
+    con.execute("SET GLOBAL validate_external_file_cache = 'NO_VALIDATION'")
     if locked_to is not None:
         lock_down(con, allowed_directories=[locked_to], limits=QueryLimits())
     con.execute(

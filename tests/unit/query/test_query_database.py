@@ -81,7 +81,7 @@ def test_each_query_cursor_has_the_databases_locked_settings(tmp_path: Path) -> 
         cursor.execute(
             "SELECT name, value FROM duckdb_settings() WHERE name IN ('parquet_metadata_cache',"
             " 'python_enable_replacements', 'enable_external_access', 'lock_configuration',"
-            " 'autoload_known_extensions', 'threads')"
+            " 'autoload_known_extensions', 'threads', 'validate_external_file_cache')"
         ).fetchall()
     )
     assert settings == {
@@ -91,6 +91,7 @@ def test_each_query_cursor_has_the_databases_locked_settings(tmp_path: Path) -> 
         "lock_configuration": "true",
         "autoload_known_extensions": "false",
         "threads": "1",
+        "validate_external_file_cache": "NO_VALIDATION",
     }
     with pytest.raises(duckdb.Error, match="lock"):
         cursor.execute("SET python_enable_replacements = true")
