@@ -1,8 +1,9 @@
 """Split a batch by the table's partition transforms and sort each part by the sort keys.
 
-The transforms run as DuckDB expressions over the Arrow table (bucket hashing, which DuckDB
-lacks, runs once per distinct value in Python). Rows are ordered by partition, then by the
-file sort keys, then by ``_row_id``; each partition is one contiguous slice of the result.
+The transforms run as DuckDB expressions over the partition source columns (bucket hashing,
+which DuckDB lacks, runs once per distinct value in Python). Rows are ordered by partition, then
+by the file sort keys, then by ``_row_id`` (an Arrow sort on indices); each partition is one
+contiguous slice of the result.
 """
 
 from __future__ import annotations
@@ -38,22 +39,8 @@ def partition_rows(
 ) -> Iterator[PartitionSlice]:
     """Yield one sorted slice per partition, in partition order."""
     fields = spec.partition_by
-    with_buckets = _add_bucket_columns(spec, table)
-    con.register(_VIEW, with_buckets)
-    try:
-        keys = [f"{_expression(spec, f, i)} AS __p{i}" for i, f in enumerate(fields)]
-        order = [f"__p{i} ASC NULLS FIRST" for i in range(len(fields))]
-        order += [f"{ident(k)} ASC NULLS FIRST" for k in spec.file_sort_keys]
-        order.append(ident(ROW_ID_COLUMN))
-        data_columns = ", ".join(ident(n) for n in table.column_names)
-        partition_columns = "".join(f", __p{i}" for i in range(len(fields)))
-        inner = f"SELECT *, {', '.join(keys)} FROM {_VIEW}" if fields else f"SELECT * FROM {_VIEW}"
-        ordered = con.execute(
-            f"SELECT {data_columns}{partition_columns} FROM ({inner}) ORDER BY {', '.join(order)}"
-        ).to_arrow_table()
-    finally:
-        con.unregister(_VIEW)
     part_names = [f"__p{i}" for i in range(len(fields))]
+    ordered = _ordered(con, spec, table, part_names)
     starts = _run_starts(ordered, part_names)
     rows = ordered.drop_columns(part_names)
     for n, start in enumerate(starts):
@@ -65,6 +52,46 @@ def partition_rows(
             start=partition_start(fields, values),
             rows=rows.slice(start, stop - start),
         )
+
+
+def _ordered(
+    con: duckdb.DuckDBPyConnection, spec: TableSpec, table: pa.Table, part_names: list[str]
+) -> pa.Table:
+    """``table`` with its partition keys appended, ordered by them, then by the file sort keys,
+    then by ``_row_id``. DuckDB computes the keys (reading only their source columns); Arrow
+    sorts (a sort on indices and one ``take``: several times faster than a DuckDB ORDER BY
+    over every column, which it gives the same order, nulls first and strings by bytes)."""
+    with_keys = table
+    if part_names:
+        keys = _partition_keys(con, spec, table)
+        for name in part_names:
+            with_keys = with_keys.append_column(name, keys.column(name))
+    order = [*part_names, *spec.file_sort_keys, ROW_ID_COLUMN]
+    # Every orderable type (the spec refuses others as sort keys) sorts in Arrow as in DuckDB.
+    indices = pc.sort_indices(
+        with_keys.select(order),
+        options=pc.SortOptions(sort_keys=[(c, "ascending", "at_start") for c in order]),
+    )
+    ordered = with_keys.take(indices)
+    # Files keep the row id as the variable-length BLOB they always had (DuckDB's type for it).
+    position = ordered.schema.get_field_index(ROW_ID_COLUMN)
+    row_ids = ordered.column(position)
+    if pa.types.is_fixed_size_binary(row_ids.type):
+        ordered = ordered.set_column(position, ROW_ID_COLUMN, row_ids.cast(pa.binary()))
+    return ordered
+
+
+def _partition_keys(con: duckdb.DuckDBPyConnection, spec: TableSpec, table: pa.Table) -> pa.Table:
+    """The partition key of every row, in the rows' order (insertion order is preserved)."""
+    fields = spec.partition_by
+    sources = list(dict.fromkeys(f.source for f in fields))
+    with_buckets = _add_bucket_columns(spec, table.select(sources))
+    con.register(_VIEW, with_buckets)
+    try:
+        keys = [f"{_expression(spec, f, i)} AS __p{i}" for i, f in enumerate(fields)]
+        return con.execute(f"SELECT {', '.join(keys)} FROM {_VIEW}").to_arrow_table()
+    finally:
+        con.unregister(_VIEW)
 
 
 def _run_starts(ordered: pa.Table, columns: Sequence[str]) -> list[int]:
