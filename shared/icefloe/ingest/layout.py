@@ -72,13 +72,8 @@ def _ordered(
         with_keys.select(order),
         options=pc.SortOptions(sort_keys=[(c, "ascending", "at_start") for c in order]),
     )
-    ordered = with_keys.take(indices)
-    # Files keep the row id as the variable-length BLOB they always had (DuckDB's type for it).
-    position = ordered.schema.get_field_index(ROW_ID_COLUMN)
-    row_ids = ordered.column(position)
-    if pa.types.is_fixed_size_binary(row_ids.type):
-        ordered = ordered.set_column(position, ROW_ID_COLUMN, row_ids.cast(pa.binary()))
-    return ordered
+    # The row id stays 16 fixed bytes, as merges write it (a DuckDB sort made it a BLOB).
+    return with_keys.take(indices)
 
 
 def _partition_keys(con: duckdb.DuckDBPyConnection, spec: TableSpec, table: pa.Table) -> pa.Table:
