@@ -26,6 +26,8 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from benchmarks.common import benchmark_postgres, reset_peak, status_kib, write_results
 from icefloe.datafiles import encode_parquet, new_data_key, new_file_record, with_json_columns
@@ -42,11 +44,13 @@ SCALES: dict[str, dict[str, Any]] = {
         "batches": {1_000: 5, 10_000: 3, 100_000: 1},
         "baseline_max": 100_000,
         "memory": 100_000,
+        "arrow": (100_000, 3),
     },
     "full": {
         "batches": {1_000: 7, 10_000: 5, 100_000: 3, 1_000_000: 1},
         "baseline_max": 100_000,
         "memory": 1_000_000,
+        "arrow": (1_000_000, 3),
     },
 }
 
@@ -141,6 +145,79 @@ def bench_throughput(
     return results
 
 
+def sample_arrow(events: int) -> pa.Table:
+    """The sample events as a typed Arrow table (what a pandas or Arrow caller holds)."""
+    rows = sample_events(events)
+    return pa.table(
+        {
+            "ts": pa.array(
+                [datetime.fromisoformat(r["ts"].replace("Z", "+00:00")) for r in rows],
+                pa.timestamp("us"),
+            ),
+            "event": [r["event"] for r in rows],
+            "user_id": [r["user_id"] for r in rows],
+            "properties": [json.dumps(r["properties"]) for r in rows],
+        }
+    )
+
+
+def bare_arrow_write(table: pa.Table, root: Path) -> None:
+    """The floor: pyarrow alone writes the same rows into the same day partitions (sorted by
+    the same keys, zstd), with no check, no row id, no statistics and no commit."""
+    day = pc.floor_temporal(table.column("ts"), unit="day")
+    keyed = table.append_column("__day", day)
+    ordered = keyed.take(
+        pc.sort_indices(
+            keyed,
+            sort_keys=[
+                ("__day", "ascending"),
+                ("user_id", "ascending"),
+                ("event", "ascending"),
+                ("ts", "ascending"),
+            ],
+        )
+    )
+    days = ordered.column("__day")
+    for value in pc.unique(days).to_pylist():
+        part = ordered.filter(pc.equal(days, pa.scalar(value, days.type))).drop_columns(["__day"])
+        directory = root / f"day={value:%Y-%m-%d}"
+        directory.mkdir(parents=True, exist_ok=True)
+        pq.write_table(part, directory / f"{uuid.uuid4().hex}.parquet", compression="zstd")
+
+
+def bench_arrow(dsn: str, schema: str, events: int, runs: int, root: Path) -> dict[str, Any]:
+    """insert_arrow against a bare pyarrow write of the same rows, alternated in one run."""
+    table = sample_arrow(events)
+    objects = LocalObjectStore(root / "arrow-warehouse")
+    with MetaStore(dsn, schema=schema) as meta:
+        meta.create_table(sample_events_spec("arrow"))
+        inserter = Inserter(meta=meta, objects=objects, duckdb_threads=1)
+        inserter.insert_arrow("arrow", table)  # warm-up
+        bare_arrow_write(table, root / "bare-warmup")
+        icefloe_s, bare_s = [], []
+        for n in range(runs):
+            start = time.perf_counter()
+            inserter.insert_arrow("arrow", table)
+            icefloe_s.append(time.perf_counter() - start)
+            start = time.perf_counter()
+            bare_arrow_write(table, root / f"bare-{n}")
+            bare_s.append(time.perf_counter() - start)
+        inserter.close()
+    icefloe, bare = statistics.median(icefloe_s), statistics.median(bare_s)
+    result = {
+        "events": events,
+        "runs": runs,
+        "insert_arrow_events_per_s": round(events / icefloe),
+        "bare_pyarrow_events_per_s": round(events / bare),
+        "ratio_time_to_bare": round(icefloe / bare, 2),
+        "insert_arrow_s_runs": [round(x, 3) for x in icefloe_s],
+        "bare_s_runs": [round(x, 3) for x in bare_s],
+        "goals": {"events_per_s": 2_600_000, "ratio_time_to_bare": 1.3},
+    }
+    print(json.dumps(result), flush=True)
+    return result
+
+
 def _memory_probe(dsn: str, schema: str, events: int) -> dict[str, int]:
     """Run in a child: insert ``events`` once and report the peak RSS growth it caused."""
     rows = sample_events(events)
@@ -188,6 +265,7 @@ def main() -> None:
         with MetaStore(dsn, schema=schema) as meta:
             meta.migrate()
         throughput = bench_throughput(dsn, schema, scale, Path(tmp))
+        arrow = bench_arrow(dsn, schema, *scale["arrow"], Path(tmp))
         memory = bench_memory(dsn, schema, scale["memory"])
     path = write_results(
         "insert",
@@ -196,6 +274,7 @@ def main() -> None:
             "duckdb_threads": 1,
             "goal": {"events_per_s_per_core_at_100k": 300_000},
             "throughput": throughput,
+            "arrow": arrow,
             "peak_memory": memory,
         },
     )

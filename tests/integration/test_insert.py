@@ -192,8 +192,77 @@ def test_ndjson_csv_and_parquet_inputs_give_the_same_rows(
     inserter.insert_file("small", parquet_path, fmt="parquet")
     with io.BytesIO(ndjson) as stream:
         inserter.insert_stream("small", stream, fmt="ndjson")
+    arrow = pq.read_table(parquet_path)
+    inserter.insert_arrow("small", arrow)
+    # pandas' shapes: nanosecond timestamps with a zone, large and dictionary-encoded strings
+    inserter.insert_arrow(
+        "small",
+        pa.table(
+            {
+                "ts": arrow.column("ts").cast(pa.timestamp("ns", tz="Europe/Paris")),
+                "event": arrow.column("event").cast(pa.large_string()).dictionary_encode(),
+                "n": arrow.column("n").cast(pa.int16()),
+            }
+        ).to_batches()[0],
+    )
     got = Counter(read_back(meta, objects, "small"))
-    assert len(got) == 10 and set(got.values()) == {4}
+    assert len(got) == 10 and set(got.values()) == {6}
+
+
+ARROW_INPUT = {"ts": pa.array([datetime(2026, 3, 1), datetime(2026, 3, 2)]), "event": ["a", "b"]}
+BAD_ARROW: list[tuple[str, object, str]] = [
+    (
+        "an integer for a string",
+        pa.table({**ARROW_INPUT, "event": pa.array([1, 2], pa.int32())}),
+        "row 0, field 'event': expected a string",
+    ),
+    (
+        "NaN",
+        pa.table({**ARROW_INPUT, "score": [1.0, float("nan")]}),
+        "row 1, field 'score': expected a finite number",
+    ),
+    (
+        "a timestamp in year 10000",
+        pa.table({**ARROW_INPUT, "ts": pa.array([0, 253402300800 * 10**6], pa.timestamp("us"))}),
+        "row 1, field 'ts'",
+    ),
+    (
+        "a null in a NOT NULL column",
+        pa.table({**ARROW_INPUT, "ts": pa.array([datetime(2026, 3, 1), None])}),
+        "row 1, field 'ts'",
+    ),
+    ("an unknown column", pa.table({**ARROW_INPUT, "color": ["r", "g"]}), "field 'color'"),
+    ("not a table", [{"ts": "2026-03-01"}], "expected a pyarrow Table or RecordBatch, got list"),
+]
+
+
+@pytest.mark.parametrize(("case", "data", "message"), BAD_ARROW, ids=[c[0] for c in BAD_ARROW])
+def test_bad_arrow_tables_are_refused_clearly_and_nothing_is_written(
+    meta: MetaStore,
+    objects: ObjectStore,
+    inserter: Inserter,
+    wide: TableSpec,
+    case: str,
+    data: pa.Table,
+    message: str,
+) -> None:
+    with pytest.raises(BatchRejectedError) as refused:
+        inserter.insert_arrow("wide", data)
+    assert message in str(refused.value), case
+    assert meta.snapshots("wide") == [] and stored_keys(objects) == []
+
+
+def test_an_arrow_batch_retried_under_its_key_commits_once_and_other_content_is_refused(
+    meta: MetaStore, objects: ObjectStore, inserter: Inserter, wide: TableSpec
+) -> None:
+    batch = pa.table(ARROW_INPUT)
+    first = inserter.insert_arrow("wide", batch, idempotency_key="k1")
+    again = inserter.insert_arrow("wide", batch, idempotency_key="k1")
+    assert first.committed and not again.committed
+    assert again.snapshot_id == first.snapshot_id and len(meta.snapshots("wide")) == 1
+    with pytest.raises(IdempotencyKeyReusedError):
+        inserter.insert_arrow("wide", batch.slice(0, 1), idempotency_key="k1")
+    assert meta.status("wide").rows == 2
 
 
 def test_the_same_batch_sent_twice_with_one_key_is_committed_once(

@@ -33,9 +33,11 @@ from icefloe.ingest.layout import partition_rows
 from icefloe.ingest.load import load_batch
 from icefloe.ingest.row_ids import ROW_ID_COLUMN, new_row_ids
 from icefloe.ingest.sources import (
+    ArrowBatch,
     InputFormat,
     InsertLimits,
     StagedBatch,
+    arrow_batch,
     stage_bytes,
     stage_file,
     stage_rows,
@@ -112,6 +114,20 @@ class Inserter:
             receipts,
         )
 
+    def insert_arrow(
+        self,
+        table: str,
+        data: pa.Table | pa.RecordBatch,
+        *,
+        idempotency_key: str | None = None,
+    ) -> InsertResult:
+        """Insert an Arrow table (or record batch) whose columns are named like the table's.
+
+        It is converted from memory, with the checks a Parquet input gets (each column of the
+        table's type family, every value in range, NOT NULL held); absent nullable columns are
+        NULL, and a column the table does not have is refused."""
+        return self._insert(table, lambda: arrow_batch(data, limits=self.limits), idempotency_key)
+
     def insert_bytes(
         self, table: str, data: bytes, *, fmt: InputFormat, idempotency_key: str | None = None
     ) -> InsertResult:
@@ -140,7 +156,7 @@ class Inserter:
     def _insert(
         self,
         table: str,
-        stage: Callable[[], StagedBatch],
+        stage: Callable[[], StagedBatch | ArrowBatch],
         idempotency_key: str | None,
         receipts: Sequence[str] = (),
     ) -> InsertResult:
@@ -167,7 +183,7 @@ class Inserter:
     def _write_and_commit(
         self,
         spec: TableSpec,
-        staged: StagedBatch,
+        staged: StagedBatch | ArrowBatch,
         idempotency_key: str | None,
         receipts: Sequence[str],
         digest: str | None = None,
@@ -257,12 +273,19 @@ class Inserter:
             raise errors[0]  # type: ignore[misc]
 
 
-def batch_digest(staged: StagedBatch) -> str:
-    """A digest of a batch's bytes as staged (rows are serialized the same way every time)."""
+def batch_digest(staged: StagedBatch | ArrowBatch) -> str:
+    """A digest of a batch's bytes as staged (rows are serialized the same way every time); of
+    an Arrow table, its IPC stream (schema and values)."""
     digest = hashlib.blake2b(digest_size=16)
-    with open(staged.path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            digest.update(chunk)
+    if isinstance(staged, ArrowBatch):
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, staged.table.schema) as writer:
+            writer.write_table(staged.table)
+        digest.update(sink.getvalue())
+    else:
+        with open(staged.path, "rb") as f:
+            while chunk := f.read(1 << 20):
+                digest.update(chunk)
     return f"{staged.format}:{digest.hexdigest()}"
 
 

@@ -18,21 +18,37 @@ import pyarrow.compute as pc
 from icefloe.duck import ident, name_literal
 from icefloe.errors import BatchRejectedError, RowProblem
 from icefloe.ingest.columns import ColumnSQL, expected, json_column, sql_column
-from icefloe.ingest.sources import InsertLimits, StagedBatch
+from icefloe.ingest.sources import ArrowBatch, InsertLimits, StagedBatch
 from icefloe.spec import Column, TableSpec
 
 MAX_PROBLEMS = 5
+_ARROW_INPUT = "__icefloe_arrow_input"
 _JSON_FORMATS = {"json": "auto", "ndjson": "newline_delimited"}
 _BRACKET_OR_STRING = re.compile(r'"(?:\\.|[^"\\])*"|[\[\]{}]')
 
 
 def load_batch(
-    con: duckdb.DuckDBPyConnection, spec: TableSpec, batch: StagedBatch, *, limits: InsertLimits
+    con: duckdb.DuckDBPyConnection,
+    spec: TableSpec,
+    batch: StagedBatch | ArrowBatch,
+    *,
+    limits: InsertLimits,
 ) -> pa.Table:
     """The batch's rows as an Arrow table with the spec's columns, in input order."""
+    if isinstance(batch, ArrowBatch):
+        con.register(_ARROW_INPUT, batch.table)
+        try:
+            return _load_typed(con, spec, _ARROW_INPUT, {}, "Arrow", limits)
+        finally:
+            con.unregister(_ARROW_INPUT)
     if batch.format in _JSON_FORMATS:
         return _load_json(con, spec, batch, limits)
-    return _load_typed(con, spec, batch, limits)
+    params = {"path": str(batch.path)}
+    if batch.format == "csv":
+        return _load_typed(
+            con, spec, "read_csv($path, header=true, all_varchar=true)", params, "csv", limits
+        )
+    return _load_typed(con, spec, "read_parquet($path)", params, batch.format, limits)
 
 
 def _refuse(problems: Sequence[RowProblem], *, total: int | None = None) -> BatchRejectedError:
@@ -161,17 +177,22 @@ def _shape_problem(
 
 
 def _load_typed(
-    con: duckdb.DuckDBPyConnection, spec: TableSpec, batch: StagedBatch, limits: InsertLimits
+    con: duckdb.DuckDBPyConnection,
+    spec: TableSpec,
+    source: str,
+    params: dict[str, str],
+    kind: str,
+    limits: InsertLimits,
 ) -> pa.Table:
-    params = {"path": str(batch.path)}
-    if batch.format == "csv":
-        source = "read_csv($path, header=true, all_varchar=true)"
-    else:
-        source = "read_parquet($path)"
+    """Rows of a typed ``source`` (a CSV or Parquet reader, or a registered Arrow table)."""
     try:
         described = con.execute(f"DESCRIBE SELECT * FROM {source}", params).fetchall()
     except (duckdb.InvalidInputException, duckdb.IOException) as e:
-        raise BatchRejectedError(f"batch refused: not a readable {batch.format} file: {e}") from e
+        raise BatchRejectedError(f"batch refused: not a readable {kind} file: {e}") from e
+    except duckdb.NotImplementedException as e:  # an Arrow type DuckDB cannot scan
+        raise BatchRejectedError(
+            f"batch refused: {kind} input of a type DuckDB cannot read: {e}"
+        ) from e
     source_types = {str(row[0]): str(row[1]) for row in described}
     unknown = [name for name in source_types if name not in spec.column_names]
     if unknown:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import BinaryIO, Literal, cast
 
 import orjson
+import pyarrow as pa
 
 from icefloe.errors import BatchRejectedError, RowProblem
 
@@ -48,6 +49,30 @@ class StagedBatch:
     def discard(self) -> None:
         if self.owned:
             self.path.unlink(missing_ok=True)
+
+
+@dataclass(frozen=True, slots=True)
+class ArrowBatch:
+    """A batch already in Arrow (a caller's table): converted from memory, never staged."""
+
+    table: pa.Table
+    format: Literal["arrow"] = "arrow"
+
+    def discard(self) -> None:
+        """Nothing to delete: the table is the caller's."""
+
+
+def arrow_batch(table: object, *, limits: InsertLimits) -> ArrowBatch:
+    """Check an Arrow input's kind and size before anything else looks at it."""
+    if isinstance(table, pa.RecordBatch):
+        table = pa.Table.from_batches([table])
+    if not isinstance(table, pa.Table):
+        raise BatchRejectedError(
+            f"batch refused: expected a pyarrow Table or RecordBatch, got {type(table).__name__}"
+        )
+    if table.nbytes > limits.max_batch_bytes:
+        raise _too_big(table.nbytes, limits)
+    return ArrowBatch(table)
 
 
 def _too_big(size: int, limits: InsertLimits) -> BatchRejectedError:
