@@ -93,7 +93,7 @@ def _outer_error(
     if col.type == "JSON":
         stripped = f"regexp_replace({v}, '{_JSON_STRING}', '', 'g')"
         checks.append(
-            f"WHEN regexp_matches(lower({v}), 'nan|inf')"
+            f"WHEN regexp_matches({v}, '(?i)nan|inf')"
             f" AND regexp_matches(lower({stripped}), 'nan|inf') THEN 'json'"
         )
     if col.type in ("VARCHAR", "JSON"):
@@ -102,8 +102,10 @@ def _outer_error(
         checks.append(f"WHEN octet_length({v}) > {max_value_bytes} THEN 'size'")
     if col.type == "JSON":
         # An upper bound of the depth, cheap to compute; suspects are checked exactly later.
+        # A value of at most max_json_depth bytes cannot be nested deeper: most are skipped.
         checks.append(
-            f"WHEN strlen({v}) - strlen(replace(replace({v}, '[', ''), '{{', ''))"
+            f"WHEN strlen({v}) > {max_json_depth}"
+            f" AND strlen({v}) - strlen(replace(replace({v}, '[', ''), '{{', ''))"
             f" > {max_json_depth} THEN 'depth?'"
         )
     return "CASE " + " ".join(checks) + " END"

@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 
 from icefloe.duck import ident, name_literal
 from icefloe.errors import BatchRejectedError, RowProblem
+from icefloe.ingest.arrow_input import json_columns_to_check, proven_clean
 from icefloe.ingest.columns import ColumnSQL, expected, json_column, sql_column
 from icefloe.ingest.sources import ArrowBatch, InsertLimits, StagedBatch
 from icefloe.spec import Column, TableSpec
@@ -33,14 +34,14 @@ def load_batch(
     batch: StagedBatch | ArrowBatch,
     *,
     limits: InsertLimits,
+    fast: bool = True,
 ) -> pa.Table:
-    """The batch's rows as an Arrow table with the spec's columns, in input order."""
+    """The batch's rows as an Arrow table with the spec's columns, in input order.
+
+    ``fast=False`` sends typed Arrow input through the DuckDB conversion even when Arrow's
+    checks could prove it clean (the differential test compares the two)."""
     if isinstance(batch, ArrowBatch):
-        con.register(_ARROW_INPUT, batch.table)
-        try:
-            return _load_typed(con, spec, _ARROW_INPUT, {}, "Arrow", limits)
-        finally:
-            con.unregister(_ARROW_INPUT)
+        return _load_arrow(con, spec, batch.table, limits, fast=fast)
     if batch.format in _JSON_FORMATS:
         return _load_json(con, spec, batch, limits)
     params = {"path": str(batch.path)}
@@ -49,6 +50,46 @@ def load_batch(
             con, spec, "read_csv($path, header=true, all_varchar=true)", params, "csv", limits
         )
     return _load_typed(con, spec, "read_parquet($path)", params, batch.format, limits)
+
+
+def _load_arrow(
+    con: duckdb.DuckDBPyConnection,
+    spec: TableSpec,
+    table: pa.Table,
+    limits: InsertLimits,
+    *,
+    fast: bool,
+) -> pa.Table:
+    """Typed Arrow input: Arrow's checks when they prove it clean (JSON columns still parsed
+    by DuckDB, over those columns alone), else the DuckDB conversion, which names the rows."""
+    _check_row_count(table.num_rows, limits)
+    partition_sources = _identity_sources(spec)
+    clean = (
+        proven_clean(spec, table, limits=limits, partition_sources=partition_sources)
+        if fast
+        else None
+    )
+    con.register(_ARROW_INPUT, table)
+    try:
+        if clean is None:
+            return _load_typed(con, spec, _ARROW_INPUT, {}, "Arrow", limits)
+        json_columns = json_columns_to_check(spec, table)
+        if json_columns:
+            sqls = [
+                sql_column(
+                    c,
+                    source_type="VARCHAR",
+                    max_value_bytes=limits.max_value_bytes,
+                    max_json_depth=limits.max_json_depth,
+                    partition_source=c.name in partition_sources,
+                )
+                for c in json_columns
+            ]
+            checked = _convert(con, sqls, _ARROW_INPUT, {}, limits)
+            clean.update({c.name: checked.column(c.name) for c in json_columns})
+    finally:
+        con.unregister(_ARROW_INPUT)
+    return pa.table({name: clean[name] for name in spec.column_names})
 
 
 def _refuse(problems: Sequence[RowProblem], *, total: int | None = None) -> BatchRejectedError:
