@@ -162,7 +162,7 @@ def _insert_group(inserter: Inserter, table: str, pending: list[_Parsed], tally:
     try:
         validate_table_name(table)
         crashed = isolate_crashes(pending, insert)
-    except (NotFoundError, InvalidInputError) as e:  # an unknown or malformed table name
+    except _GROUP_REFUSALS as e:  # an unknown or malformed table name
         for p in pending:
             tally.failed[p.message_id] = str(e)
         return
