@@ -66,12 +66,18 @@ test-unit: venv
 test-integration: venv
 	$(PY) -m pytest tests/integration
 
-# The differential pruning test at scale: pruned answers against unpruned ones.
+# The differential pruning test at scale: pruned answers against unpruned ones. FUZZ_JOBS
+# processes share the queries out (each runs every FUZZ_JOBS-th), so the set run is the same.
 FUZZ_QUERIES ?= 100000
 FUZZ_SEED    ?= 20261125
+FUZZ_JOBS    ?= 1
 fuzz: venv
-	ICEFLOE_FUZZ_QUERIES=$(FUZZ_QUERIES) ICEFLOE_FUZZ_SEED=$(FUZZ_SEED) \
-		$(PY) -m pytest -p no:timeout -q tests/integration/test_pruning_differential.py
+	@tmp=$$(mktemp -d); pids=""; for k in $$(seq 0 $$(($(FUZZ_JOBS) - 1))); do \
+		ICEFLOE_FUZZ_QUERIES=$(FUZZ_QUERIES) ICEFLOE_FUZZ_SEED=$(FUZZ_SEED) \
+		ICEFLOE_FUZZ_SHARD=$$k/$(FUZZ_JOBS) $(PY) -m pytest -p no:timeout -p no:cacheprovider \
+			--basetemp=$$tmp/shard$$k -q tests/integration/test_pruning_differential.py & \
+		pids="$$pids $$!"; \
+	done; status=0; for pid in $$pids; do wait $$pid || status=1; done; rm -rf $$tmp; exit $$status
 
 # The chaos test for as long as asked: processes killed at random, then the lake checked.
 SOAK_SECONDS ?= 600
