@@ -26,6 +26,7 @@ from icefloe.config import Settings
 from icefloe.errors import IcefloeError, InvalidInputError, TableExistsError
 from icefloe.ingest import INPUT_FORMATS, InputFormat, Inserter, format_from_suffix
 from icefloe.janitor import DEFAULT_MAX_FILES, Janitor, format_duration, parse_duration
+from icefloe.lifecycle import rollback_table
 from icefloe.merge import MergeWorker, merge_locally
 from icefloe.merge.modes import check_merge_query
 from icefloe.metastore.embedded import embedded_status, stop_embedded
@@ -107,6 +108,20 @@ def build_parser() -> argparse.ArgumentParser:
     files.add_argument("name")
     files.add_argument("--snapshot", type=int, help="default: the head")
     _add_format(files)
+
+    rollback = commands.add_parser(
+        "rollback",
+        help="commit a snapshot whose live files are exactly those of an earlier snapshot",
+    )
+    rollback.add_argument("name")
+    rollback.add_argument(
+        "--to-snapshot",
+        type=int,
+        required=True,
+        metavar="N",
+        help="the snapshot to go back to (see `icefloe snapshots NAME`); it must not have expired",
+    )
+    _add_format(rollback)
 
     snapshots = commands.add_parser("snapshots", help="list a table's snapshots")
     snapshots.add_argument("name")
@@ -609,7 +624,9 @@ def _snapshots(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
             [
                 [
                     s.snapshot_id,
-                    s.operation,
+                    s.operation
+                    if s.rolled_back_to is None
+                    else f"{s.operation} to {s.rolled_back_to}",
                     s.committed_at.isoformat(timespec="seconds"),
                     f"+{s.files_added}/-{s.files_removed}",
                     f"+{s.rows_added}/-{s.rows_removed}",
@@ -618,6 +635,28 @@ def _snapshots(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
             ],
         ),
     )
+    return 0
+
+
+def _rollback(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
+    result = rollback_table(
+        meta=runtime.meta, objects=runtime.objects, table=args.name, to_snapshot=args.to_snapshot
+    )
+
+    def text() -> str:
+        if result.snapshot_id is None:
+            return (
+                f"{result.table}: the live files are those of snapshot {result.to_snapshot}"
+                " already; nothing committed"
+            )
+        return (
+            f"rolled {result.table} back to snapshot {result.to_snapshot}: snapshot"
+            f" {result.snapshot_id} holds its {result.files_kept + result.files_restored} files"
+            f" ({result.rows:,} rows): {result.files_kept} kept, {result.files_removed} removed,"
+            f" {result.files_restored} restored by copy ({result.bytes_copied:,} bytes)"
+        )
+
+    _emit(out, args.format, result.to_json(), text)
     return 0
 
 
@@ -653,6 +692,7 @@ _COMMANDS: dict[str, Callable[[Runtime, argparse.Namespace, TextIO], int]] = {
     "compact": _compact,
     "query": _query,
     "files": _files,
+    "rollback": _rollback,
     "snapshots": _snapshots,
     "status": _status,
 }

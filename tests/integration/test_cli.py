@@ -547,3 +547,38 @@ def test_table_drop_then_create_again_then_gc_purges_the_dropped_one(
     assert code == 0 and json.loads(out)["tables_purged"] == ["events"]
     warehouse = tmp_path / "home" / "warehouse"
     assert not [p for p in warehouse.rglob("*.parquet")]
+
+
+def test_rollback_to_an_earlier_snapshot_then_again_then_to_one_that_never_was(
+    cli_env: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run("init")[0] == 0
+    create_events()
+    for n in range(3):
+        source = tmp_path / f"b{n}.ndjson"
+        source.write_text(json.dumps({"ts": f"2026-03-0{n + 1}T00:00:00", "event": "e"}) + "\n")
+        assert run("insert", "events", str(source))[0] == 0
+
+    code, out = run("rollback", "events", "--to-snapshot", "1", "--format", "json")
+
+    assert code == 0
+    assert json.loads(out) == {
+        "table": "events",
+        "to_snapshot": 1,
+        "snapshot_id": 4,
+        "committed": True,
+        "files_kept": 1,
+        "files_removed": 2,
+        "files_restored": 0,
+        "bytes_copied": 0,
+        "rows": 1,
+        "plans": 1,
+    }
+    assert json.loads(run("query", "SELECT count(*) AS n FROM events", "--format", "json")[1]) == [
+        {"n": 1}
+    ]
+    assert "rollback to 1" in run("snapshots", "events")[1]
+    code, text = run("rollback", "events", "--to-snapshot", "1")
+    assert code == 0 and "already; nothing committed" in text
+    assert run("rollback", "events", "--to-snapshot", "9")[0] == 1
+    assert "events' has no snapshot 9 (its head is snapshot 4)" in capsys.readouterr().err

@@ -44,6 +44,9 @@ class FailingAfterPuts(ObjectStore):
     def put_file(self, key: str, path: Path) -> ObjectInfo:
         return self.put(key, path.read_bytes())
 
+    def copy(self, source: str, key: str) -> ObjectInfo:
+        return self.put(key, self.inner.get(source))
+
     def get(self, key: str) -> bytes:
         return self.inner.get(key)
 

@@ -11,7 +11,7 @@ from uuid import UUID
 from icefloe.spec import TableSpec
 
 JsonScalar: TypeAlias = str | int | float | bool | None
-Operation = Literal["append", "replace", "delete"]
+Operation = Literal["append", "replace", "delete", "rollback"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +58,7 @@ class NewFile:
     partition_values: Mapping[str, JsonScalar] = field(default_factory=dict)
     partition_start: datetime | None = None
     column_stats: Mapping[str, ColumnStats] = field(default_factory=dict)
+    copy_of: int | None = None  # a rollback's copy: the id of the file it restores
 
 
 class ScanFile(NamedTuple):
@@ -96,6 +97,12 @@ class DataFile:
     created_at: datetime | None = None
     claim_token: UUID | None = None
     claimed: bool = False  # a merge holds it under an unexpired lease (by the database's clock)
+    copy_of: int | None = None  # a rollback's copy: the id of the file it restores
+
+    @property
+    def origin(self) -> int:
+        """The file this one's content first came as (itself, unless it is a restored copy)."""
+        return self.file_id if self.copy_of is None else self.copy_of
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +134,8 @@ class Snapshot:
     expired: bool = False
     # A digest of the batch committed under the idempotency key (None for other snapshots).
     batch_digest: str | None = None
+    # The snapshot whose files a rollback restored (None for other operations).
+    rolled_back_to: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,3 +164,20 @@ class TableStatus:
     claimed_files: int
     # When the last live claim runs out (None: no file is claimed).
     claimed_until: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RollbackPlan:
+    """How to make a table's live files those of an earlier snapshot, as read at one head."""
+
+    table: str
+    table_id: int
+    head_snapshot_id: int
+    target_snapshot_id: int
+    keep: tuple[DataFile, ...]  # live now and at the target
+    remove: tuple[DataFile, ...]  # live now, not at the target
+    restore: tuple[DataFile, ...]  # live at the target, no longer now: copied back
+
+    @property
+    def changes_nothing(self) -> bool:
+        return not self.remove and not self.restore

@@ -60,6 +60,7 @@ from icefloe.metastore.models import (
     JsonScalar,
     NewFile,
     Operation,
+    RollbackPlan,
     ScanFile,
     Snapshot,
     TableInfo,
@@ -80,24 +81,25 @@ _TRANSIENT = (pgerrors.SerializationFailure, pgerrors.DeadlockDetected, pgerrors
 _FILE_COLUMNS = """
     file_id, path, partition_path, partition_values, partition_start, size_bytes, row_count,
     row_group_count, column_stats, begin_snapshot, end_snapshot, created_at, claim_token,
-    coalesce(claim_token IS NOT NULL AND claim_expires_at > now(), false)
+    coalesce(claim_token IS NOT NULL AND claim_expires_at > now(), false), copy_of
 """
 _SNAPSHOT_COLUMNS = """
     snapshot_id, parent_id, operation, committed_at, idempotency_key, files_added, files_removed,
-    rows_added, rows_removed, bytes_added, bytes_removed, expired_at IS NOT NULL, batch_digest
+    rows_added, rows_removed, bytes_added, bytes_removed, expired_at IS NOT NULL, batch_digest,
+    rolled_back_to
 """
 
 
 _INSERT_SNAPSHOT = """
     INSERT INTO snapshots (table_id, snapshot_id, parent_id, operation, idempotency_key,
         files_added, files_removed, rows_added, rows_removed, bytes_added, bytes_removed,
-        batch_digest)
-    VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+        batch_digest, rolled_back_to)
+    VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
 """
 _INSERT_FILE = """
     INSERT INTO data_files (table_id, path, partition_path, partition_values, partition_start,
-        size_bytes, row_count, row_group_count, column_stats, begin_snapshot)
-    VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+        size_bytes, row_count, row_group_count, column_stats, begin_snapshot, copy_of)
+    VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
 """
 _END_FILES = """
     UPDATE data_files
@@ -124,6 +126,10 @@ class _CommitRequest:
     claim_token: uuid.UUID | None
     receipts: Sequence[str]
     batch_digest: str | None = None
+    # A rollback: the snapshot it restores, and the head it was planned at (a commit that finds
+    # the head moved is a conflict: the plan no longer gives exactly that snapshot's files).
+    rolled_back_to: int | None = None
+    planned_head: int | None = None
 
 
 # A pooled connection idle longer than this is checked (one round trip) before it is used.
@@ -609,6 +615,77 @@ class MetaStore:
             receipts=receipts,
             batch_digest=batch_digest,
         )
+        return self._commit_with_retries(request)
+
+    def plan_rollback(self, table: str, *, to_snapshot: int) -> RollbackPlan:
+        """What making the live files those of ``to_snapshot`` takes, read in one
+        repeatable-read transaction: which live files stay, which go, and which of the
+        snapshot's files are no longer live (they must be restored). SnapshotNotFoundError
+        when the snapshot is unknown or expired (its files may have been collected)."""
+        with self._read_only(repeatable=True) as conn:
+            head = _resolve(conn, table, snapshot_id=None, as_of=None)
+            if to_snapshot > head.snapshot_id or to_snapshot < 1:
+                raise SnapshotNotFoundError(
+                    f"table {table!r} has no snapshot {to_snapshot} (its head is snapshot"
+                    f" {head.snapshot_id})"
+                )
+            try:
+                target = _resolve_from(
+                    conn,
+                    table,
+                    head.table_id,
+                    head.snapshot_id,
+                    snapshot_id=to_snapshot,
+                    as_of=None,
+                )
+            except SnapshotNotFoundError as e:
+                oldest = conn.execute(
+                    "SELECT min(snapshot_id) FROM snapshots"
+                    " WHERE table_id = %s AND expired_at IS NULL",
+                    (head.table_id,),
+                ).fetchone()
+                raise SnapshotNotFoundError(
+                    f"cannot roll {table!r} back to snapshot {to_snapshot}: it has expired, and"
+                    " the files only it needed may have been collected; the oldest snapshot"
+                    f" kept is {oldest[0] if oldest and oldest[0] is not None else 'none'}"
+                ) from e
+            at_head = _files_at(conn, head.table_id, head.snapshot_id)
+            at_target = _files_at(conn, head.table_id, target.snapshot_id)
+        # A restored copy stands for its original: asked again, a rollback changes nothing.
+        live = {f.origin for f in at_head}
+        wanted = {f.origin for f in at_target}
+        return RollbackPlan(
+            table=table,
+            table_id=head.table_id,
+            head_snapshot_id=head.snapshot_id,
+            target_snapshot_id=target.snapshot_id,
+            keep=tuple(f for f in at_head if f.origin in wanted),
+            remove=tuple(f for f in at_head if f.origin not in wanted),
+            restore=tuple(f for f in at_target if f.origin not in live),
+        )
+
+    def commit_rollback(self, plan: RollbackPlan, *, restored: Sequence[NewFile]) -> CommitResult:
+        """One new snapshot whose live files are those of ``plan.target_snapshot_id``: the
+        plan's ``remove`` files end, ``restored`` (copies of its ``restore`` files) are added.
+        CommitConflictError when another snapshot was committed since the plan (plan again);
+        a merge holding any removed file loses at its own commit."""
+        remove = [f.file_id for f in plan.remove]
+        _check_commit_input("rollback", restored, remove)
+        return self._commit_with_retries(
+            _CommitRequest(
+                info=_TableRef(table_id=plan.table_id, name=plan.table),
+                operation="rollback",
+                add=restored,
+                remove=remove,
+                idempotency_key=None,
+                claim_token=None,
+                receipts=(),
+                rolled_back_to=plan.target_snapshot_id,
+                planned_head=plan.head_snapshot_id,
+            )
+        )
+
+    def _commit_with_retries(self, request: _CommitRequest) -> CommitResult:
         attempt = 0
         while True:
             attempt += 1
@@ -622,7 +699,9 @@ class MetaStore:
                         f"commit failed after {attempt} attempts: {e}"
                     ) from e
                 delay = min(2.0, 0.05 * 2**attempt) * random.uniform(0.5, 1.5)
-                logger.warning("commit to %s failed (%s); retrying in %.2fs", table, e, delay)
+                logger.warning(
+                    "commit to %s failed (%s); retrying in %.2fs", request.info.name, e, delay
+                )
                 time.sleep(delay)
 
     def _commit_once(self, request: _CommitRequest) -> CommitResult:
@@ -683,6 +762,11 @@ class MetaStore:
             )
         table_id = int(head_row[0])
         head = int(head_row[1])
+        if request.planned_head is not None and head != request.planned_head:
+            raise CommitConflictError(
+                f"{info.name!r}: snapshot {head} was committed while this {operation} was"
+                f" planned at snapshot {request.planned_head}"
+            )
         earlier_row = earlier.fetchone() if idempotency_key is not None else None
         if earlier_row is not None:
             check_same_batch(
@@ -708,7 +792,12 @@ class MetaStore:
         rows_removed = bytes_removed = 0
         if remove:
             rows_removed, bytes_removed = _validate_inputs(
-                conn, _TableRef(table_id, info.name), remove, claim_token
+                conn,
+                _TableRef(table_id, info.name),
+                remove,
+                claim_token,
+                # A rollback overrides merges: one holding these files loses at its commit.
+                respect_claims=operation != "rollback",
             )
 
         new_id = head + 1
@@ -727,6 +816,7 @@ class MetaStore:
             bytes_added,
             bytes_removed,
             request.batch_digest if idempotency_key is not None else None,
+            request.rolled_back_to,
         )
         try:
             # Pipelined: the writes go out together and the head lock is held for one round trip.
@@ -752,7 +842,12 @@ class MetaStore:
 
 
 def _validate_inputs(
-    conn: Conn, info: _TableRef, remove: Sequence[int], claim_token: uuid.UUID | None
+    conn: Conn,
+    info: _TableRef,
+    remove: Sequence[int],
+    claim_token: uuid.UUID | None,
+    *,
+    respect_claims: bool = True,
 ) -> tuple[int, int]:
     """Check that every input file is live and (un)claimed as the commit assumes."""
     rows = conn.execute(
@@ -777,7 +872,7 @@ def _validate_inputs(
             raise CommitConflictError(
                 f"{info.name!r}: input file {file_id} is no longer claimed by this job"
             )
-        if claim_token is None and holder is not None and lease_active:
+        if claim_token is None and respect_claims and holder is not None and lease_active:
             raise CommitConflictError(f"{info.name!r}: input file {file_id} is claimed by a merge")
     return sum(int(r[4]) for r in rows), sum(int(r[5]) for r in rows)
 
@@ -789,6 +884,8 @@ def _check_commit_input(
         raise InvalidInputError("an append adds at least one file and removes none")
     if operation in ("replace", "delete") and not remove:
         raise InvalidInputError(f"a {operation} removes at least one file")
+    if operation == "rollback" and not (add or remove):
+        raise InvalidInputError("a rollback that changes no file is not committed")
     if operation == "delete" and add:
         raise InvalidInputError("a delete adds no files")
     if len(remove) != len(set(remove)):
@@ -852,6 +949,7 @@ def _file_params(table_id: int, f: NewFile, snapshot_id: int) -> tuple[Any, ...]
         f.row_group_count,
         Jsonb({name: stats.to_json() for name, stats in f.column_stats.items()}),
         snapshot_id,
+        f.copy_of,
     )
 
 
@@ -897,6 +995,7 @@ def _snapshot(row: Sequence[Any]) -> Snapshot:
         bytes_removed=int(row[10]),
         expired=bool(row[11]),
         batch_digest=row[12],
+        rolled_back_to=None if row[13] is None else int(row[13]),
     )
 
 
@@ -917,6 +1016,7 @@ def _data_file(row: Sequence[Any]) -> DataFile:
         created_at=row[11],
         claim_token=row[12],
         claimed=bool(row[13]),
+        copy_of=None if row[14] is None else int(row[14]),
     )
 
 

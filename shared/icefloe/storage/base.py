@@ -148,6 +148,11 @@ class ObjectStore(ABC):
         """Store the content of the local file ``path`` under ``key``, with ``put``'s semantics."""
 
     @abstractmethod
+    def copy(self, source: str, key: str) -> ObjectInfo:
+        """Store a copy of the object under ``source`` as ``key`` (inside the store: S3 copies
+        it server-side); ObjectNotFoundError if ``source`` is gone, ``put``'s semantics else."""
+
+    @abstractmethod
     def get(self, key: str) -> bytes:
         """The whole object; ObjectNotFoundError if there is none."""
 

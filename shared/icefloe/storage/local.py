@@ -81,6 +81,17 @@ class LocalObjectStore(ObjectStore):
         with source:
             return self._publish(key, target, lambda out: shutil.copyfileobj(source, out))
 
+    def copy(self, source: str, key: str) -> ObjectInfo:
+        target = self._path(key)
+        try:
+            original = open(self._path(source), "rb")  # noqa: SIM115 - closed below
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError) as e:
+            raise ObjectNotFoundError(f"no object under key {source!r}") from e
+        except OSError as e:
+            raise StorageError(f"cannot read object {source!r}: {e}") from e
+        with original:
+            return self._publish(key, target, lambda out: shutil.copyfileobj(original, out))
+
     def get(self, key: str) -> bytes:
         path = self._path(key)
         try:

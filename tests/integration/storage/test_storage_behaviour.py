@@ -78,6 +78,24 @@ def test_put_file_round_trip_and_never_overwrites(store: ObjectStore, tmp_path: 
     assert store.get("t/f.parquet") == b"x" * 1000
 
 
+def test_copy_stores_the_same_bytes_under_a_new_key_and_never_overwrites(
+    store: ObjectStore,
+) -> None:
+    store.put("t/a.parquet", b"abc" * 100)
+    store.put("t/taken.parquet", b"other")
+
+    info = store.copy("t/a.parquet", "t/b/copy.parquet")
+
+    assert (info.key, info.size) == ("t/b/copy.parquet", 300)
+    assert store.get("t/b/copy.parquet") == store.get("t/a.parquet") == b"abc" * 100
+    with pytest.raises(ObjectExistsError):
+        store.copy("t/a.parquet", "t/taken.parquet")
+    assert store.get("t/taken.parquet") == b"other"
+    with pytest.raises(ObjectNotFoundError):
+        store.copy("t/missing.parquet", "t/c.parquet")
+    assert store.head("t/c.parquet") is None
+
+
 def test_put_file_of_a_missing_source_is_refused(store: ObjectStore, tmp_path: Path) -> None:
     with pytest.raises(InvalidInputError):
         store.put_file("t/f", tmp_path / "missing")
