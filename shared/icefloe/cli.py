@@ -26,7 +26,7 @@ from icefloe.config import Settings
 from icefloe.errors import IcefloeError, InvalidInputError, TableExistsError
 from icefloe.ingest import INPUT_FORMATS, InputFormat, Inserter, format_from_suffix
 from icefloe.janitor import DEFAULT_MAX_FILES, Janitor, format_duration, parse_duration
-from icefloe.lifecycle import rollback_table
+from icefloe.lifecycle import delete_rows, rollback_table
 from icefloe.merge import MergeWorker, merge_locally
 from icefloe.merge.modes import check_merge_query
 from icefloe.metastore.embedded import embedded_status, stop_embedded
@@ -108,6 +108,22 @@ def build_parser() -> argparse.ArgumentParser:
     files.add_argument("name")
     files.add_argument("--snapshot", type=int, help="default: the head")
     _add_format(files)
+
+    delete = commands.add_parser(
+        "delete",
+        help="delete the rows a predicate matches, in one new snapshot (erasure: then gc)",
+    )
+    delete.add_argument("name")
+    delete.add_argument(
+        "--where",
+        required=True,
+        metavar="PREDICATE",
+        help="one SQL expression over the table's columns, e.g. \"user_id = 'u42'\"",
+    )
+    delete.add_argument(
+        "--dry-run", action="store_true", help="list the files and rows it would change"
+    )
+    _add_format(delete)
 
     rollback = commands.add_parser(
         "rollback",
@@ -638,6 +654,36 @@ def _snapshots(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+def _delete(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
+    result = delete_rows(
+        meta=runtime.meta,
+        objects=runtime.objects,
+        table=args.name,
+        where=args.where,
+        dry_run=args.dry_run,
+    )
+
+    def text() -> str:
+        counts = (
+            f"{result.rows_deleted:,} rows in {len(result.changes)} of"
+            f" {result.files_scanned} files read ({result.files_rewritten} rewritten,"
+            f" {result.files_removed} removed; {result.files_considered} considered)"
+        )
+        if result.dry_run:
+            lines = [f"{result.table}: would delete {counts}"]
+            lines += [
+                f"  {c.action:<7}  {c.path}  {c.rows_deleted:,} of {c.rows:,} rows"
+                for c in result.changes
+            ]
+            return "\n".join(lines)
+        if result.snapshot_id is None:
+            return f"{result.table}: no row matches; nothing committed"
+        return f"{result.table}: snapshot {result.snapshot_id} deleted {counts}"
+
+    _emit(out, args.format, result.to_json(), text)
+    return 0
+
+
 def _rollback(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
     result = rollback_table(
         meta=runtime.meta, objects=runtime.objects, table=args.name, to_snapshot=args.to_snapshot
@@ -692,6 +738,7 @@ _COMMANDS: dict[str, Callable[[Runtime, argparse.Namespace, TextIO], int]] = {
     "compact": _compact,
     "query": _query,
     "files": _files,
+    "delete": _delete,
     "rollback": _rollback,
     "snapshots": _snapshots,
     "status": _status,

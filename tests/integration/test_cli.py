@@ -582,3 +582,40 @@ def test_rollback_to_an_earlier_snapshot_then_again_then_to_one_that_never_was(
     assert code == 0 and "already; nothing committed" in text
     assert run("rollback", "events", "--to-snapshot", "9")[0] == 1
     assert "events' has no snapshot 9 (its head is snapshot 4)" in capsys.readouterr().err
+
+
+def test_delete_dry_run_then_delete_then_a_refused_predicate(
+    cli_env: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run("init")[0] == 0
+    create_events()
+    source = tmp_path / "b.ndjson"
+    source.write_text(
+        "\n".join(
+            json.dumps({"ts": f"2026-03-0{d}T00:00:00", "event": "e", "user_id": user})
+            for d in (1, 2)
+            for user in ("u1", "u2", "u3")
+        )
+        + "\n"
+    )
+    assert run("insert", "events", str(source))[0] == 0
+
+    code, text = run("delete", "events", "--where", "user_id = 'u2'", "--dry-run")
+    assert code == 0 and text.startswith("events: would delete 2 rows in 2 of 2 files read")
+    assert text.count("  rewrite  events/data/day=2026-03-0") == 2
+
+    code, out = run("delete", "events", "--where", "user_id = 'u2'", "--format", "json")
+    assert code == 0
+    deleted = json.loads(out)
+    assert (deleted["snapshot_id"], deleted["rows_deleted"], deleted["files_rewritten"]) == (
+        2,
+        2,
+        2,
+    )
+    users = json.loads(
+        run("query", "SELECT DISTINCT user_id FROM events ORDER BY 1", "--format", "json")[1]
+    )
+    assert users == [{"user_id": "u1"}, {"user_id": "u3"}]
+
+    assert run("delete", "events", "--where", "user_id IN (SELECT 'u1')")[0] == 1
+    assert "may not hold a subquery" in capsys.readouterr().err

@@ -17,13 +17,11 @@ from pathlib import Path
 import pytest
 
 from icefloe import duck
-from icefloe.ingest import Inserter
-from icefloe.merge import MergeWorker, merge_locally
 from icefloe.metastore.store import MetaStore
 from icefloe.query import QueryEngine
 from icefloe.query.views import parquet_source, view_sql
 from icefloe.storage import LocalObjectStore
-from support.query_fuzz import TABLE, QueryGenerator, batches, canonical, spec
+from support.query_fuzz import TABLE, QueryGenerator, canonical, fill_table, spec
 
 pytestmark = pytest.mark.integration
 
@@ -46,16 +44,8 @@ def test_pruned_answers_equal_unpruned_answers(meta: MetaStore, tmp_path: Path) 
     # Given a table of random rows in many files: small inserts, then merges, then more inserts
     rng = random.Random(SEED)
     objects = LocalObjectStore(tmp_path / "warehouse")
+    fill_table(meta, objects, rng, count=36, merged=24)
     table = spec()
-    meta.create_table(table)
-    inserter = Inserter(meta=meta, objects=objects)
-    generated = batches(rng, count=36)
-    for rows in generated[:24]:
-        inserter.insert_rows(TABLE, rows)
-    merge_locally(meta=meta, worker=MergeWorker(meta=meta, objects=objects), until_quiet=True)
-    for rows in generated[24:]:
-        inserter.insert_rows(TABLE, rows)
-    inserter.close()
     files = meta.files(TABLE)
     assert len(files) > 30 and any(f.row_group_count > 1 for f in files)
 

@@ -12,26 +12,12 @@ import pytest
 from icefloe.errors import CommitConflictError, SnapshotNotFoundError
 from icefloe.janitor import Janitor
 from icefloe.lifecycle import rollback_table
-from icefloe.metastore.models import DataFile, RollbackPlan
+from icefloe.metastore.models import RollbackPlan
 from icefloe.storage import ObjectStore
-from support.merge_lake import START, Lake
+from support.merge_lake import ALL_ROWS, START, Lake
 from support.stores import FailingAfterPuts, InjectedFault
 
 pytestmark = pytest.mark.integration
-
-ALL_ROWS = "SELECT ts, event, user_id, CAST(properties AS VARCHAR) AS p FROM events ORDER BY ALL"
-
-
-def head(lake: Lake) -> int:
-    return lake.meta.get_table("events").head_snapshot_id
-
-
-def data_objects(lake: Lake) -> set[str]:
-    return {o.key for o in lake.objects.list_prefix("events/data/")}
-
-
-def every_file_row(lake: Lake) -> list[DataFile]:
-    return lake.meta.files_by_id("events", range(1, 100_000))
 
 
 def rollback(lake: Lake, to: int, *, objects: ObjectStore | None = None, **kwargs: object):  # type: ignore[no-untyped-def]
@@ -48,7 +34,7 @@ def backfilled_lake(lake: Lake) -> int:
     """Four good batches (the snapshot returned), a merge, then a bad backfill of two."""
     lake.create()
     lake.insert_batches("events", batches=4, rows=60, days=2)
-    good = head(lake)
+    good = lake.head()
     lake.merge("events")
     lake.insert_batches("events", batches=2, rows=30, days=3, seed=99)
     return good
@@ -59,7 +45,7 @@ def test_rollback_gives_exactly_the_files_and_answers_of_the_earlier_snapshot(la
     good = backfilled_lake(lake)
     expected = lake.rows(ALL_ROWS, snapshot_id=good)
     target_files = lake.meta.files("events", snapshot_id=good)
-    before = head(lake)
+    before = lake.head()
     backfilled = lake.rows(ALL_ROWS)
     assert len(backfilled) == len(expected) + 60
 
@@ -67,7 +53,7 @@ def test_rollback_gives_exactly_the_files_and_answers_of_the_earlier_snapshot(la
     result = rollback(lake, good)
 
     # Then one new snapshot holds exactly its rows, in files of the same content
-    assert result.snapshot_id == before + 1 == head(lake)
+    assert result.snapshot_id == before + 1 == lake.head()
     assert result.files_restored > 0 and result.files_removed > 0
     assert result.rows == len(expected)
     assert lake.rows(ALL_ROWS) == expected
@@ -79,7 +65,7 @@ def test_rollback_gives_exactly_the_files_and_answers_of_the_earlier_snapshot(la
     # The merged-away files came back as copies under new names, one file row per object
     restored = {f.path for f in live} - {f.path for f in target_files}
     assert len(restored) == result.files_restored
-    assert len({f.path for f in every_file_row(lake)}) == len(every_file_row(lake))
+    assert len({f.path for f in lake.every_file_row()}) == len(lake.every_file_row())
     # And the history says what happened; the backfilled snapshot still answers as it did
     last = lake.meta.snapshots("events")[-1]
     assert (last.operation, last.rolled_back_to) == ("rollback", good)
@@ -87,27 +73,27 @@ def test_rollback_gives_exactly_the_files_and_answers_of_the_earlier_snapshot(la
 
     # When it is asked again, nothing changes
     again = rollback(lake, good)
-    assert again.snapshot_id is None and head(lake) == before + 1
+    assert again.snapshot_id is None and lake.head() == before + 1
 
 
 def test_gc_keeps_the_restored_files_and_then_the_old_snapshot_is_refused(lake: Lake) -> None:
     good = backfilled_lake(lake)
     expected = lake.rows(ALL_ROWS, snapshot_id=good)
     rollback(lake, good)
-    before_gc = data_objects(lake)
+    before_gc = lake.data_objects()
 
     # When every snapshot but the head expires and dead files are collected
     report = Janitor(meta=lake.meta, objects=lake.objects).run(retention=timedelta(0))
 
     # Then the head's files (restored copies included) stay and still answer the same
     assert report.total("files_deleted") > 0
-    assert data_objects(lake) == {f.path for f in lake.meta.files("events")} < before_gc
+    assert lake.data_objects() == {f.path for f in lake.meta.files("events")} < before_gc
     assert lake.rows(ALL_ROWS) == expected
     # And a rollback to an expired snapshot is refused by name; nothing is committed
-    now = head(lake)
+    now = lake.head()
     with pytest.raises(SnapshotNotFoundError, match=f"snapshot {good}: it has expired"):
         rollback(lake, good)
-    assert head(lake) == now
+    assert lake.head() == now
 
 
 @pytest.mark.parametrize("to", [0, -1, 99])
@@ -116,7 +102,7 @@ def test_a_snapshot_the_table_never_had_is_refused(lake: Lake, to: int) -> None:
     lake.insert_batches("events", batches=2, rows=10, days=1)
     with pytest.raises(SnapshotNotFoundError, match=f"no snapshot {to} \\(its head is snapshot 2"):
         rollback(lake, to)
-    assert head(lake) == 2
+    assert lake.head() == 2
 
 
 def test_a_commit_landing_while_the_rollback_is_planned_makes_it_plan_again(lake: Lake) -> None:
@@ -135,13 +121,13 @@ def test_a_commit_landing_while_the_rollback_is_planned_makes_it_plan_again(lake
     assert result.plans == 2 and plans[1].head_snapshot_id == plans[0].head_snapshot_id + 1
     assert lake.rows(ALL_ROWS) == expected
     # And the first attempt's copies were deleted: every object is named by a file row
-    assert data_objects(lake) == {f.path for f in every_file_row(lake)}
+    assert lake.data_objects() == {f.path for f in lake.every_file_row()}
 
 
 def test_a_merge_holding_files_loses_to_the_rollback(lake: Lake) -> None:
     lake.create()
     lake.insert_batches("events", batches=2, rows=20, days=1)
-    good = head(lake)
+    good = lake.head()
     lake.insert_batches("events", batches=2, rows=20, days=1, seed=50)
     late = [f.file_id for f in lake.meta.files("events") if f.begin_snapshot > good]
     token = lake.meta.claim_files("events", late, lease=timedelta(minutes=5))
@@ -158,7 +144,7 @@ def test_a_merge_holding_files_loses_to_the_rollback(lake: Lake) -> None:
 def test_a_failed_copy_commits_nothing_and_leaves_no_object(lake: Lake) -> None:
     good = backfilled_lake(lake)
     expected = lake.rows(ALL_ROWS, snapshot_id=good)
-    before, objects_before = head(lake), data_objects(lake)
+    before, objects_before = lake.head(), lake.data_objects()
     assert len(lake.meta.plan_rollback("events", to_snapshot=good).restore) >= 2
 
     # When the second copy fails (a crash of the object store mid-way)
@@ -168,7 +154,7 @@ def test_a_failed_copy_commits_nothing_and_leaves_no_object(lake: Lake) -> None:
 
     # Then nothing was committed and the first copy was deleted again
     assert len(failing.puts) == 1
-    assert head(lake) == before and data_objects(lake) == objects_before
+    assert lake.head() == before and lake.data_objects() == objects_before
     # And the next attempt succeeds
     assert rollback(lake, good).snapshot_id == before + 1
     assert lake.rows(ALL_ROWS) == expected

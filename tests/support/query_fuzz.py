@@ -12,7 +12,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 
+from icefloe.ingest import Inserter
+from icefloe.merge import MergeWorker, merge_locally
+from icefloe.metastore.store import MetaStore
 from icefloe.spec import SizeTargets, TableSpec
+from icefloe.storage import ObjectStore
 
 TABLE = "f"
 SCHEMA = (
@@ -40,6 +44,24 @@ def spec() -> TableSpec:
         # Small row groups: many files hold several.
         sizes=SizeTargets(row_group_max_rows=16),
     )
+
+
+def fill_table(
+    meta: MetaStore, objects: ObjectStore, rng: random.Random, *, count: int, merged: int
+) -> None:
+    """Create the table and insert ``count`` random batches: the first ``merged`` of them
+    merged until quiet, the rest left as small files."""
+    meta.create_table(spec())
+    inserter = Inserter(meta=meta, objects=objects)
+    generated = batches(rng, count=count)
+    try:
+        for rows in generated[:merged]:
+            inserter.insert_rows(TABLE, rows)
+        merge_locally(meta=meta, worker=MergeWorker(meta=meta, objects=objects), until_quiet=True)
+        for rows in generated[merged:]:
+            inserter.insert_rows(TABLE, rows)
+    finally:
+        inserter.close()
 
 
 def batches(rng: random.Random, *, count: int) -> list[list[dict[str, object]]]:

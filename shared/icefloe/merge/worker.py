@@ -15,7 +15,7 @@ import logging
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -35,9 +35,8 @@ from icefloe.errors import (
 )
 from icefloe.merge.claims import claim_problem
 from icefloe.merge.modes import merge_sql
-from icefloe.merge.rowgroups import RowGroupCutter
 from icefloe.merge.tasks import MergeTask
-from icefloe.merge.writer import RollingParquetWriter, StagedFile, upload_staged
+from icefloe.merge.writer import StagedFile, stage_rows, upload_staged
 from icefloe.metastore.models import DataFile, NewFile
 from icefloe.metastore.store import MetaStore
 from icefloe.query.sandbox import QueryLimits, lock_down
@@ -252,39 +251,30 @@ class MergeWorker:
         reader: pa.RecordBatchReader,
         scratch: Path,
     ) -> list[StagedFile]:
-        sizes = spec.sizes
         rows_in = max(1, sum(f.row_count for f in inputs))
-        bytes_per_row = max(1.0, sum(f.size_bytes for f in inputs) / rows_in)
-        target_rows = max(
-            1, min(sizes.row_group_max_rows, int(sizes.row_group_target_bytes / bytes_per_row))
-        )
-        cutter = RowGroupCutter(
-            key=spec.row_group_by, target_rows=target_rows, max_rows=sizes.row_group_max_rows
-        )
-        writer = RollingParquetWriter(
-            directory=scratch,
-            target_file_bytes=sizes.target_file_bytes,
-            json_columns=[c.name for c in spec.columns if c.type == "JSON"],
-            membership_column=membership_column(spec),
-        )
         guard = (
             _PartitionGuard(spec, inputs[0].partition_path)
             if isinstance(spec.merge, CustomMode)
             else None
         )
-        try:
+
+        def checked() -> Iterator[pa.RecordBatch]:
             for batch in reader:
                 if guard is not None:
                     guard.check(batch)
-                for group in cutter.push(batch):
-                    writer.write_group(group)
-            for group in cutter.finish():
-                writer.write_group(group)
+                yield batch
+
+        try:
+            return stage_rows(
+                spec,
+                checked(),
+                scratch,
+                bytes_per_row=sum(f.size_bytes for f in inputs) / rows_in,
+            )
         except duckdb.Error as e:
             raise MergeFailedError(
                 f"merge of {spec.name!r} ({spec.merge.to_text()}) failed: {e}"
             ) from e
-        return writer.close()
 
     def _upload(
         self, spec: TableSpec, model: DataFile, staged: Sequence[StagedFile], written: list[str]

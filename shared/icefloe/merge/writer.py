@@ -8,7 +8,7 @@ Files use the same encoding as every other writer (:mod:`icefloe.datafiles`).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
@@ -17,10 +17,18 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from icefloe.datafiles import footer_stats, new_data_key, parquet_writer, with_json_columns
+from icefloe.datafiles import (
+    footer_stats,
+    membership_column,
+    new_data_key,
+    parquet_writer,
+    with_json_columns,
+)
 from icefloe.ingest.row_ids import ROW_ID_COLUMN, ROW_ID_TYPE
 from icefloe.membership import MAX_KEYS, build_filter
+from icefloe.merge.rowgroups import RowGroupCutter
 from icefloe.metastore.models import ColumnStats, JsonScalar, NewFile
+from icefloe.spec import TableSpec
 from icefloe.storage import ObjectStore
 
 
@@ -119,6 +127,38 @@ class RollingParquetWriter:
                 position, ROW_ID_COLUMN, group.column(position).cast(ROW_ID_TYPE)
             )
         return with_json_columns(group, self._json_columns)
+
+
+def stage_rows(
+    spec: TableSpec,
+    batches: Iterable[pa.RecordBatch],
+    scratch: Path,
+    *,
+    bytes_per_row: float,
+) -> list[StagedFile]:
+    """Sorted rows of one partition (the table's columns and row id, in file order) as local
+    files of the table's sizes: row groups cut at key boundaries, each file about the target.
+    ``bytes_per_row`` (of the inputs, encoded) sizes the row groups."""
+    sizes = spec.sizes
+    target_rows = max(
+        1,
+        min(sizes.row_group_max_rows, int(sizes.row_group_target_bytes / max(1.0, bytes_per_row))),
+    )
+    cutter = RowGroupCutter(
+        key=spec.row_group_by, target_rows=target_rows, max_rows=sizes.row_group_max_rows
+    )
+    writer = RollingParquetWriter(
+        directory=scratch,
+        target_file_bytes=sizes.target_file_bytes,
+        json_columns=[c.name for c in spec.columns if c.type == "JSON"],
+        membership_column=membership_column(spec),
+    )
+    for batch in batches:
+        for group in cutter.push(batch):
+            writer.write_group(group)
+    for group in cutter.finish():
+        writer.write_group(group)
+    return writer.close()
 
 
 def upload_staged(

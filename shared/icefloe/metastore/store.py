@@ -796,8 +796,9 @@ class MetaStore:
                 _TableRef(table_id, info.name),
                 remove,
                 claim_token,
-                # A rollback overrides merges: one holding these files loses at its commit.
-                respect_claims=operation != "rollback",
+                # A rollback or delete overrides merges: one holding these files loses at its
+                # commit (and a merge that committed first makes this commit a conflict).
+                respect_claims=operation not in ("rollback", "delete"),
             )
 
         new_id = head + 1
@@ -886,8 +887,6 @@ def _check_commit_input(
         raise InvalidInputError(f"a {operation} removes at least one file")
     if operation == "rollback" and not (add or remove):
         raise InvalidInputError("a rollback that changes no file is not committed")
-    if operation == "delete" and add:
-        raise InvalidInputError("a delete adds no files")
     if len(remove) != len(set(remove)):
         raise InvalidInputError("a commit names the same input file twice")
     paths = [f.path for f in add]

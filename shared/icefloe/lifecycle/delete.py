@@ -1,0 +1,259 @@
+"""Delete: remove the rows a predicate matches, in one new snapshot.
+
+The query engine finds the files that may hold a matching row (its pruning, checked
+differentially against unpruned reads, skips only files whose statistics prove no match).
+Each of those is read once to count its matches; a file without one is left alone, a file
+whose every row matches is removed, and any other is rewritten without the matching rows
+(sorted and cut into row groups as a merge writes). Removals and rewrites commit together, so
+readers see all of a delete or none of it.
+
+Rows inserted after the delete planned are not deleted: they are in files it did not read.
+A merge that replaced a planned file first makes the commit a conflict; the delete then
+deletes its rewrites and plans again over the merged file. A merge still holding a planned
+file loses at its own commit. A kill before the commit leaves rewrites no file row names;
+the orphan sweep deletes them.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Literal
+
+from icefloe import duck
+from icefloe.datafiles import membership_column
+from icefloe.duck import ident
+from icefloe.errors import CommitConflictError, CommitOutcomeUnknownError
+from icefloe.lifecycle.predicate import check_predicate
+from icefloe.merge.modes import ordered_output
+from icefloe.merge.writer import stage_rows, upload_staged
+from icefloe.metastore.models import DataFile, NewFile
+from icefloe.metastore.store import MetaStore
+from icefloe.query import QueryEngine
+from icefloe.query.sandbox import QueryLimits, lock_down
+from icefloe.query.views import parquet_source, view_body
+from icefloe.spec import TableSpec
+from icefloe.storage import ObjectStore, discard_uncommitted
+
+# Plans lost to merges before the delete gives up.
+MAX_PLANS = 5
+BATCH_ROWS = 65_536
+
+
+@dataclass(frozen=True, slots=True)
+class FileChange:
+    """One file a delete changes: ``rewrite`` (some rows stay) or ``remove`` (none do)."""
+
+    path: str
+    partition_path: str
+    action: Literal["rewrite", "remove"]
+    rows: int
+    rows_deleted: int
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteResult:
+    """What a delete did, or (``dry_run``) would do. ``snapshot_id`` is the new snapshot, None
+    for a dry run or when no row matched."""
+
+    table: str
+    where: str
+    dry_run: bool
+    planned_at: int
+    snapshot_id: int | None
+    files_considered: int
+    files_scanned: int
+    rows_deleted: int
+    changes: tuple[FileChange, ...]
+    plans: int
+
+    @property
+    def files_rewritten(self) -> int:
+        return sum(1 for c in self.changes if c.action == "rewrite")
+
+    @property
+    def files_removed(self) -> int:
+        return sum(1 for c in self.changes if c.action == "remove")
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "table": self.table,
+            "where": self.where,
+            "dry_run": self.dry_run,
+            "planned_at": self.planned_at,
+            "snapshot_id": self.snapshot_id,
+            "committed": self.snapshot_id is not None,
+            "files_considered": self.files_considered,
+            "files_scanned": self.files_scanned,
+            "files_rewritten": self.files_rewritten,
+            "files_removed": self.files_removed,
+            "rows_deleted": self.rows_deleted,
+            "plans": self.plans,
+            "changes": [
+                {
+                    "path": c.path,
+                    "partition": c.partition_path,
+                    "action": c.action,
+                    "rows": c.rows,
+                    "rows_deleted": c.rows_deleted,
+                }
+                for c in self.changes
+            ],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    snapshot_id: int
+    files_considered: int
+    candidates: tuple[DataFile, ...]
+
+
+def delete_rows(
+    *,
+    meta: MetaStore,
+    objects: ObjectStore,
+    table: str,
+    where: str,
+    dry_run: bool = False,
+    limits: QueryLimits | None = None,
+    before_commit: Callable[[Sequence[NewFile]], None] | None = None,
+) -> DeleteResult:
+    """Delete the rows of ``table`` for which ``where`` is true (NULL is not true).
+
+    ``where`` is one SQL expression over the table's columns (see
+    :func:`icefloe.lifecycle.predicate.check_predicate`). ``before_commit`` sees the rewrites
+    just before each commit attempt (tests use it to race a merge)."""
+    spec = meta.get_table(table).spec
+    predicate = check_predicate(spec, where)
+    limits = limits or QueryLimits()
+    conflict: CommitConflictError | None = None
+    engine = QueryEngine(meta=meta, objects=objects)
+    try:
+        for attempt in range(1, MAX_PLANS + 1):
+            plan = _plan(engine, meta, spec, predicate)
+            changes, written, added = _apply(
+                objects, spec, predicate, plan.candidates, limits, write=not dry_run
+            )
+            result = DeleteResult(
+                table=table,
+                where=where,
+                dry_run=dry_run,
+                planned_at=plan.snapshot_id,
+                snapshot_id=None,
+                files_considered=plan.files_considered,
+                files_scanned=len(plan.candidates),
+                rows_deleted=sum(c.rows_deleted for c in changes),
+                changes=tuple(changes),
+                plans=attempt,
+            )
+            if dry_run or not changes:
+                return result
+            changed = {c.path for c in changes}
+            try:
+                if before_commit is not None:
+                    before_commit(added)
+                committed = meta.commit(
+                    table,
+                    operation="delete",
+                    remove=[f.file_id for f in plan.candidates if f.path in changed],
+                    add=added,
+                    table_id=meta.get_table(table).table_id,
+                )
+            except CommitOutcomeUnknownError:
+                raise  # the rewrites may be live now; the orphan sweep deletes them if not
+            except CommitConflictError as e:
+                discard_uncommitted(objects, written)
+                conflict = e
+                continue
+            except BaseException:
+                discard_uncommitted(objects, written)
+                raise
+            return replace(result, snapshot_id=committed.snapshot_id)
+    finally:
+        engine.close()
+    raise CommitConflictError(
+        f"delete from {table!r} gave up: {MAX_PLANS} plans in a row lost to merges of the same"
+        f" files (try again); the last: {conflict}"
+    )
+
+
+def _plan(engine: QueryEngine, meta: MetaStore, spec: TableSpec, predicate: str) -> _Plan:
+    """The head, and its files that may hold a matching row (by the query engine's pruning)."""
+    counted = engine.query(f"SELECT count(*) AS n FROM {ident(spec.name)} WHERE {predicate}")
+    plan = counted.plan(spec.name)
+    if not plan.paths:
+        return _Plan(plan.snapshot_id, plan.files_considered, ())
+    wanted = set(plan.paths)
+    files = meta.files(spec.name, snapshot_id=plan.snapshot_id)
+    return _Plan(
+        plan.snapshot_id,
+        plan.files_considered,
+        tuple(f for f in files if f.path in wanted),
+    )
+
+
+def _apply(
+    objects: ObjectStore,
+    spec: TableSpec,
+    predicate: str,
+    candidates: Sequence[DataFile],
+    limits: QueryLimits,
+    *,
+    write: bool,
+) -> tuple[list[FileChange], list[str], list[NewFile]]:
+    """Count each candidate's matches and (``write``) store rewrites of the changed files."""
+    changes: list[FileChange] = []
+    written: list[str] = []
+    added: list[NewFile] = []
+    if not candidates:
+        return changes, written, added
+    uris = [objects.uri(f.path) for f in candidates]
+    scratch = Path(tempfile.mkdtemp(prefix="icefloe-delete-"))
+    con = duck.connect()
+    try:
+        views = []
+        for number, uri in enumerate(uris):
+            view = ident(f"__icefloe_file_{number}")
+            con.execute(f"CREATE VIEW {view} AS {view_body(spec, parquet_source([uri]), None)}")
+            views.append(view)
+        lock_down(con, allowed_paths=uris, limits=limits)
+        matches = f"coalesce(({predicate}), false)"
+        for f, view in zip(candidates, views, strict=True):
+            source = f"{view} AS {ident(spec.name)}"
+            counts = con.execute(
+                f"SELECT count(*) FILTER (WHERE {matches}), count(*) FROM {source}"
+            ).fetchone()
+            assert counts is not None
+            deleted, rows = int(counts[0]), int(counts[1])
+            if deleted == 0:
+                continue
+            action: Literal["rewrite", "remove"] = "remove" if deleted == rows else "rewrite"
+            changes.append(FileChange(f.path, f.partition_path, action, rows, deleted))
+            if not write or action == "remove":
+                continue
+            kept = ordered_output(spec, f"SELECT * FROM {source} WHERE NOT {matches}")
+            reader = con.execute(kept).to_arrow_reader(BATCH_ROWS)
+            staged = stage_rows(spec, reader, scratch, bytes_per_row=f.size_bytes / max(1, rows))
+            added.extend(
+                upload_staged(
+                    objects,
+                    staged,
+                    table=spec.name,
+                    partition_path=f.partition_path,
+                    partition_values=f.partition_values,
+                    partition_start=f.partition_start,
+                    written=written,
+                    membership_column=membership_column(spec),
+                )
+            )
+    except BaseException:
+        discard_uncommitted(objects, written)
+        raise
+    finally:
+        con.close()
+        shutil.rmtree(scratch, ignore_errors=True)
+    return changes, written, added
