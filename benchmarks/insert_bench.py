@@ -45,12 +45,14 @@ SCALES: dict[str, dict[str, Any]] = {
         "baseline_max": 100_000,
         "memory": 100_000,
         "arrow": (100_000, 3),
+        "small_batches": (50, 1_000),
     },
     "full": {
         "batches": {1_000: 7, 10_000: 5, 100_000: 3, 1_000_000: 1},
         "baseline_max": 100_000,
         "memory": 1_000_000,
         "arrow": (1_000_000, 3),
+        "small_batches": (200, 1_000),
     },
 }
 
@@ -218,6 +220,53 @@ def bench_arrow(dsn: str, schema: str, events: int, runs: int, root: Path) -> di
     return result
 
 
+def bench_small_batches(
+    dsn: str, schema: str, batches: int, events: int, root: Path
+) -> dict[str, Any]:
+    """A stream: ``batches`` inserts of ``events`` consecutive sample events each (so most land
+    in one day partition), as JSON objects, one after another; the phases each insert reports,
+    beside a bare pyarrow write of each batch's rows (no checks, no commit) in the same run."""
+    every = sample_events(batches * events, days=7)
+    chunks = [every[n * events : (n + 1) * events] for n in range(batches)]
+    arrow = sample_arrow(batches * events)
+    objects = LocalObjectStore(root / "small-warehouse")
+    with MetaStore(dsn, schema=schema) as meta:
+        meta.create_table(sample_events_spec("small"))
+        inserter = Inserter(meta=meta, objects=objects, duckdb_threads=1)
+        inserter.insert_rows("small", chunks[0])  # warm-up: first-call costs
+        phases = []
+        start = time.perf_counter()
+        for chunk in chunks:
+            result = inserter.insert_rows("small", chunk)
+            assert result.phases is not None
+            phases.append(result.phases)
+        elapsed = time.perf_counter() - start
+        inserter.close()
+    start = time.perf_counter()
+    for n in range(batches):
+        bare_arrow_write(arrow.slice(n * events, events), root / "small-bare")
+    bare = time.perf_counter() - start
+
+    def p50_ms(values: list[float]) -> float:
+        return round(statistics.median(values) * 1000, 2)
+
+    result = {
+        "batches": batches,
+        "events_per_batch": events,
+        "events_per_s": round(batches * events / elapsed),
+        "bare_pyarrow_events_per_s": round(batches * events / bare),
+        "p50_ms": {
+            "load": p50_ms([p.load_s for p in phases]),
+            "write": p50_ms([p.write_s for p in phases]),
+            "commit": p50_ms([p.commit_s for p in phases]),
+            "whole": p50_ms([p.load_s + p.write_s + p.commit_s for p in phases]),
+        },
+        "goals": {"events_per_s": 150_000, "commit_p50_ms": 5},
+    }
+    print(json.dumps(result), flush=True)
+    return result
+
+
 def _memory_probe(dsn: str, schema: str, events: int) -> dict[str, int]:
     """Run in a child: insert ``events`` once and report the peak RSS growth it caused."""
     rows = sample_events(events)
@@ -266,6 +315,7 @@ def main() -> None:
             meta.migrate()
         throughput = bench_throughput(dsn, schema, scale, Path(tmp))
         arrow = bench_arrow(dsn, schema, *scale["arrow"], Path(tmp))
+        small = bench_small_batches(dsn, schema, *scale["small_batches"], Path(tmp))
         memory = bench_memory(dsn, schema, scale["memory"])
     path = write_results(
         "insert",
@@ -275,6 +325,7 @@ def main() -> None:
             "goal": {"events_per_s_per_core_at_100k": 300_000},
             "throughput": throughput,
             "arrow": arrow,
+            "small_batches": small,
             "peak_memory": memory,
         },
     )

@@ -1,7 +1,9 @@
 """Merge orchestrator function: plan merge groups, claim them, send one task per group.
 
 Invoked by the schedule (``{}``, or an EventBridge scheduled event: every table) or directly
-with ``{"table"?: str}`` (one table). Returns the run's summary (``groups_planned``,
+with ``{"table"?: str}`` (one table). Each run first finishes delete jobs whose parts are all
+done and fails those whose lease ended. ``{"delete": {"table": str, "where": str}}`` starts a
+delete job instead (see :mod:`icefloe.lifecycle.delete_jobs`) and answers its id and parts. Returns the run's summary (``groups_planned``,
 ``groups_sent`` and one entry per table), or ``{"error": {"type", "message"}}`` when the event
 is refused (unknown keys, a table that does not exist). Failures of the system (meta store or
 SQS down, the queue URL not configured, EMR Serverless refusing a job) raise.
@@ -27,7 +29,10 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from icefloe.aws.lambda_runtime import merge_lease_from_environment, runtime_from_environment
 from icefloe.compaction.emr import EmrCompactionLauncher, EmrJobConfig
 from icefloe.errors import ConfigError, InvalidInputError, NotFoundError
+from icefloe.lifecycle import DeleteRequest, DeleteStarted, reconcile_deletes, start_delete
 from icefloe.merge import MergeOrchestrator, OrchestratorSummary, SqsTaskSender
+from icefloe.query.s3_access import configure_s3_from_settings
+from icefloe.query.sandbox import QueryLimits
 from icefloe.spec import validate_table_name
 
 if TYPE_CHECKING:
@@ -39,7 +44,7 @@ metrics = Metrics(namespace="icefloe")
 tracer = Tracer()
 
 QUEUE_URL_VARIABLE = "ICEFLOE_MERGE_QUEUE_URL"
-DIRECT_KEYS = frozenset({"table"})
+DIRECT_KEYS = frozenset({"table", "delete"})
 
 
 @cache
@@ -63,8 +68,13 @@ def _emr_serverless(region: str) -> BaseClient:
 @metrics.log_metrics
 def lambda_handler(event: Any, context: LambdaContext) -> dict[str, Any]:
     try:
-        table = _parse(event)
-        summary = _orchestrator().run(table=table)
+        request = _parse(event)
+        if isinstance(request, DeleteRequest):
+            started = _start_delete(request)
+            logger.info("delete started", extra=started.to_json())
+            return started.to_json()
+        _reconcile_deletes()
+        summary = _orchestrator().run(table=request)
     except (InvalidInputError, NotFoundError) as e:
         logger.warning("orchestration refused", extra={"error": type(e).__name__})
         metrics.add_metric(name="OrchestrationsRefused", unit=MetricUnit.Count, value=1)
@@ -73,17 +83,19 @@ def lambda_handler(event: Any, context: LambdaContext) -> dict[str, Any]:
     return summary.to_json()
 
 
-def _parse(event: object) -> str | None:
-    """The table to orchestrate, or None for every table."""
+def _parse(event: object) -> str | DeleteRequest | None:
+    """The table to orchestrate (None for every table), or a delete to start."""
     if event is None:
         return None
     if not isinstance(event, Mapping):
-        raise InvalidInputError('event must be an object {"table"?: str}')
+        raise InvalidInputError('event must be an object {"table"?: str} or {"delete": {...}}')
     if "detail-type" in event and "source" in event:
         return None  # an EventBridge scheduled event: the schedule means every table
     unknown = sorted(set(event) - DIRECT_KEYS)
     if unknown:
         raise InvalidInputError(f"unknown event keys {unknown}; expected {sorted(DIRECT_KEYS)}")
+    if "delete" in event:
+        return DeleteRequest.from_event(event["delete"])
     table = event.get("table")
     if table is None:
         return None
@@ -92,11 +104,36 @@ def _parse(event: object) -> str | None:
     return validate_table_name(table)
 
 
-def _orchestrator() -> MergeOrchestrator:
-    runtime = runtime_from_environment()
+def _queue_url() -> str:
     queue_url = os.environ.get(QUEUE_URL_VARIABLE)
     if not queue_url:
         raise ConfigError(f"{QUEUE_URL_VARIABLE} is not set: the merge queue is unknown")
+    return queue_url
+
+
+def _start_delete(request: DeleteRequest) -> DeleteStarted:
+    runtime = runtime_from_environment()
+    settings = runtime.settings
+    return start_delete(
+        meta=runtime.meta,
+        objects=runtime.objects,
+        table=request.table,
+        where=request.where,
+        sender=SqsTaskSender(client=_sqs(settings.aws_region), queue_url=_queue_url()),
+        configure=lambda con: configure_s3_from_settings(con, settings),
+        limits=QueryLimits.from_env(os.environ),
+    )
+
+
+def _reconcile_deletes() -> None:
+    runtime = runtime_from_environment()
+    for job in reconcile_deletes(meta=runtime.meta, objects=runtime.objects):
+        logger.info("delete job reconciled", extra=job.to_json())
+
+
+def _orchestrator() -> MergeOrchestrator:
+    runtime = runtime_from_environment()
+    queue_url = _queue_url()
     emr = EmrJobConfig.from_env(os.environ)  # None: heavy groups are only counted (deferred)
     heavy = (
         None

@@ -1,7 +1,9 @@
 """Merge worker function: SQS batches of merge tasks from the merge queue.
 
 Each message is one claimed group of files (:class:`icefloe.merge.MergeTask`); the core merges
-it and replace-commits. Returns ``{"batchItemFailures": [...]}`` naming the messages to retry:
+it and replace-commits. A message of kind ``delete_part`` is one partition of a delete job
+(:class:`icefloe.lifecycle.DeletePartRunner`): its files are rewritten without the matching
+rows, and the last part done commits the job. Returns ``{"batchItemFailures": [...]}`` naming the messages to retry:
 bodies that are not merge tasks, and merges that raised (meta store or S3 down, an unknown
 commit outcome, a failing merge mode). A task whose claim was lost, whose commit conflicted or
 that was committed before is done, and acknowledged.
@@ -16,7 +18,11 @@ from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from icefloe.aws.lambda_runtime import merge_worker_from_environment
+from icefloe.aws.lambda_runtime import (
+    delete_part_runner_from_environment,
+    merge_worker_from_environment,
+)
+from icefloe.lifecycle.delete_jobs import MESSAGE_KIND as DELETE_PART
 from icefloe.merge import MergeBatchResult, MergeOutcome, process_merge_records
 
 logger = Logger(service="icefloe-merge-worker")
@@ -32,8 +38,12 @@ def lambda_handler(event: Any, context: LambdaContext) -> dict[str, Any]:
         # Only the SQS event source mapping invokes this function: anything else is a wiring
         # mistake that must fail loudly.
         raise ValueError("expected an SQS event ({'Records': [...]}) from the merge queue")
+    deletes = delete_part_runner_from_environment()
     result = process_merge_records(
-        event, worker=merge_worker_from_environment(), on_outcome=_log_outcome
+        event,
+        worker=merge_worker_from_environment(),
+        on_outcome=_log_outcome,
+        other_kinds={DELETE_PART: deletes.run_message},
     )
     _report(result)
     return result.response()

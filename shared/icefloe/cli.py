@@ -29,11 +29,12 @@ from icefloe.janitor import DEFAULT_MAX_FILES, Janitor, format_duration, parse_d
 from icefloe.lifecycle import delete_rows, rollback_table
 from icefloe.merge import MergeWorker, merge_locally
 from icefloe.merge.modes import check_merge_query
+from icefloe.metastore.deletes import DeleteJobStore
 from icefloe.metastore.embedded import embedded_status, stop_embedded
 from icefloe.metastore.models import TableInfo
 from icefloe.query import QueryEngine, QueryLimits
 from icefloe.query.output import write_result
-from icefloe.query.s3_access import S3Endpoint
+from icefloe.query.s3_access import S3Endpoint, configure_s3_from_settings
 from icefloe.runtime import Runtime
 from icefloe.sample_events import sample_events, sample_events_spec
 from icefloe.spec import TableSpec, format_partition_by, format_schema
@@ -124,6 +125,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--dry-run", action="store_true", help="list the files and rows it would change"
     )
     _add_format(delete)
+
+    deletes = commands.add_parser(
+        "deletes", help="delete jobs of the deployed stack: state, parts done, rows deleted"
+    )
+    deletes.add_argument("name", nargs="?", help="a table (default: every table)")
+    _add_format(deletes)
 
     rollback = commands.add_parser(
         "rollback",
@@ -655,12 +662,14 @@ def _snapshots(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _delete(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
+    settings = runtime.settings
     result = delete_rows(
         meta=runtime.meta,
         objects=runtime.objects,
         table=args.name,
         where=args.where,
         dry_run=args.dry_run,
+        configure=lambda con: configure_s3_from_settings(con, settings),
     )
 
     def text() -> str:
@@ -681,6 +690,31 @@ def _delete(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
         return f"{result.table}: snapshot {result.snapshot_id} deleted {counts}"
 
     _emit(out, args.format, result.to_json(), text)
+    return 0
+
+
+def _deletes(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
+    jobs = DeleteJobStore(runtime.meta).jobs(args.name)
+    _emit(
+        out,
+        args.format,
+        [job.to_json() for job in jobs],
+        lambda: _text_table(
+            ["job_id", "table", "state", "parts", "rows_deleted", "snapshot", "where"],
+            [
+                [
+                    job.job_id,
+                    job.table,
+                    job.state if job.error is None else f"{job.state}: {job.error}",
+                    f"{job.parts_done}/{job.parts}",
+                    job.rows_deleted,
+                    job.snapshot_id,
+                    job.predicate,
+                ]
+                for job in jobs
+            ],
+        ),
+    )
     return 0
 
 
@@ -739,6 +773,7 @@ _COMMANDS: dict[str, Callable[[Runtime, argparse.Namespace, TextIO], int]] = {
     "query": _query,
     "files": _files,
     "delete": _delete,
+    "deletes": _deletes,
     "rollback": _rollback,
     "snapshots": _snapshots,
     "status": _status,

@@ -22,6 +22,8 @@ EXPECTED_TABLES = {
     "data_files",
     "ingest_receipts",
     "compaction_jobs",
+    "delete_jobs",
+    "delete_parts",
 }
 
 

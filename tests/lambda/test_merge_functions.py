@@ -27,6 +27,8 @@ from icefloe.errors import ConfigError
 from icefloe.ingest import Inserter
 from icefloe.merge import InProcessQueue, MergeOrchestrator, MergeTask
 from icefloe.metastore.store import MetaStore
+from icefloe.query import QueryEngine
+from icefloe.query.s3_access import configure_s3_from_settings
 from icefloe.spec import TableSpec
 from support.aws import (
     CreatedQueue,
@@ -556,3 +558,74 @@ def test_the_merge_worker_is_built_once_per_container(stack: Stack) -> None:
     reset_for_tests()
     assert lambda_runtime._merge_worker is None
     assert merge_worker_from_environment() is not worker
+
+
+# -- deletes fanned out ------------------------------------------------------------------------
+
+
+def test_a_delete_given_to_the_orchestrator_is_fanned_out_and_committed_once(
+    orchestrator_app: ModuleType, worker_app: ModuleType, stack: Stack, meta: MetaStore
+) -> None:
+    # Given a table in S3 with one user's rows in every partition
+    insert_small_batches()
+    rows_before = meta.status(TABLE).rows
+    doomed = count_rows(meta, "user_id = 'u3'")
+    assert 0 < doomed < rows_before
+    head = meta.get_table(TABLE).head_snapshot_id
+
+    # When the orchestrator is asked to delete them
+    started = stack.invoke(
+        orchestrator_app,
+        ORCHESTRATOR,
+        {"delete": {"table": TABLE, "where": "user_id = 'u3'"}},
+    )
+
+    # Then it answers the job and sends one part per partition on the merge queue
+    assert started["state"] == "running" and started["parts"] == DAYS
+    messages = receive(stack.sqs, stack.queue.url, limit=100)
+    assert sorted(json.loads(m["Body"])["part"] for m in messages) == list(range(DAYS))
+    # And the worker runs them; the last one commits the job as one snapshot
+    for message in messages:
+        response = worker_app_invoke(stack, worker_app, [message])
+        assert failures(response) == []
+    assert meta.get_table(TABLE).head_snapshot_id == head + 1
+    assert meta.snapshots(TABLE)[-1].operation == "delete"
+    assert count_rows(meta, "user_id = 'u3'") == 0
+    assert meta.status(TABLE).rows == rows_before - doomed
+    assert meta.status(TABLE).claimed_files == 0
+    # And a redelivered part changes nothing
+    assert failures(worker_app_invoke(stack, worker_app, messages[:1])) == []
+    assert meta.get_table(TABLE).head_snapshot_id == head + 1
+    jobs = stack.invoke(orchestrator_app, ORCHESTRATOR, {"table": TABLE})
+    assert "error" not in jobs
+
+
+@pytest.mark.parametrize(
+    ("delete", "message"),
+    [
+        ({"table": TABLE}, '"delete" must be {"table": str, "where": str}'),
+        ({"table": TABLE, "where": 3}, "must be strings"),
+        ({"table": TABLE, "where": "nope = 1"}, 'column "nope" not found'),
+        ({"table": "missing", "where": "true"}, "no table named 'missing'"),
+    ],
+)
+def test_a_malformed_delete_request_is_answered_with_an_error(
+    orchestrator_app: ModuleType, stack: Stack, delete: dict[str, object], message: str
+) -> None:
+    answer = stack.invoke(orchestrator_app, ORCHESTRATOR, {"delete": delete})
+    assert message in answer["error"]["message"]
+    assert stack.queue_depth(stack.queue) == 0
+
+
+def count_rows(meta: MetaStore, where: str) -> int:
+    runtime = runtime_from_environment()
+    engine = QueryEngine(
+        meta=meta,
+        objects=runtime.objects,
+        configure=lambda con: configure_s3_from_settings(con, runtime.settings),
+    )
+    try:
+        rows = engine.query(f"SELECT count(*) AS n FROM {TABLE} WHERE {where}").rows.to_pylist()
+    finally:
+        engine.close()
+    return int(rows[0]["n"])

@@ -20,6 +20,7 @@ from icefloe.aws.secrets import SECRET_ARN_VARIABLE, SecretDsn, with_database_se
 from icefloe.config import Settings
 from icefloe.errors import ConfigError
 from icefloe.ingest.insert import Inserter
+from icefloe.lifecycle import DeletePartRunner
 from icefloe.merge.worker import DEFAULT_LEASE, MergeLimits, MergeWorker
 from icefloe.query.s3_access import configure_s3_from_settings
 from icefloe.query.sandbox import QueryLimits
@@ -185,6 +186,20 @@ def merge_worker_from_environment() -> MergeWorker:
                 "merge worker ready (memory %s, %d threads)", limits.memory_limit, limits.threads
             )
         return _merge_worker
+
+
+def delete_part_runner_from_environment() -> DeletePartRunner:
+    """What runs a delete's parts in the merge worker: the same runtime, merge limits and S3
+    set-up as merges."""
+    runtime = runtime_from_environment()
+    limits = merge_limits_from_environment()
+    settings = runtime.settings
+    return DeletePartRunner(
+        meta=runtime.meta,
+        objects=runtime.objects,
+        limits=QueryLimits(memory_limit=limits.memory_limit, threads=limits.threads),
+        configure=lambda con: configure_s3_from_settings(con, settings),
+    )
 
 
 def reset_for_tests() -> None:

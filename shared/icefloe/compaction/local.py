@@ -5,12 +5,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import timedelta
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from icefloe.compaction.manifest import CompactionManifest
 from icefloe.compaction.planning import DEFAULT_COMPACTION_LEASE, claim_partitions
 from icefloe.compaction.runner import current_runner
-from icefloe.compaction.spark_job import CompactionResult, PartitionOutcome, compact_with_spark
+from icefloe.compaction.spark_job import (
+    CompactionResult,
+    PartitionOutcome,
+    PartitionStatus,
+    compact_with_spark,
+)
 from icefloe.compaction.tracking import SUCCEEDED, settle_job
 from icefloe.config import Settings
 from icefloe.merge.tasks import MergeTask
@@ -92,7 +97,8 @@ def _with_duckdb(manifest: CompactionManifest, worker: MergeWorker) -> Compactio
         outcomes.append(
             PartitionOutcome(
                 partition_path=group.partition_path,
-                status=outcome.status,
+                # A merge task's outcome: one of the merge statuses, which partitions share.
+                status=cast(PartitionStatus, outcome.status),
                 snapshot_id=outcome.snapshot_id,
                 files_in=outcome.files_in,
                 files_out=outcome.files_out,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -65,6 +66,19 @@ class InsertResult:
     rows: int
     files: tuple[str, ...]
     partitions: int
+    # Where the time went (None when nothing was written): what the small-batch benchmark
+    # reports, and what a slow insert's log line names.
+    phases: InsertPhases | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class InsertPhases:
+    """Seconds spent loading (checks and conversion), writing (partitioning, encoding,
+    uploading) and committing one batch."""
+
+    load_s: float
+    write_s: float
+    commit_s: float
 
 
 class Inserter:
@@ -195,9 +209,12 @@ class Inserter:
             with self._duck_lock:
                 con = self._duck.cursor()
                 try:
+                    started = time.perf_counter()
                     rows = load_batch(con, spec, staged, limits=self.limits)
                     rows = rows.append_column(ROW_ID_COLUMN, new_row_ids(rows.num_rows))
+                    loaded = time.perf_counter()
                     files = self._write_partitions(con, spec, rows, written)
+                    wrote = time.perf_counter()
                 finally:
                     con.close()
             result = self._meta.commit_append(
@@ -224,6 +241,11 @@ class Inserter:
             rows=result.rows_added,
             files=tuple(f.path for f in files),
             partitions=len({f.partition_path for f in files}),
+            phases=InsertPhases(
+                load_s=loaded - started,
+                write_s=wrote - loaded,
+                commit_s=time.perf_counter() - wrote,
+            ),
         )
 
     def _write_partitions(

@@ -33,6 +33,7 @@ from icefloe.merge.writer import stage_rows, upload_staged
 from icefloe.metastore.models import DataFile, NewFile
 from icefloe.metastore.store import MetaStore
 from icefloe.query import QueryEngine
+from icefloe.query.database import Configure
 from icefloe.query.sandbox import QueryLimits, lock_down
 from icefloe.query.views import parquet_source, view_body
 from icefloe.spec import TableSpec
@@ -106,7 +107,9 @@ class DeleteResult:
 
 
 @dataclass(frozen=True, slots=True)
-class _Plan:
+class DeletePlan:
+    """The head a delete planned over, and its files that may hold a matching row."""
+
     snapshot_id: int
     files_considered: int
     candidates: tuple[DataFile, ...]
@@ -120,23 +123,31 @@ def delete_rows(
     where: str,
     dry_run: bool = False,
     limits: QueryLimits | None = None,
+    configure: Configure | None = None,
     before_commit: Callable[[Sequence[NewFile]], None] | None = None,
 ) -> DeleteResult:
     """Delete the rows of ``table`` for which ``where`` is true (NULL is not true).
 
     ``where`` is one SQL expression over the table's columns (see
-    :func:`icefloe.lifecycle.predicate.check_predicate`). ``before_commit`` sees the rewrites
-    just before each commit attempt (tests use it to race a merge)."""
+    :func:`icefloe.lifecycle.predicate.check_predicate`). ``configure`` sets up each DuckDB
+    connection before it is locked down (S3 reads of an S3 warehouse). ``before_commit`` sees
+    the rewrites just before each commit attempt (tests use it to race a merge)."""
     spec = meta.get_table(table).spec
     predicate = check_predicate(spec, where)
     limits = limits or QueryLimits()
     conflict: CommitConflictError | None = None
-    engine = QueryEngine(meta=meta, objects=objects)
+    engine = QueryEngine(meta=meta, objects=objects, configure=configure)
     try:
         for attempt in range(1, MAX_PLANS + 1):
-            plan = _plan(engine, meta, spec, predicate)
-            changes, written, added = _apply(
-                objects, spec, predicate, plan.candidates, limits, write=not dry_run
+            plan = plan_delete(engine, meta, spec, predicate)
+            changes, written, added = rewrite_files(
+                objects,
+                spec,
+                predicate,
+                plan.candidates,
+                limits,
+                write=not dry_run,
+                configure=configure,
             )
             result = DeleteResult(
                 table=table,
@@ -181,22 +192,24 @@ def delete_rows(
     )
 
 
-def _plan(engine: QueryEngine, meta: MetaStore, spec: TableSpec, predicate: str) -> _Plan:
+def plan_delete(
+    engine: QueryEngine, meta: MetaStore, spec: TableSpec, predicate: str
+) -> DeletePlan:
     """The head, and its files that may hold a matching row (by the query engine's pruning)."""
     counted = engine.query(f"SELECT count(*) AS n FROM {ident(spec.name)} WHERE {predicate}")
     plan = counted.plan(spec.name)
     if not plan.paths:
-        return _Plan(plan.snapshot_id, plan.files_considered, ())
+        return DeletePlan(plan.snapshot_id, plan.files_considered, ())
     wanted = set(plan.paths)
     files = meta.files(spec.name, snapshot_id=plan.snapshot_id)
-    return _Plan(
+    return DeletePlan(
         plan.snapshot_id,
         plan.files_considered,
         tuple(f for f in files if f.path in wanted),
     )
 
 
-def _apply(
+def rewrite_files(
     objects: ObjectStore,
     spec: TableSpec,
     predicate: str,
@@ -204,6 +217,7 @@ def _apply(
     limits: QueryLimits,
     *,
     write: bool,
+    configure: Configure | None = None,
 ) -> tuple[list[FileChange], list[str], list[NewFile]]:
     """Count each candidate's matches and (``write``) store rewrites of the changed files."""
     changes: list[FileChange] = []
@@ -215,6 +229,8 @@ def _apply(
     scratch = Path(tempfile.mkdtemp(prefix="icefloe-delete-"))
     con = duck.connect()
     try:
+        if configure is not None:
+            configure(con)
         views = []
         for number, uri in enumerate(uris):
             view = ident(f"__icefloe_file_{number}")

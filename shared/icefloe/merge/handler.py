@@ -9,6 +9,7 @@ change nothing.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -35,8 +36,12 @@ def process_merge_records(
     *,
     worker: MergeWorker,
     on_outcome: Callable[[MergeOutcome], None] | None = None,
+    other_kinds: Mapping[str, Callable[[str], MergeOutcome]] | None = None,
 ) -> MergeBatchResult:
-    """Run every record's task; collect outcomes and the ids of failed messages."""
+    """Run every record's task; collect outcomes and the ids of failed messages.
+
+    ``other_kinds`` runs messages of other kinds on the same queue (a delete's parts), by
+    their ``kind``; a message of a kind nobody runs fails as a bad merge task."""
     outcomes: list[MergeOutcome] = []
     failed: dict[str, str] = {}
     for record in event.get("Records", []):
@@ -44,7 +49,12 @@ def process_merge_records(
             raise ValueError(f"unsupported event source {record.get('eventSource')!r}")
         message_id = str(record["messageId"])
         try:
-            outcome = worker.run(MergeTask.from_json(record["body"]))
+            run_other = (other_kinds or {}).get(_kind(record["body"]) or "merge")
+            outcome = (
+                run_other(record["body"])
+                if run_other is not None
+                else worker.run(MergeTask.from_json(record["body"]))
+            )
         except Exception as e:
             logger.warning("merge message %s failed: %s: %s", message_id, type(e).__name__, e)
             failed[message_id] = f"{type(e).__name__}: {e}"
@@ -53,3 +63,12 @@ def process_merge_records(
         if on_outcome is not None:
             on_outcome(outcome)
     return MergeBatchResult(outcomes=tuple(outcomes), failed=failed)
+
+
+def _kind(body: object) -> str | None:
+    try:
+        data = json.loads(body) if isinstance(body, str) else None
+    except ValueError:
+        return None
+    kind = data.get("kind") if isinstance(data, dict) else None
+    return kind if isinstance(kind, str) else None

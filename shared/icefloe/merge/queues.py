@@ -13,9 +13,7 @@ import uuid
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
-
-from icefloe.merge.tasks import MergeTask
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
@@ -26,6 +24,18 @@ SQS_BATCH = 10  # SendMessageBatch takes at most ten entries
 BatchHandler = Callable[[Mapping[str, Any]], Mapping[str, Any]]
 
 
+class QueueTask(Protocol):
+    """A message of the merge queue: a merge task, or a part of a delete."""
+
+    @property
+    def table(self) -> str: ...
+
+    def to_json(self) -> str: ...
+
+
+T = TypeVar("T", bound=QueueTask)
+
+
 class SqsTaskSender:
     """Sends tasks to an SQS queue, ten per request."""
 
@@ -33,8 +43,8 @@ class SqsTaskSender:
         self._client = client
         self._queue_url = queue_url
 
-    def send(self, tasks: Sequence[MergeTask]) -> list[MergeTask]:
-        failed: list[MergeTask] = []
+    def send(self, tasks: Sequence[T]) -> list[T]:
+        failed: list[T] = []
         for start in range(0, len(tasks), SQS_BATCH):
             chunk = tasks[start : start + SQS_BATCH]
             try:
@@ -92,7 +102,7 @@ class InProcessQueue:
     def __len__(self) -> int:
         return len(self._messages)
 
-    def send(self, tasks: Sequence[MergeTask]) -> list[MergeTask]:
+    def send(self, tasks: Sequence[T]) -> list[T]:
         for task in tasks:
             self.send_body(task.to_json())
         return []

@@ -47,6 +47,9 @@ from icefloe.storage import ObjectStore, discard_uncommitted
 logger = logging.getLogger(__name__)
 
 MergeStatus = Literal["committed", "already_committed", "claim_lost", "conflict"]
+# What else a task on the merge queue may end as: a delete's part recorded (the job commits
+# when its last part is done), or a delete job ended without committing.
+DeletePartStatus = Literal["part_done", "failed"]
 DEFAULT_LEASE = timedelta(minutes=30)
 BATCH_ROWS = 65_536
 
@@ -70,7 +73,7 @@ class MergeOutcome:
 
     table: str
     partition_path: str
-    status: MergeStatus
+    status: MergeStatus | DeletePartStatus
     snapshot_id: int | None = None
     files_in: int = 0
     files_out: int = 0

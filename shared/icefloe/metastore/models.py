@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Literal, NamedTuple, TypeAlias
+from typing import Any, Literal, NamedTuple, TypeAlias
 from uuid import UUID
 
 from icefloe.spec import TableSpec
@@ -59,6 +59,40 @@ class NewFile:
     partition_start: datetime | None = None
     column_stats: Mapping[str, ColumnStats] = field(default_factory=dict)
     copy_of: int | None = None  # a rollback's copy: the id of the file it restores
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-safe form (a delete part keeps its rewrites so until the job commits)."""
+        return {
+            "path": self.path,
+            "partition_path": self.partition_path,
+            "size_bytes": self.size_bytes,
+            "row_count": self.row_count,
+            "row_group_count": self.row_group_count,
+            "partition_values": dict(self.partition_values),
+            "partition_start": None
+            if self.partition_start is None
+            else self.partition_start.isoformat(),
+            "column_stats": {name: s.to_json() for name, s in self.column_stats.items()},
+            "copy_of": self.copy_of,
+        }
+
+    @classmethod
+    def from_json(cls, value: Mapping[str, Any]) -> NewFile:
+        start = value.get("partition_start")
+        return cls(
+            path=str(value["path"]),
+            partition_path=str(value["partition_path"]),
+            size_bytes=int(value["size_bytes"]),
+            row_count=int(value["row_count"]),
+            row_group_count=int(value["row_group_count"]),
+            partition_values=dict(value.get("partition_values") or {}),
+            partition_start=None if start is None else datetime.fromisoformat(str(start)),
+            column_stats={
+                name: ColumnStats.from_json(s)
+                for name, s in (value.get("column_stats") or {}).items()
+            },
+            copy_of=None if value.get("copy_of") is None else int(value["copy_of"]),
+        )
 
 
 class ScanFile(NamedTuple):

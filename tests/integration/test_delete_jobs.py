@@ -1,0 +1,258 @@
+"""Deletes fanned out as in the deployed stack: a job planned once, one part per partition on
+the merge queue (the in-process one, with SQS's redelivery), committed once by the last part;
+redelivered, killed, expired and out-raced parts end the job right."""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Callable, Mapping
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from icefloe.cli import main
+from icefloe.lifecycle import DeletePartRunner, reconcile_deletes, rollback_table, start_delete
+from icefloe.lifecycle.delete_jobs import MESSAGE_KIND, DeletePartTask
+from icefloe.merge import InProcessQueue, process_merge_records
+from icefloe.metastore.deletes import DeleteJob, DeleteJobStore
+from icefloe.storage import LocalObjectStore, ObjectInfo
+from support.merge_lake import ALL_ROWS, Lake
+
+pytestmark = pytest.mark.integration
+
+WHERE = "user_id = 'u3' OR event = 'signup'"
+
+
+class WorkerKilled(Exception):
+    """A worker dying between recording its part and committing (the message is redelivered)."""
+
+
+def setup(lake: Lake) -> list[dict[str, object]]:
+    lake.create(row_group_by="user_id")
+    lake.insert_batches("events", batches=6, rows=60, days=3)
+    lake.merge("events")
+    lake.insert_batches("events", batches=2, rows=20, days=3, seed=40)
+    return lake.rows(ALL_ROWS.replace("ORDER BY", f"WHERE NOT coalesce(({WHERE}), false) ORDER BY"))
+
+
+def drain(lake: Lake, queue: InProcessQueue, runner: DeletePartRunner) -> list[str]:
+    statuses: list[str] = []
+
+    def handle(event: Mapping[str, Any]) -> Mapping[str, Any]:
+        return process_merge_records(
+            event,
+            worker=lake.worker,
+            on_outcome=lambda o: statuses.append(o.status),
+            other_kinds={MESSAGE_KIND: runner.run_message},
+        ).response()
+
+    queue.drain(handle)
+    return statuses
+
+
+def start(lake: Lake, queue: InProcessQueue, **kwargs: Any):  # type: ignore[no-untyped-def]
+    return start_delete(
+        meta=lake.meta, objects=lake.objects, table="events", where=WHERE, sender=queue, **kwargs
+    )
+
+
+def job_of(lake: Lake, started: Any) -> DeleteJob:
+    return DeleteJobStore(lake.meta).get(started.job.job_id)
+
+
+def test_a_job_runs_one_part_per_partition_and_commits_once(lake: Lake) -> None:
+    expected = setup(lake)
+    before = lake.head()
+    queue = InProcessQueue()
+
+    started = start(lake, queue)
+
+    assert started.job is not None and started.parts == len(queue) == 3  # three days
+    # Every planned file is claimed by the job: a merge round meanwhile plans none of them
+    claimed = [f for f in lake.meta.files("events") if f.claim_token == started.job.claim_token]
+    assert claimed and lake.merge("events", until_quiet=False).count("committed") == 0
+    statuses = drain(lake, queue, DeletePartRunner(meta=lake.meta, objects=lake.objects))
+    assert sorted(statuses) == ["committed", "part_done", "part_done"]
+    job = job_of(lake, started)
+    assert (job.state, job.snapshot_id, job.parts_done) == ("committed", before + 1, 3)
+    assert lake.head() == before + 1 and lake.rows(ALL_ROWS) == expected
+    assert (
+        job.rows_deleted
+        == lake.meta.snapshots("events")[-1].rows_removed
+        - lake.meta.snapshots("events")[-1].rows_added
+    )
+    # Its claims are freed, and every object is named by a file row
+    assert not [f for f in lake.meta.files("events") if f.claim_token is not None]
+    assert lake.data_objects() == {f.path for f in lake.every_file_row()}
+
+
+def test_every_part_delivered_twice_still_commits_once_and_leaves_no_object(lake: Lake) -> None:
+    expected = setup(lake)
+    before = lake.head()
+    queue = InProcessQueue()
+    started = start(lake, queue)
+    assert started.job is not None
+    for part in range(started.parts):  # SQS delivers at least once
+        queue.send_body(DeletePartTask(started.job.job_id, part, "events").to_json())
+
+    statuses = drain(lake, queue, DeletePartRunner(meta=lake.meta, objects=lake.objects))
+
+    assert statuses.count("committed") == 1 and lake.head() == before + 1
+    assert lake.rows(ALL_ROWS) == expected
+    assert lake.data_objects() == {f.path for f in lake.every_file_row()}
+
+
+def test_a_worker_killed_before_the_commit_is_finished_by_the_redelivery(lake: Lake) -> None:
+    expected = setup(lake)
+    before = lake.head()
+    queue = InProcessQueue()
+    kills: list[DeleteJob] = []
+
+    def kill_once(job: DeleteJob) -> None:
+        if not kills:
+            kills.append(job)
+            raise WorkerKilled("killed before committing")
+
+    started = start(lake, queue)
+    drain(
+        lake, queue, DeletePartRunner(meta=lake.meta, objects=lake.objects, before_commit=kill_once)
+    )
+
+    assert kills and job_of(lake, started).state == "committed"
+    assert lake.head() == before + 1 and lake.rows(ALL_ROWS) == expected
+
+
+def test_when_every_delivery_dies_the_orchestrator_run_commits_the_recorded_parts(
+    lake: Lake,
+) -> None:
+    expected = setup(lake)
+    before = lake.head()
+    queue = InProcessQueue(max_receives=2)
+
+    def always(_: DeleteJob) -> None:
+        raise WorkerKilled("killed before committing")
+
+    started = start(lake, queue)
+    drain(lake, queue, DeletePartRunner(meta=lake.meta, objects=lake.objects, before_commit=always))
+    assert queue.dead_letters and job_of(lake, started).parts_done == started.parts
+    assert lake.head() == before
+
+    (reconciled,) = reconcile_deletes(meta=lake.meta, objects=lake.objects)
+
+    assert (reconciled.state, reconciled.snapshot_id) == ("committed", before + 1)
+    assert lake.rows(ALL_ROWS) == expected
+
+
+def test_a_job_whose_lease_ends_with_parts_undone_fails_and_cleans_up(lake: Lake) -> None:
+    setup(lake)
+    before, rows_before = lake.head(), lake.rows(ALL_ROWS)
+    objects_before = lake.data_objects()
+    queue = InProcessQueue()
+    started = start(lake, queue, lease=timedelta(0))
+    assert started.job is not None
+    # One part runs (its rewrites are recorded), the others' messages are lost
+    runner = DeletePartRunner(meta=lake.meta, objects=lake.objects, lease=timedelta(0))
+    assert runner.run(DeletePartTask(started.job.job_id, 0, "events")).status == "part_done"
+    assert lake.data_objects() > objects_before
+
+    (failed,) = reconcile_deletes(meta=lake.meta, objects=lake.objects)
+
+    assert failed.state == "failed" and "2 of 3 parts undone" in (failed.error or "")
+    assert lake.head() == before and lake.rows(ALL_ROWS) == rows_before
+    assert lake.data_objects() == objects_before  # the recorded rewrites were deleted
+    assert not [f for f in lake.meta.files("events") if f.claim_token is not None]
+    # A late delivery of a part of the failed job changes nothing
+    late = runner.run(DeletePartTask(started.job.job_id, 1, "events"))
+    assert late.status == "already_committed" and lake.head() == before
+
+
+def test_a_rollback_taking_the_files_makes_the_job_fail_without_committing(lake: Lake) -> None:
+    setup(lake)
+    queue = InProcessQueue()
+    good = lake.head() - 1
+    started = start(lake, queue)
+    rolled = rollback_table(meta=lake.meta, objects=lake.objects, table="events", to_snapshot=good)
+    assert rolled.snapshot_id is not None
+    rows_after_rollback = lake.rows(ALL_ROWS)
+
+    statuses = drain(lake, queue, DeletePartRunner(meta=lake.meta, objects=lake.objects))
+
+    assert "failed" in statuses and job_of(lake, started).state == "failed"
+    assert lake.head() == rolled.snapshot_id and lake.rows(ALL_ROWS) == rows_after_rollback
+    assert lake.data_objects() == {f.path for f in lake.every_file_row()}
+
+
+def test_a_predicate_that_matches_nothing_starts_no_job(lake: Lake) -> None:
+    setup(lake)
+    queue = InProcessQueue()
+    started = start_delete(
+        meta=lake.meta, objects=lake.objects, table="events", where="user_id = 'x'", sender=queue
+    )
+    assert started.job is None and len(queue) == 0
+    assert started.to_json()["state"] == "nothing_to_delete"
+
+
+class RacingStore(LocalObjectStore):
+    """A real store that runs ``race`` once, on its first upload: another delivery of the same
+    part, running to completion while this one is between rewriting and recording."""
+
+    def __init__(self, root: Path, race: Callable[[], object]) -> None:
+        super().__init__(root)
+        self._race: Callable[[], object] | None = race
+
+    def put_file(self, key: str, path: Path) -> ObjectInfo:
+        race, self._race = self._race, None
+        if race is not None:
+            race()
+        return super().put_file(key, path)
+
+
+def test_two_deliveries_of_a_part_racing_record_one_and_the_loser_deletes_its_rewrites(
+    lake: Lake,
+) -> None:
+    expected = setup(lake)
+    queue = InProcessQueue()
+    started = start(lake, queue)
+    assert started.job is not None
+    task = DeletePartTask(started.job.job_id, 0, "events")
+    other = DeletePartRunner(meta=lake.meta, objects=lake.objects)
+    racing = RacingStore(lake.objects.root, race=lambda: other.run(task))
+
+    loser = DeletePartRunner(meta=lake.meta, objects=racing).run(task)
+
+    assert loser.status == "part_done"
+    assert DeleteJobStore(lake.meta).get(started.job.job_id).parts_done == 1
+    drain(lake, queue, DeletePartRunner(meta=lake.meta, objects=lake.objects))
+    assert lake.rows(ALL_ROWS) == expected
+    assert lake.data_objects() == {f.path for f in lake.every_file_row()}
+
+
+def test_the_cli_lists_delete_jobs_with_their_state(
+    lake: Lake, monkeypatch: pytest.MonkeyPatch, postgres_dsn: str
+) -> None:
+    setup(lake)
+    queue = InProcessQueue()
+    started = start(lake, queue)
+    assert started.job is not None
+    monkeypatch.setenv("ICEFLOE_DATABASE_URL", postgres_dsn)
+    monkeypatch.setenv("ICEFLOE_DATABASE_SCHEMA", lake.meta.schema)
+    monkeypatch.setenv("ICEFLOE_WAREHOUSE", str(lake.objects.root))
+
+    def deletes() -> list[dict[str, Any]]:
+        out = io.StringIO()
+        assert main(["deletes", "events", "--format", "json"], out=out) == 0
+        return list(json.loads(out.getvalue()))
+
+    (running,) = deletes()
+    assert (running["job_id"], running["state"], running["parts_done"]) == (
+        str(started.job.job_id),
+        "running",
+        0,
+    )
+    drain(lake, queue, DeletePartRunner(meta=lake.meta, objects=lake.objects))
+    (done,) = deletes()
+    assert (done["state"], done["parts_done"], done["snapshot_id"]) == ("committed", 3, lake.head())
+    assert done["rows_deleted"] > 0 and done["where"] == f"({WHERE})"
