@@ -619,3 +619,58 @@ def test_delete_dry_run_then_delete_then_a_refused_predicate(
 
     assert run("delete", "events", "--where", "user_id IN (SELECT 'u1')")[0] == 1
     assert "may not hold a subquery" in capsys.readouterr().err
+
+
+def test_erasure_of_one_user_over_merged_and_spark_compacted_files(
+    cli_env: str, tmp_path: Path, spark: object
+) -> None:
+    # Given u42's events over 7 days, in small files, merged files and Spark-compacted files
+    assert run("init")[0] == 0
+    create_events()
+    users = ("u42", "u7", "u9")
+    for n in range(4):
+        source = tmp_path / f"batch{n}.ndjson"
+        source.write_text(
+            "\n".join(
+                json.dumps({"ts": f"2026-03-0{day}T{n:02d}:{i:02d}:00", "event": "e", "user_id": u})
+                for day in range(1, 8)
+                for i, u in enumerate(users)
+            )
+        )
+        assert run("insert", "events", str(source))[0] == 0
+        if n == 1:
+            assert run("merge", "--wait")[0] == 0
+    code, _ = run("compact", "events", "--partition", "day=2026-03-07", "--engine", "spark")
+    assert code == 0
+    files = json.loads(run("files", "events", "--format", "json")[1])
+    assert [f["partition"] for f in files].count("day=2026-03-07") == 1  # Spark's one file
+
+    def counts() -> dict[str, int]:
+        code, out = run(
+            "query", "SELECT user_id, count(*) AS n FROM events GROUP BY 1", "--format", "json"
+        )
+        assert code == 0
+        return {r["user_id"]: r["n"] for r in json.loads(out)}
+
+    before = counts()
+    assert before == {u: 28 for u in users}
+    pinned = json.loads(run("snapshots", "events", "--format", "json")[1])[-1]["snapshot_id"]
+
+    # When the user is deleted, then garbage is collected past the retention
+    code, out = run("delete", "events", "--where", "user_id = 'u42'", "--format", "json")
+    assert code == 0 and json.loads(out)["rows_deleted"] == 28
+    assert counts() == {"u7": 28, "u9": 28}
+    # (until then, time travel still sees the deleted rows)
+    code, out = run(
+        "query", "SELECT count(*) AS n FROM events WHERE user_id = 'u42'", "--snapshot",
+        str(pinned), "--format", "json",
+    )  # fmt: skip
+    assert code == 0 and json.loads(out) == [{"n": 28}]
+    assert run("gc", "events", "--retention", "0s")[0] == 0
+
+    # Then no Parquet object under the warehouse holds a row of u42; the others are intact
+    objects = sorted((tmp_path / "home" / "warehouse").rglob("*.parquet"))
+    assert objects
+    for path in objects:
+        assert "u42" not in pq.read_table(path, columns=["user_id"]).column(0).to_pylist()
+    assert counts() == {"u7": 28, "u9": 28}

@@ -9,6 +9,7 @@ import json
 import uuid
 from collections import Counter
 from collections.abc import Iterator
+from contextlib import nullcontext
 from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
@@ -25,6 +26,7 @@ from icefloe.aws.lambda_runtime import (
 )
 from icefloe.errors import ConfigError
 from icefloe.ingest import Inserter
+from icefloe.lifecycle import DeletePartRunner, DeletePartTask
 from icefloe.merge import InProcessQueue, MergeOrchestrator, MergeTask
 from icefloe.metastore.store import MetaStore
 from icefloe.query import QueryEngine
@@ -584,7 +586,20 @@ def test_a_delete_given_to_the_orchestrator_is_fanned_out_and_committed_once(
     assert started["state"] == "running" and started["parts"] == DAYS
     messages = receive(stack.sqs, stack.queue.url, limit=100)
     assert sorted(json.loads(m["Body"])["part"] for m in messages) == list(range(DAYS))
-    # And the worker runs them; the last one commits the job as one snapshot
+    # And a worker running the last part is killed after recording it, before committing
+    job_id = uuid.UUID(started["job_id"])
+    killed = DeletePartRunner(
+        meta=meta,
+        objects=runtime_from_environment().objects,
+        configure=lambda con: configure_s3_from_settings(con, runtime_from_environment().settings),
+        before_commit=kill,
+    )
+    for part in range(DAYS):
+        with pytest.raises(WorkerKilled) if part == DAYS - 1 else nullcontext():
+            killed.run(DeletePartTask(job_id, part, TABLE))
+    assert meta.get_table(TABLE).head_snapshot_id == head
+    # Then the worker Lambda, given the messages (redelivered: the killed worker never
+    # acknowledged them), commits the job once
     for message in messages:
         response = worker_app_invoke(stack, worker_app, [message])
         assert failures(response) == []
@@ -598,6 +613,14 @@ def test_a_delete_given_to_the_orchestrator_is_fanned_out_and_committed_once(
     assert meta.get_table(TABLE).head_snapshot_id == head + 1
     jobs = stack.invoke(orchestrator_app, ORCHESTRATOR, {"table": TABLE})
     assert "error" not in jobs
+
+
+class WorkerKilled(Exception):
+    pass
+
+
+def kill(_: object) -> None:
+    raise WorkerKilled("killed between recording its part and committing")
 
 
 @pytest.mark.parametrize(
