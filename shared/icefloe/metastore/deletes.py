@@ -94,7 +94,7 @@ class DeleteJobStore:
         info = self._meta.get_table(table)
         job_id, token = uuid.uuid4(), uuid.uuid4()
         ids = sorted(f.file_id for files in parts.values() for f in files)
-        with self._meta._connection() as conn, conn.transaction():
+        with self._meta.transaction() as conn:
             claimed = conn.execute(
                 "UPDATE data_files SET claim_token = %s, claim_expires_at = now() + %s"
                 " WHERE table_id = %s AND file_id = ANY(%s) AND end_snapshot IS NULL",
@@ -121,11 +121,10 @@ class DeleteJobStore:
         return self.get(job_id)
 
     def get(self, job_id: uuid.UUID) -> DeleteJob:
-        with self._meta._connection() as conn:
+        with self._meta.read_transaction() as conn:
             row = conn.execute(
                 sql.SQL(_JOBS) + sql.SQL(" WHERE j.job_id = %s"), (job_id,)
             ).fetchone()
-            conn.rollback()
         if row is None:
             raise NotFoundError(f"no delete job {job_id}")
         return _job(row)
@@ -141,20 +140,18 @@ class DeleteJobStore:
         query = sql.SQL(_JOBS) + sql.SQL(" WHERE {} ORDER BY j.created_at").format(
             sql.SQL(" AND ").join(where)
         )
-        with self._meta._connection() as conn:
+        with self._meta.read_transaction() as conn:
             rows = conn.execute(query, params).fetchall()
-            conn.rollback()
         return [_job(row) for row in rows]
 
     def parts(self, job_id: uuid.UUID) -> list[DeletePart]:
-        with self._meta._connection() as conn:
+        with self._meta.read_transaction() as conn:
             rows = conn.execute(
                 "SELECT job_id, part, partition_path, file_ids, done_at IS NOT NULL,"
                 " changed_ids, added, rows_deleted FROM delete_parts WHERE job_id = %s"
                 " ORDER BY part",
                 (job_id,),
             ).fetchall()
-            conn.rollback()
         return [
             DeletePart(
                 job_id=row[0],
@@ -180,7 +177,7 @@ class DeleteJobStore:
     ) -> bool:
         """Record a part's result; False when it was recorded already (a redelivery raced
         this one: the caller deletes its own rewrites)."""
-        with self._meta._connection() as conn, conn.transaction():
+        with self._meta.transaction() as conn:
             return (
                 conn.execute(
                     "UPDATE delete_parts SET done_at = now(), changed_ids = %s, added = %s,"
@@ -198,7 +195,7 @@ class DeleteJobStore:
 
     def renew(self, job: DeleteJob, *, lease: timedelta) -> None:
         """Extend the job's lease and its claims (a part starts: the job is alive)."""
-        with self._meta._connection() as conn, conn.transaction():
+        with self._meta.transaction() as conn:
             conn.execute(
                 "UPDATE delete_jobs SET lease_until = now() + %s, updated_at = now()"
                 " WHERE job_id = %s AND state = 'running'",
@@ -219,7 +216,7 @@ class DeleteJobStore:
         error: str | None = None,
     ) -> bool:
         """Mark a running job ended and free its claims; False if it had ended already."""
-        with self._meta._connection() as conn, conn.transaction():
+        with self._meta.transaction() as conn:
             ended = conn.execute(
                 "UPDATE delete_jobs SET state = %s, snapshot_id = %s, error = %s,"
                 " updated_at = now() WHERE job_id = %s AND state = 'running'",
@@ -235,7 +232,7 @@ class DeleteJobStore:
     def mark_committed(self, job: DeleteJob, *, snapshot_id: int) -> None:
         """Record the job's commit, whatever state a racing failure left it in: a commit
         that landed is the truth (its claims were still held, so it was valid)."""
-        with self._meta._connection() as conn, conn.transaction():
+        with self._meta.transaction() as conn:
             conn.execute(
                 "UPDATE delete_jobs SET state = 'committed', snapshot_id = %s, error = NULL,"
                 " updated_at = now() WHERE job_id = %s",
@@ -244,14 +241,13 @@ class DeleteJobStore:
 
     def expired(self) -> list[DeleteJob]:
         """Running jobs whose lease has ended (a part never finished)."""
-        with self._meta._connection() as conn:
+        with self._meta.read_transaction() as conn:
             rows = conn.execute(
                 sql.SQL(_JOBS)
                 + sql.SQL(
                     " WHERE j.state = 'running' AND j.lease_until < now() ORDER BY j.created_at"
                 )
             ).fetchall()
-            conn.rollback()
         return [_job(row) for row in rows]
 
 

@@ -51,7 +51,7 @@ class JobStore:
         runner: str | None = None,
     ) -> None:
         table_id = self._meta.get_table(table).table_id
-        with self._meta._connection() as conn, conn.transaction():
+        with self._meta.transaction() as conn:
             conn.execute(
                 "INSERT INTO compaction_jobs"
                 " (job_id, table_id, state, claim_tokens, manifest_key, runner)"
@@ -93,11 +93,11 @@ class JobStore:
         return self._select("j.settled_at <= now() - %s", (age,))
 
     def forget(self, job_id: str) -> None:
-        with self._meta._connection() as conn, conn.transaction():
+        with self._meta.transaction() as conn:
             conn.execute("DELETE FROM compaction_jobs WHERE job_id = %s", (job_id,))
 
     def _update(self, assignments: str, params: tuple[Any, ...], job_id: str) -> None:
-        with self._meta._connection() as conn, conn.transaction():
+        with self._meta.transaction() as conn:
             conn.execute(
                 sql.SQL(
                     "UPDATE compaction_jobs SET {}, updated_at = now() WHERE job_id = %s"
@@ -110,9 +110,8 @@ class JobStore:
             "SELECT {columns} FROM compaction_jobs j JOIN lake_tables t USING (table_id)"
             " WHERE {condition} ORDER BY j.created_at"
         ).format(columns=sql.SQL(_COLUMNS), condition=sql.SQL(condition))
-        with self._meta._connection() as conn:
+        with self._meta.read_transaction() as conn:
             rows = conn.execute(query, params).fetchall()
-            conn.rollback()
         return [
             CompactionJob(
                 job_id=str(r[0]),

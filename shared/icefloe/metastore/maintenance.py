@@ -39,7 +39,7 @@ class Maintenance:
     def plan_expiry(self, table: str, *, retention: timedelta) -> ExpiryPlan:
         """The unexpired snapshots that ``retention`` expires now (nothing changes)."""
         table_id = self._meta.get_table(table).table_id
-        with self._meta._connection() as conn:
+        with self._meta.read_transaction() as conn:
             row = conn.execute(
                 "SELECT max(snapshot_id) FROM snapshots"
                 " WHERE table_id = %s AND committed_at <= now() - %s",
@@ -56,7 +56,6 @@ class Maintenance:
                         (table_id, boundary),
                     ).fetchall()
                 ]
-            conn.rollback()
         return ExpiryPlan(table=table, boundary=boundary, snapshot_ids=tuple(ids))
 
     def expire_snapshots(self, plan: ExpiryPlan) -> int:
@@ -64,7 +63,7 @@ class Maintenance:
         if plan.boundary is None:
             return 0
         table_id = self._meta.get_table(plan.table).table_id
-        with self._meta._connection() as conn, conn.transaction():
+        with self._meta.transaction() as conn:
             cur = conn.execute(
                 "UPDATE snapshots SET expired_at = now()"
                 " WHERE table_id = %s AND snapshot_id < %s AND expired_at IS NULL",
@@ -104,7 +103,7 @@ class Maintenance:
             ORDER BY file_id
             """
         ).format(columns=sql.SQL(_FILE_COLUMNS))
-        with self._meta._connection() as conn:
+        with self._meta.read_transaction() as conn:
             rows = conn.execute(
                 query,
                 {
@@ -114,7 +113,6 @@ class Maintenance:
                     "limit": limit,
                 },
             ).fetchall()
-            conn.rollback()
         return [_data_file(row) for row in rows]
 
     def forget_files(self, table: str, file_ids: Sequence[int]) -> int:
@@ -122,7 +120,7 @@ class Maintenance:
         if not file_ids:
             return 0
         table_id = self._meta.get_table(table).table_id
-        with self._meta._connection() as conn, conn.transaction():
+        with self._meta.transaction() as conn:
             cur = conn.execute(
                 "DELETE FROM data_files WHERE table_id = %s AND file_id = ANY(%s)"
                 " AND end_snapshot IS NOT NULL",
@@ -134,17 +132,16 @@ class Maintenance:
         """Which of ``paths`` a file row names (live or dead, in any table)."""
         if not paths:
             return set()
-        with self._meta._connection() as conn:
+        with self._meta.read_transaction() as conn:
             rows = conn.execute(
                 "SELECT path FROM data_files WHERE path = ANY(%s)", (list(paths),)
             ).fetchall()
-            conn.rollback()
         return {str(r[0]) for r in rows}
 
     def free_expired_claims(self, *, dry_run: bool = False) -> int:
         """Clear claims whose lease ran out (their workers are gone or late)."""
         condition = "claim_token IS NOT NULL AND claim_expires_at <= now() AND end_snapshot IS NULL"
-        with self._meta._connection() as conn, conn.transaction():
+        with self._meta.transaction() as conn:
             if dry_run:
                 row = conn.execute(
                     sql.SQL("SELECT count(*) FROM data_files WHERE {}").format(sql.SQL(condition))
@@ -159,7 +156,7 @@ class Maintenance:
 
     def prune_receipts(self, *, older_than: timedelta, dry_run: bool = False) -> int:
         """Forget ingest receipts older than any redelivery can be."""
-        with self._meta._connection() as conn, conn.transaction():
+        with self._meta.transaction() as conn:
             if dry_run:
                 row = conn.execute(
                     "SELECT count(*) FROM ingest_receipts WHERE received_at < now() - %s",
@@ -173,14 +170,13 @@ class Maintenance:
 
     def dropped_tables(self, *, name: str | None = None) -> list[DroppedTable]:
         """Dropped tables not purged yet (of one name, when given), oldest drop first."""
-        with self._meta._connection() as conn:
+        with self._meta.read_transaction() as conn:
             rows = conn.execute(
                 "SELECT table_id, name, spec, dropped_at FROM lake_tables"
                 " WHERE dropped_at IS NOT NULL AND (%(name)s::text IS NULL OR name = %(name)s)"
                 " ORDER BY dropped_at",
                 {"name": name},
             ).fetchall()
-            conn.rollback()
         return [
             DroppedTable(
                 table_id=int(r[0]), name=str(r[1]), spec=TableSpec.from_dict(r[2]), dropped_at=r[3]
@@ -190,16 +186,15 @@ class Maintenance:
 
     def table_paths(self, table_id: int, *, limit: int) -> list[tuple[int, str]]:
         """Up to ``limit`` (file id, path) of a dropped table's file rows, live or dead."""
-        with self._meta._connection() as conn:
+        with self._meta.read_transaction() as conn:
             rows = conn.execute(
                 "SELECT file_id, path FROM data_files WHERE table_id = %s ORDER BY file_id LIMIT %s",
                 (table_id, limit),
             ).fetchall()
-            conn.rollback()
         return [(int(r[0]), str(r[1])) for r in rows]
 
     def forget_file_rows(self, table_id: int, file_ids: Sequence[int]) -> int:
-        with self._meta._connection() as conn, conn.transaction():
+        with self._meta.transaction() as conn:
             cur = conn.execute(
                 "DELETE FROM data_files WHERE table_id = %s AND file_id = ANY(%s)",
                 (table_id, list(file_ids)),
@@ -208,17 +203,16 @@ class Maintenance:
 
     def table_jobs(self, table_id: int) -> list[tuple[str, str]]:
         """(job id, manifest key) of every compaction job recorded for a table."""
-        with self._meta._connection() as conn:
+        with self._meta.read_transaction() as conn:
             rows = conn.execute(
                 "SELECT job_id, manifest_key FROM compaction_jobs WHERE table_id = %s",
                 (table_id,),
             ).fetchall()
-            conn.rollback()
         return [(str(r[0]), str(r[1])) for r in rows]
 
     def forget_table(self, table_id: int) -> None:
         """Delete a dropped table's row and, by cascade, its snapshots, receipts and jobs."""
-        with self._meta._connection() as conn, conn.transaction():
+        with self._meta.transaction() as conn:
             conn.execute(
                 "DELETE FROM lake_tables WHERE table_id = %s AND dropped_at IS NOT NULL",
                 (table_id,),

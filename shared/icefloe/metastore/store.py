@@ -309,6 +309,22 @@ class MetaStore:
             yield TablesRead(conn, {info.name: info for info in map(_table_info, rows)})
 
     @contextmanager
+    def transaction(self) -> Iterator[Conn]:
+        """A read-write transaction on a pooled connection: committed when the block ends,
+        rolled back when it raises. What the meta store's companion stores (compaction jobs,
+        delete jobs, maintenance) write through, so that the pool, the errors it raises and
+        the transaction handling live in this class alone."""
+        with self._connection() as conn, conn.transaction():
+            yield conn
+
+    @contextmanager
+    def read_transaction(self) -> Iterator[Conn]:
+        """A read-only transaction (read committed), rolled back when the block ends: several
+        reads that belong together, for the companion stores."""
+        with self._read_only(repeatable=False) as conn:
+            yield conn
+
+    @contextmanager
     def _autocommit(self) -> Iterator[Conn]:
         with self._connection() as conn:
             conn.autocommit = True
