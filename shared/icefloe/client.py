@@ -1,0 +1,197 @@
+"""The front door for Python users: one object for everything a lake does on this machine.
+
+    import icefloe
+
+    with icefloe.connect() as lake:               # the environment's lake (ICEFLOE_*)
+        lake.create_table("events", schema="ts TIMESTAMP NOT NULL, event VARCHAR",
+                          partition_by="day(ts)")
+        lake.insert("events", [{"ts": "2026-11-02T10:00:00Z", "event": "click"}])
+        lake.query("SELECT event, count(*) AS n FROM events GROUP BY event")  # a pyarrow Table
+
+The classes underneath (:class:`icefloe.runtime.Runtime`, :class:`icefloe.ingest.Inserter`,
+:class:`icefloe.query.QueryEngine`, :mod:`icefloe.lifecycle`, :class:`icefloe.janitor.Janitor`)
+stay available for finer control.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from icefloe.config import Settings
+from icefloe.errors import TableExistsError
+from icefloe.ingest import Inserter, InsertResult, format_from_suffix
+from icefloe.janitor import Janitor, JanitorReport
+from icefloe.lifecycle import DeleteResult, RollbackResult, delete_rows, rollback_table
+from icefloe.merge import LocalMergeReport, MergeWorker, merge_locally
+from icefloe.metastore.models import Snapshot, TableInfo, TableStatus
+from icefloe.query import QueryEngine
+from icefloe.query.s3_access import configure_s3_from_settings
+from icefloe.runtime import Runtime
+from icefloe.spec import TableSpec
+
+_VARIABLES = {
+    "home": "ICEFLOE_HOME",
+    "warehouse": "ICEFLOE_WAREHOUSE",
+    "database_url": "ICEFLOE_DATABASE_URL",
+    "database_schema": "ICEFLOE_DATABASE_SCHEMA",
+}
+
+
+def connect(
+    *,
+    home: str | Path | None = None,
+    warehouse: str | None = None,
+    database_url: str | None = None,
+    database_schema: str | None = None,
+) -> IcefloeLake:
+    """Open the lake: the environment's (``ICEFLOE_*``), with any of these arguments in place
+    of their variables. The meta store schema is created or upgraded on the way (as
+    ``icefloe init`` does; idempotent). Close it, or use it as a context manager."""
+    given = {
+        "home": home,
+        "warehouse": warehouse,
+        "database_url": database_url,
+        "database_schema": database_schema,
+    }
+    environ = dict(os.environ)
+    environ.update({_VARIABLES[k]: str(v) for k, v in given.items() if v is not None})
+    runtime = Runtime.open(Settings.from_env(environ), max_connections=4)
+    try:
+        runtime.meta.migrate()
+    except BaseException:
+        runtime.close()
+        raise
+    return IcefloeLake(runtime)
+
+
+class IcefloeLake:
+    """A lake on this machine: tables, inserts, queries, merges, deletes, rollbacks, gc."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        settings = runtime.settings
+        self._configure = (
+            (lambda con: configure_s3_from_settings(con, settings))
+            if settings.warehouse.scheme == "s3"
+            else None
+        )
+        self._inserter: Inserter | None = None
+        self._engine: QueryEngine | None = None
+
+    # -- lifecycle of the handle ---------------------------------------------------------------
+
+    def close(self) -> None:
+        if self._inserter is not None:
+            self._inserter.close()
+        if self._engine is not None:
+            self._engine.close()
+        self.runtime.close()
+
+    def __enter__(self) -> IcefloeLake:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- tables --------------------------------------------------------------------------------
+
+    def create_table(
+        self, name: str, *, schema: str, if_not_exists: bool = False, **spec: Any
+    ) -> TableInfo:
+        """Create a table; ``spec`` takes :meth:`TableSpec.create`'s other arguments
+        (``partition_by``, ``sort_by``, ``row_group_by``, ``merge``, ...)."""
+        try:
+            return self.runtime.meta.create_table(
+                TableSpec.create(name=name, schema=schema, **spec)
+            )
+        except TableExistsError:
+            if not if_not_exists:
+                raise
+            return self.runtime.meta.get_table(name)
+
+    def tables(self) -> list[TableInfo]:
+        return self.runtime.meta.list_tables()
+
+    def table(self, name: str) -> TableInfo:
+        return self.runtime.meta.get_table(name)
+
+    def drop_table(self, name: str) -> TableInfo:
+        return self.runtime.meta.drop_table(name)
+
+    def status(self, name: str) -> TableStatus:
+        return self.runtime.meta.status(name)
+
+    def snapshots(self, name: str) -> list[Snapshot]:
+        return self.runtime.meta.snapshots(name)
+
+    # -- data ----------------------------------------------------------------------------------
+
+    def insert(
+        self,
+        table: str,
+        data: Sequence[Mapping[str, object]] | pa.Table | pa.RecordBatch | str | Path,
+        *,
+        idempotency_key: str | None = None,
+    ) -> InsertResult:
+        """Insert rows (dicts), an Arrow table, or a file (.json, .ndjson, .csv, .parquet)."""
+        inserter = self._inserter or Inserter(meta=self.runtime.meta, objects=self.runtime.objects)
+        self._inserter = inserter
+        if isinstance(data, pa.Table | pa.RecordBatch):
+            return inserter.insert_arrow(table, data, idempotency_key=idempotency_key)
+        if isinstance(data, str | Path):
+            path = Path(data)
+            return inserter.insert_file(
+                table, path, fmt=format_from_suffix(path), idempotency_key=idempotency_key
+            )
+        return inserter.insert_rows(table, data, idempotency_key=idempotency_key)
+
+    def query(
+        self, sql: str, *, snapshot_id: int | None = None, as_of: datetime | None = None
+    ) -> pa.Table:
+        """One SELECT over snapshot-pinned tables (the heads by default), as a pyarrow Table."""
+        engine = self._engine or QueryEngine(
+            meta=self.runtime.meta, objects=self.runtime.objects, configure=self._configure
+        )
+        self._engine = engine
+        return engine.query(sql, snapshot_id=snapshot_id, as_of=as_of).rows
+
+    def delete(self, table: str, where: str, *, dry_run: bool = False) -> DeleteResult:
+        """Delete the rows for which ``where`` is true, in one snapshot."""
+        return delete_rows(
+            meta=self.runtime.meta,
+            objects=self.runtime.objects,
+            table=table,
+            where=where,
+            dry_run=dry_run,
+            configure=self._configure,
+        )
+
+    def rollback(self, table: str, *, to_snapshot: int) -> RollbackResult:
+        """A new snapshot whose live files are exactly those of ``to_snapshot``."""
+        return rollback_table(
+            meta=self.runtime.meta,
+            objects=self.runtime.objects,
+            table=table,
+            to_snapshot=to_snapshot,
+        )
+
+    # -- maintenance ---------------------------------------------------------------------------
+
+    def merge(self, table: str | None = None) -> LocalMergeReport:
+        """Merge small files (``table``, or every table) until nothing is left to merge."""
+        worker = MergeWorker(
+            meta=self.runtime.meta, objects=self.runtime.objects, configure=self._configure
+        )
+        return merge_locally(meta=self.runtime.meta, worker=worker, table=table, until_quiet=True)
+
+    def gc(self, table: str | None = None, *, retention: timedelta | None = None) -> JanitorReport:
+        """Expire snapshots past the retention (the table's, or ``retention``), delete what no
+        snapshot needs, sweep orphans."""
+        janitor = Janitor(meta=self.runtime.meta, objects=self.runtime.objects)
+        return janitor.run(table=table, retention=retention)
