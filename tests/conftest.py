@@ -78,3 +78,17 @@ def moto_endpoint() -> Iterator[str]:
     host, port = server.get_host_and_port()
     yield f"http://{host}:{port}"
     server.stop()
+
+
+@pytest.fixture(autouse=True)
+def _core_logger_restored() -> Iterator[None]:
+    """A Lambda handler module, when imported, routes the ``icefloe`` logger through its
+    Powertools Logger (handlers replaced, no propagation): put it back after each test, so
+    that later tests see the core's records through pytest's capture as usual."""
+    import logging
+
+    core = logging.getLogger("icefloe")
+    saved = (list(core.handlers), core.propagate, core.level)
+    yield
+    core.handlers, core.propagate = saved[0], saved[1]
+    core.setLevel(saved[2])

@@ -25,9 +25,11 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from icefloe.aws.lambda_runtime import runtime_from_environment
+from icefloe.aws.observability import route_core_logs
 from icefloe.compaction.tracking import handle_job_state_change
 
 logger = Logger(service="icefloe-compaction-events")
+route_core_logs(logger)
 metrics = Metrics(namespace="icefloe", service="icefloe-compaction-events")
 tracer = Tracer()
 

@@ -28,6 +28,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from icefloe.aws.lambda_runtime import runtime_from_environment
+from icefloe.aws.observability import route_core_logs
 from icefloe.errors import InvalidInputError, NotFoundError
 from icefloe.janitor import DEFAULT_MAX_FILES, Janitor, JanitorReport, parse_duration
 from icefloe.spec import validate_table_name
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
     from botocore.client import BaseClient
 
 logger = Logger(service="icefloe-janitor")
+route_core_logs(logger)
 # The service is named here, not only by POWERTOOLS_SERVICE_NAME: it is the dimension that
 # the template's JanitorTablesFailedAlarm watches.
 metrics = Metrics(namespace="icefloe", service="icefloe-janitor")

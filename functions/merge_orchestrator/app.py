@@ -27,6 +27,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from icefloe.aws.lambda_runtime import merge_lease_from_environment, runtime_from_environment
+from icefloe.aws.observability import route_core_logs
 from icefloe.compaction.emr import EmrCompactionLauncher, EmrJobConfig
 from icefloe.errors import ConfigError, InvalidInputError, NotFoundError
 from icefloe.lifecycle import DeleteRequest, DeleteStarted, reconcile_deletes, start_delete
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
 
 logger = Logger(service="icefloe-merge-orchestrator")
+route_core_logs(logger)
 metrics = Metrics(namespace="icefloe")
 tracer = Tracer()
 

@@ -5,7 +5,9 @@ with the queues, bucket and environments built from template.yaml."""
 
 from __future__ import annotations
 
+import io
 import json
+import logging
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -53,11 +55,13 @@ from support.lambda_stack import (
     fresh_runtime,
     handler_module_fixture,
     insert_small_batches,
+    lambda_context,
     object_keys,
     schedule_event,
     set_environment,
     use_fake_aws,
 )
+from support.template import import_handler_module
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -652,3 +656,30 @@ def count_rows(meta: MetaStore, where: str) -> int:
     finally:
         engine.close()
     return int(rows[0]["n"])
+
+
+def test_the_core_logs_come_out_as_structured_json_with_the_request_id(stack: Stack) -> None:
+    # Given a freshly loaded orchestrator (its import routes the core's loggers through its
+    # Powertools Logger's handler), whose output this test reads
+    app = import_handler_module(ORCHESTRATOR)
+    (handler,) = logging.getLogger("icefloe").handlers
+    assert handler in app.logger.handlers and isinstance(handler, logging.StreamHandler)
+    output = io.StringIO()
+    previous = handler.setStream(output)
+    insert_small_batches()
+
+    # When it runs
+    try:
+        stack.invoke(app, ORCHESTRATOR, schedule_event(ORCHESTRATOR))
+    finally:
+        handler.setStream(previous)
+
+    # Then the core's line (icefloe.merge.orchestrator, standard logging) is one JSON object
+    # with the invocation's request id, beside the handler's own lines
+    lines = [json.loads(line) for line in output.getvalue().splitlines()]
+    (core,) = [line for line in lines if line.get("name") == "icefloe.merge.orchestrator"]
+    assert core["message"] == f"merge orchestration: {DAYS} groups planned, {DAYS} sent"
+    assert core["level"] == "INFO"
+    assert core["function_request_id"] == lambda_context(ORCHESTRATOR).aws_request_id
+    assert core["service"] == "icefloe-merge-orchestrator"
+    assert any(line.get("message") == "merge orchestration done" for line in lines)

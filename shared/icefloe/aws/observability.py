@@ -1,0 +1,24 @@
+"""The core's log lines in Lambda: routed through the function's Powertools Logger.
+
+The core logs with the standard library (``logging.getLogger("icefloe....")``), so it runs the
+same on a laptop. In a function, :func:`route_core_logs` gives the ``icefloe`` logger the
+Powertools Logger's handler, formatter and level: every core line then comes out as one JSON
+object with the request id and the keys the handler appended, at the level the function's
+``POWERTOOLS_LOG_LEVEL`` sets (one setting for the handler's lines and the core's).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from aws_lambda_powertools import Logger
+from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
+
+CORE_LOGGER = "icefloe"
+
+
+def route_core_logs(logger: Logger) -> None:
+    """Send the core's log records through ``logger`` (call once, when the handler loads)."""
+    core = logging.getLogger(CORE_LOGGER)  # exists as a logger, not only as a placeholder
+    copy_config_to_registered_loggers(source_logger=logger, include={CORE_LOGGER})
+    core.propagate = False  # one line per record: the root logger must not print it again
