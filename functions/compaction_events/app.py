@@ -25,13 +25,14 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from icefloe.aws.lambda_runtime import runtime_from_environment
-from icefloe.aws.observability import route_core_logs
+from icefloe.aws.observability import route_core_logs, route_core_spans
 from icefloe.compaction.tracking import handle_job_state_change
 
 logger = Logger(service="icefloe-compaction-events")
 route_core_logs(logger)
 metrics = Metrics(namespace="icefloe", service="icefloe-compaction-events")
 tracer = Tracer()
+route_core_spans(tracer)
 
 SOURCE = "aws.emr-serverless"
 DETAIL_TYPE = "EMR Serverless Job Run State Change"

@@ -17,7 +17,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from icefloe.aws.lambda_runtime import inserter_from_environment
-from icefloe.aws.observability import route_core_logs
+from icefloe.aws.observability import route_core_logs, route_core_spans
 from icefloe.errors import BatchRejectedError, IcefloeError, InvalidInputError, NotFoundError
 from icefloe.ingest.insert import InsertResult
 from icefloe.ingest.queue import (
@@ -31,6 +31,7 @@ logger = Logger(service="icefloe-insert")
 route_core_logs(logger)
 metrics = Metrics(namespace="icefloe")
 tracer = Tracer()
+route_core_spans(tracer)
 
 DIRECT_KEYS = frozenset({"table", "rows", "idempotency_key"})
 

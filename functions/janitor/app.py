@@ -28,7 +28,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from icefloe.aws.lambda_runtime import runtime_from_environment
-from icefloe.aws.observability import route_core_logs
+from icefloe.aws.observability import route_core_logs, route_core_spans
 from icefloe.errors import InvalidInputError, NotFoundError
 from icefloe.janitor import DEFAULT_MAX_FILES, Janitor, JanitorReport, parse_duration
 from icefloe.spec import validate_table_name
@@ -42,6 +42,7 @@ route_core_logs(logger)
 # the template's JanitorTablesFailedAlarm watches.
 metrics = Metrics(namespace="icefloe", service="icefloe-janitor")
 tracer = Tracer()
+route_core_spans(tracer)
 
 DIRECT_KEYS = frozenset({"table", "retention", "orphan_grace", "dry_run", "max_files"})
 EMR_APPLICATION_VARIABLE = "ICEFLOE_EMR_APPLICATION_ID"

@@ -27,7 +27,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from icefloe.aws.lambda_runtime import merge_lease_from_environment, runtime_from_environment
-from icefloe.aws.observability import route_core_logs
+from icefloe.aws.observability import route_core_logs, route_core_spans
 from icefloe.compaction.emr import EmrCompactionLauncher, EmrJobConfig
 from icefloe.errors import ConfigError, InvalidInputError, NotFoundError
 from icefloe.lifecycle import DeleteRequest, DeleteStarted, reconcile_deletes, start_delete
@@ -44,6 +44,7 @@ logger = Logger(service="icefloe-merge-orchestrator")
 route_core_logs(logger)
 metrics = Metrics(namespace="icefloe")
 tracer = Tracer()
+route_core_spans(tracer)
 
 QUEUE_URL_VARIABLE = "ICEFLOE_MERGE_QUEUE_URL"
 DIRECT_KEYS = frozenset({"table", "delete"})

@@ -22,7 +22,7 @@ from icefloe.aws.lambda_runtime import (
     delete_part_runner_from_environment,
     merge_worker_from_environment,
 )
-from icefloe.aws.observability import route_core_logs
+from icefloe.aws.observability import route_core_logs, route_core_spans
 from icefloe.lifecycle.delete_jobs import MESSAGE_KIND as DELETE_PART
 from icefloe.merge import MergeBatchResult, MergeOutcome, process_merge_records
 
@@ -30,6 +30,7 @@ logger = Logger(service="icefloe-merge-worker")
 route_core_logs(logger)
 metrics = Metrics(namespace="icefloe")
 tracer = Tracer()
+route_core_spans(tracer)
 
 
 @logger.inject_lambda_context

@@ -16,7 +16,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from icefloe.aws.lambda_runtime import runtime_from_environment
-from icefloe.aws.observability import route_core_logs
+from icefloe.aws.observability import route_core_logs, route_core_spans
 from icefloe.errors import InvalidInputError, NotFoundError
 from icefloe.query import QueryEngine, QueryLimits
 from icefloe.query.s3_access import S3Endpoint
@@ -27,6 +27,7 @@ logger = Logger(service="icefloe-query")
 route_core_logs(logger)
 metrics = Metrics(namespace="icefloe")
 tracer = Tracer()
+route_core_spans(tracer)
 
 
 @cache

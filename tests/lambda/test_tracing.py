@@ -124,3 +124,13 @@ def test_an_insert_with_tracing_on_commits_and_traces_its_sql_and_s3_calls(
     assert len(s3_puts) == 3, traced  # one per file, put from the upload threads
     sql = [d for d in traced if (d.get("sql") or {}).get("database_type") == "PostgreSQL"]  # type: ignore[union-attr]
     assert sql, traced  # psycopg's statements, through the pool's connections
+    # And the core's phases are subsegments of their own, the commit's SQL inside the commit's
+    names = [d.get("name") for d in traced]
+    for phase in ("icefloe.insert.load", "icefloe.insert.write", "icefloe.commit"):
+        assert names.count(phase) == 1, names
+    (commit,) = [d for d in traced if d.get("name") == "icefloe.commit"]
+    # (the SDK streams subsegments on their own, each naming its parent)
+    inside = [d for d in sql if d.get("parent_id") == commit["id"]] + [
+        d for d in _walk(commit) if d in sql
+    ]
+    assert inside, (commit, sql)

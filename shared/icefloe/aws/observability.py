@@ -1,4 +1,5 @@
-"""The core's log lines in Lambda: routed through the function's Powertools Logger.
+"""The core's log lines and spans in Lambda: through the function's Powertools Logger and
+Tracer.
 
 The core logs with the standard library (``logging.getLogger("icefloe....")``), so it runs the
 same on a laptop. In a function, :func:`route_core_logs` gives the ``icefloe`` logger the
@@ -11,8 +12,10 @@ from __future__ import annotations
 
 import logging
 
-from aws_lambda_powertools import Logger
+from aws_lambda_powertools import Logger, Tracer
 from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
+
+from icefloe.tracing import use_tracer
 
 CORE_LOGGER = "icefloe"
 
@@ -22,3 +25,9 @@ def route_core_logs(logger: Logger) -> None:
     core = logging.getLogger(CORE_LOGGER)  # exists as a logger, not only as a placeholder
     copy_config_to_registered_loggers(source_logger=logger, include={CORE_LOGGER})
     core.propagate = False  # one line per record: the root logger must not print it again
+
+
+def route_core_spans(tracer: Tracer) -> None:
+    """Make the core's spans (:mod:`icefloe.tracing`) subsegments of ``tracer``'s trace; with
+    tracing disabled (``POWERTOOLS_TRACE_DISABLED``) they stay no-ops."""
+    use_tracer(None if tracer.disabled else (lambda name: tracer.provider.in_subsegment(name=name)))

@@ -48,6 +48,7 @@ from icefloe.metastore.models import JsonScalar, NewFile
 from icefloe.metastore.store import MetaStore, check_same_batch
 from icefloe.spec import TableSpec, validate_table_name
 from icefloe.storage import ObjectStore, discard_uncommitted
+from icefloe.tracing import span
 
 logger = logging.getLogger(__name__)
 
@@ -210,10 +211,12 @@ class Inserter:
                 con = self._duck.cursor()
                 try:
                     started = time.perf_counter()
-                    rows = load_batch(con, spec, staged, limits=self.limits)
-                    rows = rows.append_column(ROW_ID_COLUMN, new_row_ids(rows.num_rows))
+                    with span("icefloe.insert.load"):
+                        rows = load_batch(con, spec, staged, limits=self.limits)
+                        rows = rows.append_column(ROW_ID_COLUMN, new_row_ids(rows.num_rows))
                     loaded = time.perf_counter()
-                    files = self._write_partitions(con, spec, rows, written)
+                    with span("icefloe.insert.write"):
+                        files = self._write_partitions(con, spec, rows, written)
                     wrote = time.perf_counter()
                 finally:
                     con.close()

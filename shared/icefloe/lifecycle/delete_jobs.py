@@ -42,6 +42,7 @@ from icefloe.query.database import Configure
 from icefloe.query.sandbox import QueryLimits
 from icefloe.spec import validate_table_name
 from icefloe.storage import ObjectStore, discard_uncommitted
+from icefloe.tracing import span
 
 logger = logging.getLogger(__name__)
 
@@ -227,7 +228,8 @@ class DeletePartRunner:
         if job.state != "running":
             return _outcome(job.table, part.partition_path, "already_committed", job.state)
         if not part.done:
-            outcome = self._run_part(job, part)
+            with span("icefloe.delete.part"):
+                outcome = self._run_part(job, part)
             if outcome is not None:
                 return outcome
         finished = self.finish(self._store.get(job.job_id))

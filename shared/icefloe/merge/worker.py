@@ -43,6 +43,7 @@ from icefloe.query.sandbox import QueryLimits, lock_down
 from icefloe.query.views import parquet_source, view_sql
 from icefloe.spec import CustomMode, PartitionValue, TableSpec
 from icefloe.storage import ObjectStore, discard_uncommitted
+from icefloe.tracing import span
 
 logger = logging.getLogger(__name__)
 
@@ -124,7 +125,8 @@ class MergeWorker:
 
     def run(self, task: MergeTask) -> MergeOutcome:
         started = time.perf_counter()
-        outcome = self._run(task)
+        with span("icefloe.merge"):
+            outcome = self._run(task)
         seconds = time.perf_counter() - started
         logger.info(
             "merge %s of %s/%s: %d files -> %d in %.2fs",

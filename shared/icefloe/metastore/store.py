@@ -67,6 +67,7 @@ from icefloe.metastore.models import (
     TableStatus,
 )
 from icefloe.spec import TableSpec
+from icefloe.tracing import span
 
 logger = logging.getLogger(__name__)
 
@@ -721,7 +722,7 @@ class MetaStore:
                 time.sleep(delay)
 
     def _commit_once(self, request: _CommitRequest) -> CommitResult:
-        with self._connection() as conn:
+        with span("icefloe.commit"), self._connection() as conn:
             try:
                 result = self._commit_statements(conn, request)
             except BaseException:

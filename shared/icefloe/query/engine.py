@@ -44,6 +44,7 @@ from icefloe.query.tenant_access import TenantRead, tenant_read
 from icefloe.query.views import TimeRange, parquet_source, standin_source, view_body, view_sql
 from icefloe.spec import TableSpec
 from icefloe.storage import ObjectStore
+from icefloe.tracing import span
 
 logger = logging.getLogger(__name__)
 
@@ -207,7 +208,7 @@ class QueryEngine:
     ) -> QueryResult:
         refs = self._planner.analyze(statement)
         # The named tables' specs, their snapshots and files: one transaction, one moment.
-        with self._meta.read_tables(refs.tables) as read:
+        with span("icefloe.query.plan"), self._meta.read_tables(refs.tables) as read:
             lake_tables = read.tables
             check_references(refs, lake_tables=lake_tables)
             named = sorted(refs.tables)
@@ -248,7 +249,8 @@ class QueryEngine:
             )
         executor = self._executor_for(tenant, specs)
         try:
-            rows = executor.execute(statement, views)
+            with span("icefloe.query.execute"):
+                rows = executor.execute(statement, views)
         except QueryReadError:
             executor.forget_views()
             self._check_still_live(plans)
