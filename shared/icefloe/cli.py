@@ -1,14 +1,16 @@
-"""The ``icefloe`` command line: thin argument parsing over the core.
+"""The icefloe command line: thin argument parsing over the core.
 
-Every command prints one line ``icefloe: error: ...`` and exits non-zero on bad input; listing
-commands take ``--format json``.
+Every command prints one line "icefloe: error: ..." and exits non-zero on bad input (with the
+closest command or table name when one is mistyped), and takes --format json.
 """
 
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import os
+import re
 import signal
 import sys
 import time
@@ -23,7 +25,7 @@ from uuid import UUID
 from icefloe import __version__
 from icefloe.aws.secrets import with_database_secret
 from icefloe.config import Settings
-from icefloe.errors import IcefloeError, InvalidInputError, TableExistsError
+from icefloe.errors import IcefloeError, InvalidInputError, TableExistsError, TableNotFoundError
 from icefloe.ingest import INPUT_FORMATS, InputFormat, Inserter, format_from_suffix
 from icefloe.janitor import DEFAULT_MAX_FILES, Janitor, format_duration, parse_duration
 from icefloe.lifecycle import delete_rows, rollback_table
@@ -44,17 +46,64 @@ EXIT_ERROR = 1
 EXIT_USAGE = 2
 
 
+DESCRIPTION = """\
+icefloe: JSON events in, immutable Parquet files on object storage out, SQL over any snapshot.
+A Postgres meta store records which files are live in each snapshot; merges, deletes and
+garbage collection never disturb a reader."""
+
+EPILOG = """\
+examples:
+  icefloe init
+  icefloe table create events --schema "ts TIMESTAMP NOT NULL, event VARCHAR, user_id VARCHAR" \\
+      --partition-by "day(ts)" --sort-by "event, ts" --row-group-by user_id
+  icefloe insert events events.ndjson
+  icefloe query "SELECT event, count(*) FROM events GROUP BY event" --format json
+  icefloe merge --wait && icefloe gc --retention 3d
+  icefloe delete events --where "user_id = 'u42'" --dry-run
+  icefloe completion bash > /etc/bash_completion.d/icefloe
+
+environment:
+  ICEFLOE_HOME               local state: embedded Postgres, default warehouse (./.icefloe)
+  ICEFLOE_WAREHOUSE          a directory or s3://bucket/prefix
+  ICEFLOE_DATABASE_URL       a Postgres DSN (default: the embedded Postgres)
+  ICEFLOE_DATABASE_SCHEMA    the meta store's Postgres schema (default icefloe)
+  ICEFLOE_S3_ENDPOINT_URL    an S3-compatible endpoint
+  ICEFLOE_DATABASE_SECRET_ARN  a deployed stack's meta store, through its secret
+  (README.md, "Configuration", lists every variable)"""
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> Any:  # one line, like every other icefloe error
-        self.exit(EXIT_USAGE, f"icefloe: error: {message}\n")
+        self.exit(EXIT_USAGE, f"icefloe: error: {message}{_did_you_mean(message)}\n")
+
+
+def _did_you_mean(message: str) -> str:
+    """For argparse's "invalid choice: 'x' (choose from ...)": the closest choice, if any."""
+    found = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
+    if found is None:
+        return ""
+    choices = re.findall(r"'?([\w-]+)'?", found.group(2))
+    close = difflib.get_close_matches(found.group(1), choices, n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="icefloe", description=__doc__.splitlines()[0] if __doc__ else None)
+    parser = _Parser(
+        prog="icefloe",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--version", action="version", version=f"icefloe {__version__}")
-    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    commands = parser.add_subparsers(
+        dest="command", required=True, parser_class=_Parser, metavar="COMMAND"
+    )
 
-    commands.add_parser("init", help="create or upgrade the meta store schema")
+    _add_format(commands.add_parser("init", help="create or upgrade the meta store schema"))
+    completion = commands.add_parser(
+        "completion", help="print a shell completion script (bash or zsh)"
+    )
+    completion.add_argument("shell", choices=("bash", "zsh"))
 
     table = commands.add_parser("table", help="create, list and show tables")
     table_commands = table.add_subparsers(dest="table_command", required=True, parser_class=_Parser)
@@ -200,10 +249,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--batch-size", type=int, default=2_000, help="events per insert (default 2,000)"
     )
     demo.add_argument("--days", type=int, default=7, help="days the events span (default 7)")
+    _add_format(demo)
 
     db = commands.add_parser("db", help="the embedded meta store")
     db_commands = db.add_subparsers(dest="db_command", required=True, parser_class=_Parser)
-    db_commands.add_parser("stop", help="stop the embedded Postgres under ICEFLOE_HOME")
+    _add_format(
+        db_commands.add_parser("stop", help="stop the embedded Postgres under ICEFLOE_HOME")
+    )
     db_status = db_commands.add_parser(
         "status", help="whether the embedded Postgres runs, and which processes use it"
     )
@@ -219,24 +271,102 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
     if out is None and hasattr(signal, "SIGPIPE"):
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `icefloe ... | head` ends quietly
     out = out or sys.stdout
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command == "completion":
+        print(completion_script(parser, args.shell), file=out)
+        return 0
     try:
         # A deployed stack's meta store is reachable through its secret, as for its functions.
         settings, secret = with_database_secret(Settings.from_env(), os.environ)
         if args.command == "db":
             return _db(settings, args, out)
         with Runtime.open(settings, max_connections=2, dsn=secret) as runtime:
-            return _COMMANDS[_command_key(args)](runtime, args, out)
+            try:
+                return _COMMANDS[_command_key(args)](runtime, args, out)
+            except TableNotFoundError as e:
+                raise TableNotFoundError(f"{e}{_closest_table(runtime, e)}") from e
     except IcefloeError as e:
         print(f"icefloe: error: {e}", file=sys.stderr)
         return EXIT_ERROR
+
+
+def _closest_table(runtime: Runtime, error: TableNotFoundError) -> str:
+    """ "; did you mean 'events'?" for a table name that is close to an existing one."""
+    wanted = re.search(r"no table named '([^']*)'", str(error))
+    if wanted is None:
+        return ""
+    with suppress(IcefloeError):
+        names = [t.name for t in runtime.meta.list_tables()]
+        close = difflib.get_close_matches(wanted.group(1), names, n=1, cutoff=0.6)
+        if close:
+            return f"; did you mean {close[0]!r}?"
+    return ""
+
+
+def completion_script(parser: argparse.ArgumentParser, shell: str) -> str:
+    """A completion script for ``shell``, generated from the parser: commands, subcommands,
+    each command's options, and the choices of options that have them."""
+    words: dict[str, list[str]] = {"": []}
+    for command, sub in subcommands(parser).items():
+        words[""].append(command)
+        nested = subcommands(sub)
+        words[command] = list(nested) or long_options(sub)
+        for name, deeper in nested.items():
+            words[f"{command} {name}"] = long_options(deeper)
+    cases = "\n".join(
+        f'        "{key}") candidates="{" ".join(sorted(values))}" ;;'
+        for key, values in sorted(words.items())
+    )
+    two_words = "|".join(f'"{key}"' for key in sorted(words) if " " in key)
+    script = f"""# icefloe completion ({shell}); generated by `icefloe completion {shell}`
+_icefloe() {{
+    local cur="${{COMP_WORDS[COMP_CWORD]}}" key candidates=""
+    if [ "$COMP_CWORD" -eq 1 ]; then
+        key=""
+    elif [ "$COMP_CWORD" -eq 2 ]; then
+        key="${{COMP_WORDS[1]}}"
+    else
+        key="${{COMP_WORDS[1]}} ${{COMP_WORDS[2]}}"
+        case "$key" in
+            {two_words}) ;;
+            *) key="${{COMP_WORDS[1]}}" ;;
+        esac
+    fi
+    case "$key" in
+{cases}
+    esac
+    COMPREPLY=($(compgen -W "$candidates" -- "$cur"))
+}}
+complete -o default -F _icefloe icefloe"""
+    if shell == "zsh":
+        return "autoload -U +X bashcompinit && bashcompinit\n" + script
+    return script
+
+
+def subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
+
+
+def long_options(parser: argparse.ArgumentParser) -> list[str]:
+    found: list[str] = []
+    for action in parser._actions:
+        found += [o for o in action.option_strings if o.startswith("--")]
+        if action.choices and not isinstance(action, argparse._SubParsersAction):
+            found += [str(c) for c in action.choices]
+    return found
 
 
 def _db(settings: Settings, args: argparse.Namespace, out: TextIO) -> int:
     """``db stop`` and ``db status``: they never start the server, and work after any crash."""
     if args.db_command == "stop":
         stopped = stop_embedded(settings.embedded_database_dir)
-        print("stopped" if stopped else "not running", file=out)
+        _emit(
+            out, args.format, {"stopped": stopped}, lambda: "stopped" if stopped else "not running"
+        )
         return 0
     status = embedded_status(settings.embedded_database_dir)
 
@@ -261,10 +391,15 @@ def _command_key(args: argparse.Namespace) -> str:
 def _init(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
     report = runtime.meta.migrate()
     applied = ", ".join(str(v) for v in report.applied) or "none"
-    print(
-        f"meta store schema {report.schema!r} at version {report.current_version}"
-        f" (applied now: {applied}); warehouse {runtime.settings.warehouse.uri}",
-        file=out,
+    row = {**asdict(report), "warehouse": runtime.settings.warehouse.uri}
+    _emit(
+        out,
+        args.format,
+        row,
+        lambda: (
+            f"meta store schema {report.schema!r} at version {report.current_version}"
+            f" (applied now: {applied}); warehouse {runtime.settings.warehouse.uri}"
+        ),
     )
     return 0
 
@@ -417,10 +552,21 @@ def _demo(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
     finally:
         inserter.close()
     elapsed = time.perf_counter() - started
-    print(
-        f"inserted {len(events):,} sample events in {_count(batches, 'batch', 'batches')} of up to"
-        f" {args.batch_size:,} in {elapsed:.1f} s ({len(events) / elapsed:,.0f} events/s)",
-        file=out,
+    row = {
+        "table": "events",
+        "events": len(events),
+        "batches": batches,
+        "seconds": round(elapsed, 3),
+        "events_per_s": round(len(events) / elapsed),
+    }
+    _emit(
+        out,
+        args.format,
+        row,
+        lambda: (
+            f"inserted {len(events):,} sample events in {_count(batches, 'batch', 'batches')} of"
+            f" up to {args.batch_size:,} in {elapsed:.1f} s ({len(events) / elapsed:,.0f} events/s)"
+        ),
     )
     return 0
 

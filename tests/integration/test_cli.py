@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import subprocess
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -13,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 from moto import mock_aws
 
-from icefloe.cli import main
+from icefloe.cli import build_parser, long_options, main, subcommands
 from icefloe.metastore.store import MetaStore
 from support.aws import FAKE_AWS_ENVIRONMENT, REGION, UNSET_AWS_VARIABLES
 from support.files import new_file
@@ -674,3 +675,62 @@ def test_erasure_of_one_user_over_merged_and_spark_compacted_files(
     for path in objects:
         assert "u42" not in pq.read_table(path, columns=["user_id"]).column(0).to_pylist()
     assert counts() == {"u7": 28, "u9": 28}
+
+
+def test_a_mistyped_command_or_table_gets_the_closest_name(
+    cli_env: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["tabel", "list"])
+    assert exited.value.code == 2
+    assert capsys.readouterr().err.strip().endswith("did you mean 'table'?")
+    assert run("init")[0] == 0
+    create_events()
+    assert run("status", "evnts")[0] == 1
+    assert capsys.readouterr().err.strip() == (
+        "icefloe: error: no table named 'evnts'; did you mean 'events'?"
+    )
+    assert run("status", "zzz")[0] == 1
+    assert "did you mean" not in capsys.readouterr().err
+
+
+def test_every_command_takes_format_json(cli_env: str) -> None:
+    code, out = run("init", "--format", "json")
+    assert code == 0 and json.loads(out)["current_version"] >= 9
+    code, out = run("demo", "--events", "50", "--batch-size", "25", "--format", "json")
+    assert code == 0 and json.loads(out)["events"] == 50 and json.loads(out)["batches"] == 2
+    code, out = run("db", "stop", "--format", "json")  # an external Postgres here: not ours
+    assert code == 0 and json.loads(out) == {"stopped": False}
+    parser = build_parser()
+    missing = []
+    for command, sub in subcommands(parser).items():
+        for name, leaf in (subcommands(sub) or {"": sub}).items():
+            if command != "completion" and "--format" not in long_options(leaf):
+                missing.append(f"{command} {name}".strip())
+    assert missing == []
+
+
+def test_completion_scripts_complete_commands_subcommands_and_options(tmp_path: Path) -> None:
+    code, script = run("completion", "bash")
+    assert code == 0
+    path = tmp_path / "icefloe.bash"
+    path.write_text(script)
+    probe = (
+        f"source {path}\n"
+        't() { COMP_WORDS=("$@"); COMP_CWORD=$(( $# - 1 )); _icefloe; echo "${COMPREPLY[*]}"; }\n'
+        "t icefloe ro; t icefloe table d; t icefloe query x --format j; t icefloe completion z\n"
+    )
+    done = subprocess.run(["bash", "-c", probe], capture_output=True, text=True, check=True)
+    assert done.stdout.splitlines() == ["rollback", "drop", "json", "zsh"]
+    code, zsh = run("completion", "zsh")
+    assert code == 0 and zsh.startswith("autoload -U +X bashcompinit && bashcompinit\n")
+
+
+def test_help_describes_icefloe_with_examples_and_the_environment(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    text = capsys.readouterr().out
+    assert text.startswith("usage: icefloe") and "``" not in text
+    assert "examples:\n  icefloe init" in text and "ICEFLOE_WAREHOUSE" in text
