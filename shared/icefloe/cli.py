@@ -33,7 +33,7 @@ from icefloe.merge import MergeWorker, merge_locally
 from icefloe.merge.modes import check_merge_query
 from icefloe.metastore.deletes import DeleteJobStore
 from icefloe.metastore.embedded import embedded_status, stop_embedded
-from icefloe.metastore.models import TableInfo
+from icefloe.metastore.models import FILE_SIZE_BUCKETS, PartitionShape, TableInfo
 from icefloe.query import QueryEngine, QueryLimits
 from icefloe.query.output import write_result
 from icefloe.query.s3_access import S3Endpoint, configure_s3_from_settings
@@ -890,19 +890,63 @@ def _status(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
     names = [args.name] if args.name else [t.name for t in runtime.meta.list_tables()]
     statuses = [runtime.meta.status(name) for name in names]
     rows = [asdict(s) for s in statuses]
-    _emit(
-        out,
-        args.format,
-        rows,
-        lambda: _text_table(
+    shapes = runtime.meta.partition_shapes(args.name) if args.name else []
+    if args.name:
+        rows[0]["by_partition"] = [asdict(shape) for shape in shapes]
+        rows[0]["size_buckets_bytes"] = list(FILE_SIZE_BUCKETS)
+
+    def text() -> str:
+        summary = _text_table(
             ["table", "head", "live_files", "partitions", "rows", "bytes"],
             [
                 [s.table, s.head_snapshot_id, s.live_files, s.partitions, s.rows, s.bytes]
                 for s in statuses
             ],
-        ),
-    )
+        )
+        if not args.name:
+            return summary
+        return f"{summary}\n\n{_shape_text(shapes)}"
+
+    _emit(out, args.format, rows, text)
     return 0
+
+
+_BARS = "·▁▂▃▄▅▆▇█"  # a dot for none, then eighths of the busiest bucket
+
+
+def _shape_text(shapes: Sequence[PartitionShape]) -> str:
+    """Each partition's files, rows and bytes, and a histogram of the whole table's file sizes
+    (people would rather see the shape of a table than read a column of numbers)."""
+    labels = [f"<{_size(b)}" for b in FILE_SIZE_BUCKETS] + [f">={_size(FILE_SIZE_BUCKETS[-1])}"]
+    peak = max((max(s.size_buckets) for s in shapes), default=0) or 1
+    per_partition = _text_table(
+        ["partition", "files", "rows", "bytes", "sizes " + " ".join(["<64K", "..", ">=256M"])],
+        [
+            [
+                s.partition_path or "(unpartitioned)",
+                s.files,
+                s.rows,
+                s.bytes,
+                "".join(_BARS[-(-count * (len(_BARS) - 1) // peak)] for count in s.size_buckets),
+            ]
+            for s in shapes
+        ],
+    )
+    totals = [sum(s.size_buckets[i] for s in shapes) for i in range(len(labels))]
+    top = max(totals, default=0) or 1
+    histogram = "\n".join(
+        f"  {label:>8}  {'█' * -(-count * 40 // top) if count else ''} {count}"
+        for label, count in zip(labels, totals, strict=True)
+    )
+    return f"{per_partition}\n\nlive file sizes:\n{histogram}"
+
+
+def _size(n: int) -> str:
+    for unit in ("", "K", "M", "G"):
+        if n < 1024:
+            return f"{n}{unit}"
+        n //= 1024
+    return f"{n}T"
 
 
 _COMMANDS: dict[str, Callable[[Runtime, argparse.Namespace, TextIO], int]] = {

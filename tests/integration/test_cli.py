@@ -734,3 +734,31 @@ def test_help_describes_icefloe_with_examples_and_the_environment(
     text = capsys.readouterr().out
     assert text.startswith("usage: icefloe") and "``" not in text
     assert "examples:\n  icefloe init" in text and "ICEFLOE_WAREHOUSE" in text
+
+
+def test_status_of_one_table_shows_each_partition_and_the_file_size_histogram(
+    cli_env: str, tmp_path: Path
+) -> None:
+    assert run("init")[0] == 0
+    create_events()
+    for n in range(3):
+        source = tmp_path / f"b{n}.ndjson"
+        days = (1, 2) if n < 2 else (1,)
+        source.write_text(
+            "\n".join(json.dumps({"ts": f"2026-03-0{d}T0{n}:00:00", "event": "e"}) for d in days)
+        )
+        assert run("insert", "events", str(source))[0] == 0
+
+    code, out = run("status", "events", "--format", "json")
+    assert code == 0
+    (status,) = json.loads(out)
+    shapes = {p["partition_path"]: p for p in status["by_partition"]}
+    assert {k: v["files"] for k, v in shapes.items()} == {"day=2026-03-01": 3, "day=2026-03-02": 2}
+    assert all(sum(p["size_buckets"]) == p["files"] for p in shapes.values())
+    assert shapes["day=2026-03-01"]["size_buckets"][0] == 3  # small files: under 64 KiB
+    assert len(status["size_buckets_bytes"]) == len(shapes["day=2026-03-01"]["size_buckets"]) - 1
+
+    code, text = run("status", "events")
+    assert code == 0
+    assert "day=2026-03-01  3      3     " in text and "█·······" in text
+    assert "live file sizes:\n      <64K  " + "█" * 40 + " 5" in text

@@ -200,6 +200,23 @@ class TableStatus:
     claimed_until: datetime | None = None
 
 
+# Upper bounds of the file-size buckets of a partition's shape: 64 KiB, 256 KiB, ... 256 MiB,
+# and one bucket above the last.
+FILE_SIZE_BUCKETS: tuple[int, ...] = tuple(64 * 1024 * 4**n for n in range(7))
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionShape:
+    """A partition's live files at the head: how many, their rows and bytes, and how many
+    fall in each of :data:`FILE_SIZE_BUCKETS` (the last count: above the largest bound)."""
+
+    partition_path: str
+    files: int
+    rows: int
+    bytes: int
+    size_buckets: tuple[int, ...]
+
+
 @dataclass(frozen=True, slots=True)
 class RollbackPlan:
     """How to make a table's live files those of an earlier snapshot, as read at one head."""

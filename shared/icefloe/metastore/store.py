@@ -11,6 +11,7 @@ head. Locking the head makes snapshot ids follow commit order.
 
 from __future__ import annotations
 
+import bisect
 import json
 import logging
 import random
@@ -53,6 +54,7 @@ from icefloe.metastore.credentials import (
 from icefloe.metastore.file_filter import FileCondition, render
 from icefloe.metastore.migrate import MigrationReport, migrate
 from icefloe.metastore.models import (
+    FILE_SIZE_BUCKETS,
     ColumnStats,
     CommitResult,
     DataFile,
@@ -60,6 +62,7 @@ from icefloe.metastore.models import (
     JsonScalar,
     NewFile,
     Operation,
+    PartitionShape,
     RollbackPlan,
     ScanFile,
     Snapshot,
@@ -470,6 +473,28 @@ class MetaStore:
             claimed_until=row[5],
         )
 
+    def partition_shapes(self, table: str) -> list[PartitionShape]:
+        """Each partition's live files at the head, with a histogram of their sizes."""
+        info = self.get_table(table)
+        with self._autocommit() as conn:
+            rows = conn.execute(
+                "SELECT partition_path, count(*), sum(row_count), sum(size_bytes),"
+                " array_agg(size_bytes) FROM data_files"
+                " WHERE table_id = %s AND end_snapshot IS NULL"
+                " GROUP BY partition_path ORDER BY partition_path",
+                (info.table_id,),
+            ).fetchall()
+        return [
+            PartitionShape(
+                partition_path=str(row[0]),
+                files=int(row[1]),
+                rows=int(row[2]),
+                bytes=int(row[3]),
+                size_buckets=_histogram([int(b) for b in row[4]]),
+            )
+            for row in rows
+        ]
+
     # -- claims ---------------------------------------------------------------------------------
 
     def claim_files(
@@ -857,6 +882,13 @@ class MetaStore:
             files_removed=len(remove),
             rows_added=rows_added,
         )
+
+
+def _histogram(sizes: Sequence[int]) -> tuple[int, ...]:
+    counts = [0] * (len(FILE_SIZE_BUCKETS) + 1)
+    for size in sizes:
+        counts[bisect.bisect_left(FILE_SIZE_BUCKETS, size)] += 1
+    return tuple(counts)
 
 
 def _validate_inputs(
