@@ -34,6 +34,7 @@ from icefloe.merge.modes import check_merge_query
 from icefloe.metastore.deletes import DeleteJobStore
 from icefloe.metastore.embedded import embedded_status, stop_embedded
 from icefloe.metastore.models import FILE_SIZE_BUCKETS, PartitionShape, TableInfo
+from icefloe.progress import Progress
 from icefloe.query import QueryEngine, QueryLimits
 from icefloe.query.output import write_result
 from icefloe.query.s3_access import S3Endpoint, configure_s3_from_settings
@@ -545,10 +546,14 @@ def _demo(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
     inserter = Inserter(meta=runtime.meta, objects=runtime.objects)
     started = time.perf_counter()
     batches = 0
+    bar = Progress(len(events), "inserting", unit="events", enabled=args.format != "json")
     try:
-        for offset in range(0, len(events), args.batch_size):
-            inserter.insert_rows("events", events[offset : offset + args.batch_size])
-            batches += 1
+        with bar:
+            for offset in range(0, len(events), args.batch_size):
+                batch = events[offset : offset + args.batch_size]
+                inserter.insert_rows("events", batch)
+                batches += 1
+                bar.advance(len(batch))
     finally:
         inserter.close()
     elapsed = time.perf_counter() - started
