@@ -1,6 +1,7 @@
-"""Chaos: processes inserting (retrying their idempotency keys), merging, compacting and
-collecting garbage over one embedded meta store are killed with SIGKILL at random moments and
-restarted; then the lake is settled and checked.
+"""Chaos: processes inserting (retrying their idempotency keys), merging, compacting,
+deleting (the last row of every batch, again and again) and collecting garbage over one
+embedded meta store are killed with SIGKILL at random moments and restarted; then the lake is
+settled and checked.
 
 ``ICEFLOE_CHAOS_SECONDS`` (default 40) and ``ICEFLOE_CHAOS_SEED`` (default 20261125) are the
 knobs; ``make soak`` runs it longer. The schedule of kills follows the seed; what each process
@@ -26,18 +27,19 @@ import pytest
 
 from icefloe.config import Settings
 from icefloe.janitor import Janitor
+from icefloe.lifecycle import delete_rows
 from icefloe.metastore.embedded import stop_embedded
 from icefloe.query import QueryEngine
 from icefloe.runtime import Runtime
 from icefloe.spec import SizeTargets, TableSpec
-from support.chaos_worker import ROWS_PER_BATCH, SCHEMA, TABLE
+from support.chaos_worker import DOOMED, ROWS_PER_BATCH, SCHEMA, TABLE
 
 pytestmark = pytest.mark.chaos
 
 SECONDS = float(os.environ.get("ICEFLOE_CHAOS_SECONDS", "40"))
 SEED = int(os.environ.get("ICEFLOE_CHAOS_SEED", "20261125"))
 WORKER = Path(__file__).resolve().parents[1] / "support" / "chaos_worker.py"
-ROLES = ("insert-a", "insert-b", "merge", "compact", "gc")
+ROLES = ("insert-a", "insert-b", "merge", "compact", "gc", "delete")
 PINNED_SQL = f"SELECT count(*) AS n, sum(v) AS v, count(DISTINCT batch) AS b FROM {TABLE}"
 
 
@@ -194,24 +196,34 @@ def test_killed_processes_lose_and_duplicate_nothing_and_the_lake_heals(tmp_path
         meta, objects = runtime.meta, runtime.objects
         Janitor(meta=meta, objects=objects).run(table=TABLE)
         engine = QueryEngine(meta=meta, objects=objects)
+        kept = ROWS_PER_BATCH - 1  # rows of a batch the delete role never touches
         counts = {
-            r["batch"]: (r["n"], r["distinct_i"])
+            r["batch"]: (r["n"], r["distinct_i"], r["doomed"])
             for r in engine.query(
-                f"SELECT batch, count(*) AS n, count(DISTINCT i) AS distinct_i FROM {TABLE}"
-                " GROUP BY batch"
+                f"SELECT batch, count(*) FILTER (WHERE NOT ({DOOMED})) AS n,"
+                f" count(DISTINCT i) FILTER (WHERE NOT ({DOOMED})) AS distinct_i,"
+                f" count(*) FILTER (WHERE {DOOMED}) AS doomed FROM {TABLE} GROUP BY batch"
             ).rows.to_pylist()
         }
-        # Every acknowledged batch is there exactly once
+        # Every acknowledged batch is there exactly once (its doomed row once, or deleted)
         assert Counter(acked).most_common(1)[0][1] == 1
-        missing = [k for k in acked if counts.get(k) != (ROWS_PER_BATCH, ROWS_PER_BATCH)]
-        assert not missing, missing[:10]
+        missing = [
+            k for k in acked if counts.get(k, (0, 0, 0))[:2] != (kept, kept) or counts[k][2] > 1
+        ]
+        assert not missing, [(k, counts.get(k)) for k in missing[:10]]
         # Any other batch present was sent, was committed under its key, and is whole
         for key, count in counts.items():
             if key in acked:
                 continue
             assert key in attempted, key
-            assert count == (ROWS_PER_BATCH, ROWS_PER_BATCH), (key, count)
+            assert count[:2] == (kept, kept) and count[2] <= 1, (key, count)
             assert meta.snapshot_for_key(TABLE, key) is not None, key
+        # The deletes committed, and one more (not killed) leaves no doomed row
+        assert any(s.operation == "delete" for s in meta.snapshots(TABLE))
+        delete_rows(meta=meta, objects=objects, table=TABLE, where=DOOMED)
+        assert engine.query(
+            f"SELECT count(*) AS n FROM {TABLE} WHERE {DOOMED}"
+        ).rows.to_pylist() == [{"n": 0}]
         # Answers at pinned snapshots are unchanged
         assert pinned
         for snapshot, rows in pinned.items():

@@ -3,7 +3,7 @@ is killed. Every process joins the embedded meta store under ``ICEFLOE_HOME`` on
 kills also land while that server is being started or joined.
 
     python chaos_worker.py insert SLOT START   # batches SLOT-START, SLOT-START+1, ...
-    python chaos_worker.py merge | compact | gc
+    python chaos_worker.py merge | compact | gc | delete
 
 An insert prints ``ACK <key> <snapshot>`` once its batch is committed: the test counts a batch
 as acknowledged only when that line arrived. Known errors (icefloe's own) are reported on stderr
@@ -23,12 +23,15 @@ from icefloe.config import Settings
 from icefloe.errors import IcefloeError
 from icefloe.ingest import Inserter
 from icefloe.janitor import Janitor
+from icefloe.lifecycle import delete_rows
 from icefloe.merge import MergeWorker, merge_locally
 from icefloe.runtime import Runtime
 
 TABLE = "chaos"
 SCHEMA = "ts TIMESTAMP NOT NULL, batch VARCHAR NOT NULL, i INTEGER NOT NULL, v BIGINT NOT NULL"
 ROWS_PER_BATCH = 20
+# The delete role removes the last row of every batch, again and again.
+DOOMED = f"i = {ROWS_PER_BATCH - 1}"
 START = datetime(2026, 11, 1)
 
 
@@ -87,6 +90,12 @@ def _gc(runtime: Runtime) -> None:
         time.sleep(0.3)
 
 
+def _delete(runtime: Runtime) -> None:
+    while True:
+        delete_rows(meta=runtime.meta, objects=runtime.objects, table=TABLE, where=DOOMED)
+        time.sleep(0.3)
+
+
 def main(argv: list[str]) -> None:
     role = argv[0]
     with Runtime.open(Settings.from_env(), max_connections=3) as runtime:
@@ -101,6 +110,8 @@ def main(argv: list[str]) -> None:
                     _compact(runtime)
                 elif role == "gc":
                     _gc(runtime)
+                elif role == "delete":
+                    _delete(runtime)
                 else:
                     raise SystemExit(f"unknown role {role!r}")
             except IcefloeError as e:
