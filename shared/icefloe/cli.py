@@ -154,6 +154,13 @@ def build_parser() -> argparse.ArgumentParser:
     query.add_argument("--format", choices=("table", "json", "csv", "parquet"), default="table")
     query.add_argument("--output", help="write the result to this file (parquet needs it)")
     query.add_argument("--tenant", help="see only this tenant's rows of every table")
+    query.add_argument(
+        "--engine",
+        choices=("duckdb", "spark"),
+        default="duckdb",
+        help="duckdb (default: sandboxed, warm) or spark (local Spark, for big scans; not"
+        " sandboxed)",
+    )
 
     files = commands.add_parser("files", help="the files of a table at a snapshot")
     files.add_argument("name")
@@ -736,6 +743,17 @@ def _count(n: int, noun: str, plural: str | None = None) -> str:
 def _query(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
     if args.format == "parquet" and not args.output:
         raise InvalidInputError("--format parquet needs --output FILE")
+    if args.engine == "spark":
+        if args.tenant is not None:
+            raise InvalidInputError("--tenant needs the duckdb engine (its sandbox scopes tenants)")
+        from icefloe.compaction.session import local_spark_session
+        from icefloe.spark import query_with_spark
+
+        rows = query_with_spark(
+            local_spark_session(), args.sql, runtime=runtime, snapshot_id=args.snapshot
+        )
+        write_result(rows, fmt=args.format, out=out, output=args.output)
+        return 0
     engine = QueryEngine(
         meta=runtime.meta,
         objects=runtime.objects,

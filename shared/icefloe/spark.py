@@ -15,12 +15,16 @@ by EMRFS; local Spark reads local warehouses (it has no S3 connector of its own 
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import TYPE_CHECKING
+
+import pyarrow as pa
 
 from icefloe.config import Settings
 from icefloe.errors import InvalidInputError
 from icefloe.query import QueryEngine
+from icefloe.query.sql_refs import analyze
 from icefloe.query.views import TimeRange
 from icefloe.runtime import Runtime
 from icefloe.spec import TableSpec
@@ -117,3 +121,30 @@ def _frame(
         if window.end is not None:
             frame = frame.filter(column < F.lit(window.end))
     return frame
+
+
+def query_with_spark(
+    spark: SparkSession,
+    sql: str,
+    *,
+    runtime: Runtime,
+    snapshot_id: int | None = None,
+    as_of: datetime | None = None,
+) -> pa.Table:
+    """Run one SELECT in Spark over snapshot-pinned views of the tables it names (each read
+    with :func:`read_table`), and return the result as Arrow.
+
+    Spark SQL is not sandboxed as DuckDB queries are: it can read files by path
+    (``parquet.`/path` ``) and has no result caps. It is for trusted users on their own
+    machine or job, where Spark's memory and scale are the point."""
+    statement = sql.strip().rstrip(";")
+    if not re.match(r"(?is)^\s*(select|with)\b", statement):
+        raise InvalidInputError("query refused: the Spark engine runs one SELECT (or WITH ...)")
+    names = sorted(analyze(statement).tables)
+    if snapshot_id is not None and len(names) != 1:
+        raise InvalidInputError("a snapshot id pins one table; use as_of for several")
+    for name in names:
+        frame = read_table(spark, name, snapshot_id=snapshot_id, as_of=as_of, runtime=runtime)
+        frame.createOrReplaceTempView(name)
+    result: pa.Table = spark.sql(statement).toArrow()
+    return result

@@ -762,3 +762,46 @@ def test_status_of_one_table_shows_each_partition_and_the_file_size_histogram(
     assert code == 0
     assert "day=2026-03-01  3      3     " in text and "█·······" in text
     assert "live file sizes:\n      <64K  " + "█" * 40 + " 5" in text
+
+
+def test_query_with_the_spark_engine_answers_as_duckdb_does(
+    cli_env: str, tmp_path: Path, spark: object, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run("init")[0] == 0
+    create_events()
+    for n in range(3):
+        source = tmp_path / f"b{n}.ndjson"
+        source.write_text(
+            "\n".join(
+                json.dumps({"ts": f"2026-03-0{d}T0{n}:00:00", "event": e, "user_id": f"u{n}"})
+                for d in (1, 2)
+                for e in ("view", "click")[: n + 1]
+            )
+        )
+        assert run("insert", "events", str(source))[0] == 0
+    sql = (
+        "SELECT event, count(*) AS n, count(DISTINCT user_id) AS users FROM events"
+        " WHERE ts < '2026-03-02' GROUP BY event ORDER BY event"
+    )
+    code, duck_out = run("query", sql, "--format", "json")
+    assert code == 0
+    code, spark_out = run("query", sql, "--engine", "spark", "--format", "json")
+    assert code == 0 and json.loads(spark_out) == json.loads(duck_out)
+    assert json.loads(duck_out) == [
+        {"event": "click", "n": 2, "users": 2},
+        {"event": "view", "n": 3, "users": 3},
+    ]
+    # Pinned at the first snapshot, as the DuckDB engine would be
+    code, first = run(
+        "query",
+        "SELECT count(*) AS n FROM events",
+        "--engine",
+        "spark",
+        "--snapshot",
+        "1",
+        "--format",
+        "json",
+    )
+    assert code == 0 and json.loads(first) == [{"n": 2}]
+    assert run("query", "DROP TABLE events", "--engine", "spark")[0] == 1
+    assert "runs one SELECT" in capsys.readouterr().err
