@@ -2,7 +2,8 @@
 the same queries over every file of the same snapshot.
 
 ``ICEFLOE_FUZZ_SEED`` and ``ICEFLOE_FUZZ_QUERIES`` are the knobs (``make fuzz`` runs 100,000);
-a failure names the seed, the query's number and its SQL, which reproduce it.
+a failure names the seed, the query's number and its SQL, which reproduce it. A runtime error
+the engine raises is accepted only when the same query raises it without pruning too.
 ``ICEFLOE_FUZZ_SHARD=K/N`` runs only the queries whose number is K modulo N: every shard builds
 the same data and draws the same query sequence, so N shards together run exactly the queries
 of one unsharded run (``make fuzz FUZZ_JOBS=N`` starts them side by side).
@@ -14,6 +15,7 @@ import os
 import random
 from pathlib import Path
 
+import duckdb
 import pytest
 
 from icefloe import duck
@@ -53,11 +55,12 @@ def test_pruned_answers_equal_unpruned_answers(meta: MetaStore, tmp_path: Path) 
     reference = duck.connect()
     reference.execute(view_sql(table, parquet_source([objects.uri(f.path) for f in files]), None))
     engine = QueryEngine(meta=meta, objects=objects)
+    unpruned = QueryEngine(meta=meta, objects=objects, pruning=False)
     generator = QueryGenerator(rng)
 
     # When each random query is answered both ways
     mismatches: list[str] = []
-    pruned_queries = reference_errors = 0
+    pruned_queries = reference_errors = order_dependent = 0
     for number in range(QUERIES):
         sql = generator.query()
         if number % SHARDS != SHARD:
@@ -70,6 +73,9 @@ def test_pruned_answers_equal_unpruned_answers(meta: MetaStore, tmp_path: Path) 
         try:
             result = engine.query(sql)
         except Exception as e:
+            if _raises_without_pruning(sql, e, reference, unpruned):
+                order_dependent += 1  # DuckDB's own evaluation order, not the pruning
+                continue
             mismatches.append(f"#{number}: {sql}\n  engine failed: {e}")
             continue
         if result.plan(TABLE).files_scanned < len(files):
@@ -86,9 +92,35 @@ def test_pruned_answers_equal_unpruned_answers(meta: MetaStore, tmp_path: Path) 
 
     # Then every answer is the same, and pruning really was exercised
     ran = len(range(SHARD, QUERIES, SHARDS))
+    # (an error of DuckDB's evaluation order is rare: 2 in the first 100,000-query run)
+    assert order_dependent <= max(3, ran // 10_000), f"{order_dependent} order-dependent errors"
     assert not mismatches, (
         f"seed {SEED}, shard {SHARD}/{SHARDS}: {len(mismatches)} of {ran} answers differ:\n"
         + "\n".join(mismatches[:5])
     )
     assert reference_errors < ran // 10
     assert pruned_queries > ran // 4, f"only {pruned_queries} of {ran} queries pruned"
+
+
+def _raises_without_pruning(
+    sql: str, error: Exception, reference: duckdb.DuckDBPyConnection, unpruned: QueryEngine
+) -> bool:
+    """Whether the engine's runtime error (an overflow, a failing cast) is one the query raises
+    without pruning too. Which rows an expression is evaluated on (and so whether such an error
+    is raised at all) depends on DuckDB's plan and its threads' timing, not only on the data: a
+    query over every file may answer once and raise the next time. Seen twice in 100,000
+    queries: `a.i + 9` overflowing on a row that another condition excludes."""
+    kind = str(error).removeprefix("query failed: ").split(":", 1)[0]
+    if not kind.endswith("Error"):
+        return False
+    for _ in range(3):
+        try:
+            reference.execute(sql).to_arrow_table()
+        except duckdb.Error as e:
+            if str(e).startswith(kind):
+                return True
+    try:
+        unpruned.query(sql)
+    except Exception as e:
+        return kind in str(e)
+    return False
