@@ -256,3 +256,22 @@ def test_the_cli_lists_delete_jobs_with_their_state(
     (done,) = deletes()
     assert (done["state"], done["parts_done"], done["snapshot_id"]) == ("committed", 3, lake.head())
     assert done["rows_deleted"] > 0 and done["where"] == f"({WHERE})"
+
+
+class RefusingQueue:
+    """A queue that refuses every task (SQS down or throttling)."""
+
+    def send(self, tasks: Any) -> list[Any]:
+        return list(tasks)
+
+
+def test_a_job_whose_tasks_cannot_be_sent_fails_at_once_and_frees_its_claims(lake: Lake) -> None:
+    setup(lake)
+    before = lake.head()
+
+    started = start(lake, RefusingQueue())  # type: ignore[arg-type]
+
+    assert started.job is not None and started.job.state == "failed"
+    assert started.job.error == f"{started.parts} part task(s) not sent"
+    assert not [f for f in lake.meta.files("events") if f.claim_token is not None]
+    assert lake.head() == before
