@@ -28,7 +28,8 @@ from icefloe.config import Settings
 from icefloe.errors import IcefloeError, InvalidInputError, TableExistsError, TableNotFoundError
 from icefloe.ingest import INPUT_FORMATS, InputFormat, Inserter, format_from_suffix
 from icefloe.janitor import DEFAULT_MAX_FILES, Janitor, format_duration, parse_duration
-from icefloe.lifecycle import delete_rows, rollback_table
+from icefloe.lifecycle import alter_table, delete_rows, rollback_table
+from icefloe.lifecycle.alter import add_column, drop_column, rename_column, widen_column
 from icefloe.merge import MergeWorker, merge_locally
 from icefloe.merge.modes import check_merge_query
 from icefloe.metastore.deletes import DeleteJobStore
@@ -41,6 +42,7 @@ from icefloe.query.s3_access import S3Endpoint, configure_s3_from_settings
 from icefloe.runtime import Runtime
 from icefloe.sample_events import sample_events, sample_events_spec
 from icefloe.spec import TableSpec, format_partition_by, format_schema
+from icefloe.spec.evolution import SchemaChange
 from icefloe.spec.presets import PRESETS, preset
 
 EXIT_ERROR = 1
@@ -136,6 +138,37 @@ def build_parser() -> argparse.ArgumentParser:
     )
     drop.add_argument("name")
     _add_format(drop)
+    alter = table_commands.add_parser(
+        "alter",
+        help="change a table's schema (one new version; no data rewritten)",
+        epilog="Changes apply in the order given, as one new schema version. Rows written"
+        " before read an added column as NULL; a rename keeps the data; a dropped column's"
+        " name can be added again, empty. Partition columns, the row-group key and the tenant"
+        " column cannot be dropped, renamed or widened. Queries pinned at an earlier snapshot"
+        " keep the schema they had.",
+    )
+    alter.add_argument("name")
+    for flag, kind, metavar, text in (
+        ("--add-column", "add", '"c TYPE"', "add a nullable column"),
+        ("--drop-column", "drop", "c", "drop a column"),
+        ("--rename-column", "rename", "old=new", "rename a column (its data stays)"),
+        (
+            "--widen",
+            "widen",
+            '"c TYPE"',
+            "widen a column: to a wider integer, FLOAT to DOUBLE, DECIMAL to a larger precision",
+        ),
+    ):
+        alter.add_argument(
+            flag,
+            dest="changes",
+            action=_AppendChange,
+            const=kind,
+            default=[],
+            metavar=metavar,
+            help=text + " (repeatable)",
+        )
+    _add_format(alter)
 
     insert = commands.add_parser("insert", help="insert events from a file or stdin")
     insert.add_argument("name")
@@ -496,6 +529,56 @@ def _table_drop(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+class _AppendChange(argparse.Action):
+    """Collects ``(kind, text)`` of every schema-change flag, in command-line order."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        changes = [*getattr(namespace, self.dest, []), (self.const, str(values))]
+        setattr(namespace, self.dest, changes)
+
+
+_CHANGE_PARSERS: dict[str, Callable[[str], SchemaChange]] = {
+    "add": add_column,
+    "drop": drop_column,
+    "rename": rename_column,
+    "widen": widen_column,
+}
+
+
+def _table_alter(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
+    if not args.changes:
+        raise InvalidInputError(
+            "table alter: give at least one of --add-column, --drop-column, --rename-column,"
+            " --widen"
+        )
+    changes = [_CHANGE_PARSERS[kind](text) for kind, text in args.changes]
+    result = alter_table(meta=runtime.meta, table=args.name, changes=changes)
+    row = {
+        "table": result.table,
+        "snapshot_id": result.snapshot_id,
+        "spec_version": result.spec_version,
+        "changes": list(result.changes),
+        "schema": format_schema(result.spec.columns),
+    }
+    _emit(
+        out,
+        args.format,
+        row,
+        lambda: (
+            f"altered {result.table} (schema version {result.spec_version}, snapshot"
+            f" {result.snapshot_id}): {'; '.join(result.changes)}\n"
+            f"schema: {format_schema(result.spec.columns)}"
+        ),
+    )
+    return 0
+
+
 def _describe(info: TableInfo) -> str:
     spec = info.spec
     lines = [
@@ -503,6 +586,7 @@ def _describe(info: TableInfo) -> str:
         ("head snapshot", str(info.head_snapshot_id)),
         ("created at", info.created_at.isoformat(timespec="seconds")),
         ("schema", format_schema(spec.columns)),
+        ("schema version", str(spec.version)),
         ("partition by", format_partition_by(spec.partition_by) or "(none)"),
         ("sort by", ", ".join(spec.sort_by) or "(none)"),
         ("row groups by", spec.row_group_by or "(none)"),
@@ -978,6 +1062,7 @@ _COMMANDS: dict[str, Callable[[Runtime, argparse.Namespace, TextIO], int]] = {
     "table list": _table_list,
     "table show": _table_show,
     "table drop": _table_drop,
+    "table alter": _table_alter,
     "insert": _insert,
     "demo": _demo,
     "merge": _merge,

@@ -27,13 +27,22 @@ from icefloe.config import Settings
 from icefloe.errors import TableExistsError
 from icefloe.ingest import Inserter, InsertResult, format_from_suffix
 from icefloe.janitor import Janitor, JanitorReport
-from icefloe.lifecycle import DeleteResult, RollbackResult, delete_rows, rollback_table
+from icefloe.lifecycle import (
+    AlterResult,
+    DeleteResult,
+    RollbackResult,
+    alter_table,
+    delete_rows,
+    rollback_table,
+)
+from icefloe.lifecycle.alter import add_column, drop_column, widen_column
 from icefloe.merge import LocalMergeReport, MergeWorker, merge_locally
 from icefloe.metastore.models import Snapshot, TableInfo, TableStatus
 from icefloe.query import QueryEngine
 from icefloe.query.s3_access import configure_s3_from_settings
 from icefloe.runtime import Runtime
 from icefloe.spec import TableSpec
+from icefloe.spec.evolution import RenameColumn, SchemaChange
 
 _VARIABLES = {
     "home": "ICEFLOE_HOME",
@@ -123,6 +132,23 @@ class IcefloeLake:
 
     def drop_table(self, name: str) -> TableInfo:
         return self.runtime.meta.drop_table(name)
+
+    def alter_table(
+        self,
+        name: str,
+        *,
+        add_columns: Sequence[str] = (),
+        drop_columns: Sequence[str] = (),
+        rename_columns: Mapping[str, str] | None = None,
+        widen: Sequence[str] = (),
+    ) -> AlterResult:
+        """Change the schema in one new version: ``add_columns`` ("c TYPE"), then
+        ``drop_columns``, ``rename_columns`` (old -> new) and ``widen`` ("c TYPE")."""
+        changes: list[SchemaChange] = [add_column(text) for text in add_columns]
+        changes += [drop_column(text) for text in drop_columns]
+        changes += [RenameColumn(old, new) for old, new in (rename_columns or {}).items()]
+        changes += [widen_column(text) for text in widen]
+        return alter_table(meta=self.runtime.meta, table=name, changes=changes)
 
     def status(self, name: str) -> TableStatus:
         return self.runtime.meta.status(name)

@@ -186,6 +186,7 @@ def new_file_record(
     partition_path: str,
     partition_values: dict[str, JsonScalar],
     partition_start: datetime | None,
+    spec_version: int,
 ) -> NewFile:
     return NewFile(
         path=key,
@@ -196,4 +197,5 @@ def new_file_record(
         row_count=encoded.row_count,
         row_group_count=encoded.row_group_count,
         column_stats=encoded.column_stats,
+        spec_version=spec_version,
     )

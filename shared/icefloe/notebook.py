@@ -22,9 +22,11 @@ from icefloe import duck
 from icefloe.config import Settings
 from icefloe.duck import ident
 from icefloe.errors import ConfigError
+from icefloe.metastore.models import TableInfo
 from icefloe.query.engine import QueryEngine
-from icefloe.query.views import TimeRange, parquet_source, view_sql
+from icefloe.query.views import TimeRange, files_source, view_sql
 from icefloe.runtime import Runtime
+from icefloe.spec import TableSpec
 
 
 class Lake:
@@ -52,10 +54,33 @@ class Lake:
         start: datetime | None = None,
         end: datetime | None = None,
     ) -> list[str]:
-        """The Parquet files of ``table`` at a snapshot (default head), pruned to ``[start, end)``."""
+        """The Parquet files of ``table`` at a snapshot (default head), pruned to ``[start, end)``.
+        After a schema change, files written before it hold the columns as they were then
+        (:meth:`connect` and :meth:`table` read them as the current schema)."""
         window = TimeRange(start, end) if start or end else None
         plan = self._engine.plan(table, snapshot_id=snapshot_id, as_of=as_of, time_range=window)
         return [self._runtime.objects.uri(p) for p in plan.paths]
+
+    def _source(
+        self,
+        info: TableInfo,
+        *,
+        snapshot_id: int | None = None,
+        as_of: datetime | None = None,
+        window: TimeRange | None = None,
+    ) -> tuple[TableSpec, str | None]:
+        """The spec a read of the pinned snapshot uses, and the FROM source of its files."""
+        plan = self._engine.plan(info.name, snapshot_id=snapshot_id, as_of=as_of, time_range=window)
+        spec = (
+            info.spec
+            if plan.spec_version == info.spec.version
+            else self._runtime.meta.table_spec(info.name, version=plan.spec_version)
+        )
+        files = [
+            (self._runtime.objects.uri(path), version)
+            for path, version in zip(plan.paths, plan.file_versions, strict=True)
+        ]
+        return spec, files_source(spec, files)
 
     def connect(
         self,
@@ -70,11 +95,9 @@ class Lake:
         con = con or duck.connect()
         for info in self._runtime.meta.list_tables():
             pinned = (snapshots or {}).get(info.name)
-            urls = self.file_urls(info.name, snapshot_id=pinned, as_of=as_of)
-            con.execute(
-                view_sql(info.spec, parquet_source(urls) if urls else None, None, replace=True)
-            )
-            field = info.spec.time_partition_field
+            spec, source = self._source(info, snapshot_id=pinned, as_of=as_of)
+            con.execute(view_sql(spec, source, None, replace=True))
+            field = spec.time_partition_field
             if field is not None:
                 con.execute(  # names through ident(): validated identifiers
                     f"CREATE OR REPLACE MACRO {ident(info.name + '_between')}(start_at, end_at) AS TABLE"
@@ -94,9 +117,10 @@ class Lake:
     ) -> duckdb.DuckDBPyRelation:
         """One table as a DuckDB relation over only the files of ``[start, end)``; call
         ``.df()``, ``.pl()`` or ``.arrow()`` on it."""
-        spec = self._runtime.meta.get_table(table).spec
         window = TimeRange(start, end) if start or end else None
-        urls = self.file_urls(table, snapshot_id=snapshot_id, start=start, end=end)
+        spec, source = self._source(
+            self._runtime.meta.get_table(table), snapshot_id=snapshot_id, window=window
+        )
         con = con or duck.connect()
-        con.execute(view_sql(spec, parquet_source(urls) if urls else None, window, replace=True))
+        con.execute(view_sql(spec, source, window, replace=True))
         return con.table(table)

@@ -85,9 +85,9 @@ def read_table(
     own = runtime is None
     lake = Runtime.open(Settings.from_env(), max_connections=1) if runtime is None else runtime
     try:
-        spec = lake.meta.get_table(table).spec
+        current = lake.meta.get_table(table).spec
         window = TimeRange(start, end) if start or end else None
-        if window is not None and spec.time_partition_field is None:
+        if window is not None and current.time_partition_field is None:
             raise InvalidInputError(
                 f"table {table!r} has no time partition: start/end do not apply"
             )
@@ -96,23 +96,74 @@ def read_table(
             plan = engine.plan(table, snapshot_id=snapshot_id, as_of=as_of, time_range=window)
         finally:
             engine.close()
-        uris = [lake.objects.uri(path) for path in plan.paths]
+        spec = (
+            current
+            if plan.spec_version == current.version
+            else lake.meta.table_spec(table, version=plan.spec_version)
+        )
+        files = [
+            (lake.objects.uri(path), version)
+            for path, version in zip(plan.paths, plan.file_versions, strict=True)
+        ]
     finally:
         if own:
             lake.close()
-    return _frame(spark, spec, uris, window)
+    return _frame(spark, spec, files, window)
+
+
+def read_files(
+    spark: SparkSession,
+    spec: TableSpec,
+    files: list[tuple[str, int]],
+    *,
+    file_column: str | None = None,
+) -> DataFrame:
+    """These Parquet files, given as (uri, spec version written at), with ``spec``'s columns
+    cast to their Spark types, then the row id, then (when ``file_column`` is given) a column
+    of that name holding each row's file URI. The DuckDB twin is
+    :func:`icefloe.query.views.files_source`.
+
+    Files are read in groups of one version each: Spark takes one schema for all the files
+    of a read, so a renamed or widened column would read as NULL or fail across versions."""
+    from pyspark.sql import functions as F
+
+    from icefloe.ingest.row_ids import ROW_ID_COLUMN
+    from icefloe.spec.evolution import file_columns
+
+    groups: dict[int, list[str]] = {}
+    for uri, version in files:
+        groups.setdefault(version, []).append(uri)
+    frames = []
+    for version, uris in sorted(groups.items()):
+        mapping = file_columns(spec, version) or {c: c for c in spec.column_names}
+        raw = spark.read.parquet(*uris)
+        extra = []
+        if file_column is not None:
+            raw = raw.withColumn(file_column, F.input_file_name())
+            extra.append(F.col(file_column))
+        columns = [
+            (F.col(f"`{old}`") if old is not None else F.lit(None))
+            .cast(spark_type(c.type))
+            .alias(c.name)
+            for c in spec.columns
+            for old in [mapping[c.name]]
+        ]
+        frames.append(raw.select(*columns, F.col(ROW_ID_COLUMN), *extra))
+    frame = frames[0]
+    for other in frames[1:]:
+        frame = frame.unionByName(other)
+    return frame
 
 
 def _frame(
-    spark: SparkSession, spec: TableSpec, uris: list[str], window: TimeRange | None
+    spark: SparkSession, spec: TableSpec, files: list[tuple[str, int]], window: TimeRange | None
 ) -> DataFrame:
+    ddl = ", ".join(f"`{c.name}` {spark_type(c.type)}" for c in spec.columns)
+    if not files:
+        return spark.createDataFrame([], ddl)
+    frame = read_files(spark, spec, files).select(*(f"`{c.name}`" for c in spec.columns))
     from pyspark.sql import functions as F
 
-    ddl = ", ".join(f"`{c.name}` {spark_type(c.type)}" for c in spec.columns)
-    if not uris:
-        return spark.createDataFrame([], ddl)
-    columns = [F.col(f"`{c.name}`").cast(spark_type(c.type)).alias(c.name) for c in spec.columns]
-    frame = spark.read.parquet(*uris).select(*columns)
     field = spec.time_partition_field
     if window is not None and field is not None:
         column = F.col(f"`{field.source}`")

@@ -805,3 +805,47 @@ def test_query_with_the_spark_engine_answers_as_duckdb_does(
     assert code == 0 and json.loads(first) == [{"n": 2}]
     assert run("query", "DROP TABLE events", "--engine", "spark")[0] == 1
     assert "runs one SELECT" in capsys.readouterr().err
+
+
+def test_table_alter_applies_changes_in_order_and_refuses_by_name(
+    cli_env: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run("init")[0] == 0
+    create_events()
+    source = tmp_path / "b.ndjson"
+    source.write_text(json.dumps({"ts": "2026-03-01T00:00:00", "event": "e", "user_id": "u"}))
+    assert run("insert", "events", str(source))[0] == 0
+
+    code, out = run(
+        "table", "alter", "events", "--drop-column", "properties", "--add-column",
+        "properties INTEGER", "--rename-column", "event=kind", "--format", "json",
+    )  # fmt: skip
+
+    assert code == 0
+    assert json.loads(out) == {
+        "table": "events",
+        "snapshot_id": 2,
+        "spec_version": 2,
+        "changes": [
+            "drop column properties",
+            "add column properties INTEGER",
+            "rename column event to kind",
+        ],
+        "schema": "ts TIMESTAMP NOT NULL, kind VARCHAR, user_id VARCHAR, properties INTEGER",
+    }
+    query = "SELECT kind, user_id, properties FROM events"
+    assert json.loads(run("query", query, "--format", "json")[1]) == [
+        {"kind": "e", "user_id": "u", "properties": None}
+    ]
+    assert "alter" in run("snapshots", "events")[1]
+    code, text = run("table", "alter", "events", "--widen", "kind BIGINT")
+    assert code == 1
+    assert "cannot widen column kind to BIGINT: VARCHAR to BIGINT is not a widening" in (
+        capsys.readouterr().err
+    )
+    assert run("table", "alter", "events", "--drop-column", "user_id")[0] == 1
+    assert "it is the row-group key" in capsys.readouterr().err
+    assert run("table", "alter", "events")[0] == 1
+    assert "give at least one of --add-column" in capsys.readouterr().err
+    code, text = run("table", "alter", "events", "--add-column", "n BIGINT")
+    assert code == 0 and "schema version 3" in text and "n BIGINT" in text

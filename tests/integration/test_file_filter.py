@@ -157,6 +157,7 @@ def _commit(meta: MetaStore, files: list[dict[str, list[Any]]]) -> None:
                 partition_path="",
                 partition_values={},
                 partition_start=None,
+                spec_version=SPEC.version,
             )
         )
     meta.commit_append(SPEC.name, files=records)

@@ -24,6 +24,7 @@ EXPECTED_TABLES = {
     "compaction_jobs",
     "delete_jobs",
     "delete_parts",
+    "table_specs",
 }
 
 

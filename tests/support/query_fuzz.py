@@ -15,7 +15,15 @@ from datetime import UTC, date, datetime, timedelta
 from icefloe.ingest import Inserter
 from icefloe.merge import MergeWorker, merge_locally
 from icefloe.metastore.store import MetaStore
-from icefloe.spec import SizeTargets, TableSpec
+from icefloe.spec import Column, SizeTargets, TableSpec
+from icefloe.spec.evolution import (
+    AddColumn,
+    DropColumn,
+    RenameColumn,
+    SchemaChange,
+    WidenColumn,
+    evolve,
+)
 from icefloe.storage import ObjectStore
 
 TABLE = "f"
@@ -62,6 +70,80 @@ def fill_table(
             inserter.insert_rows(TABLE, rows)
     finally:
         inserter.close()
+
+
+# The evolved table: the same final columns as SCHEMA, reached through two schema changes,
+# so that its live files hold three layouts (see fill_evolved_table).
+EVOLVED_SCHEMA = (
+    "ts TIMESTAMP NOT NULL, tz TIMESTAMPTZ, d DATE, k VARCHAR NOT NULL, i INTEGER, b INTEGER,"
+    " x_old DOUBLE, r FLOAT, m DECIMAL(9,2), s2 VARCHAR, s VARCHAR"
+)
+CHANGES_TO_V2: list[SchemaChange] = [
+    WidenColumn("b", "BIGINT"),
+    WidenColumn("m", "DECIMAL(10,2)"),
+    RenameColumn("x_old", "x"),
+    AddColumn(Column("flag", "BOOLEAN")),
+]
+# The old s (a decoy whose values sort apart from the real ones) makes way for s2, and d is
+# dropped and added again: neither the old values nor their statistics may ever be read for
+# the columns that now bear those names.
+CHANGES_TO_V3: list[SchemaChange] = [
+    DropColumn("s"),
+    RenameColumn("s2", "s"),
+    DropColumn("d"),
+    AddColumn(Column("d", "DATE")),
+]
+
+
+def fill_evolved_table(
+    meta: MetaStore, objects: ObjectStore, rng: random.Random, *, count: int
+) -> None:
+    """Create the table at EVOLVED_SCHEMA and insert ``count`` random batches: a third merged
+    at version 1, then small files at versions 1, 2 and 3 (merges of files of several versions
+    are tested in test_schema_evolution; here every layout must stay live)."""
+    evolved = TableSpec.create(
+        name=TABLE,
+        schema=EVOLVED_SCHEMA,
+        partition_by="day(ts), k",
+        row_group_by="i",
+        sizes=SizeTargets(row_group_max_rows=16),
+    )
+    meta.create_table(evolved)
+    inserter = Inserter(meta=meta, objects=objects)
+    worker = MergeWorker(meta=meta, objects=objects)
+    generated = batches(rng, count=count)
+    step = count // 6  # merged: batches [0, step); version 2 from 2 * step, 3 from 5 * step
+    try:
+        for n, rows in enumerate(generated):
+            if n in (2 * step, 5 * step):
+                changes = CHANGES_TO_V2 if n == 2 * step else CHANGES_TO_V3
+                meta.alter_table(TABLE, lambda current, c=changes: evolve(current, c))
+            version = 1 if n < 2 * step else 2 if n < 5 * step else 3
+            inserter.insert_rows(TABLE, [_at_version(row, version) for row in rows])
+            if n + 1 == step:
+                merge_locally(meta=meta, worker=worker, until_quiet=True)
+    finally:
+        inserter.close()
+
+
+def _at_version(row: dict[str, object], version: int) -> dict[str, object]:
+    """A generated row as the evolved table's schema at ``version`` names and holds it."""
+    row = dict(row)
+    if version < 3:
+        real = row.pop("s")
+        row["s2"] = real
+        row["s"] = None if real is None else "~" + str(real)[::-1]
+        # The d that version 3 drops is never NULL: its statistics (no NULL) would prune the
+        # old files from `d IS NULL` if they were ever taken for the new d's, which is NULL
+        # in every old row.
+        row["d"] = str(row["ts"])[:10]
+    if version < 2:
+        row["x_old"] = row.pop("x")
+        row.pop("flag")
+        m = row["m"]
+        if isinstance(m, float) and abs(m) >= 1e7:
+            row["m"] = None  # DECIMAL(9,2) cannot hold it
+    return row
 
 
 def batches(rng: random.Random, *, count: int) -> list[list[dict[str, object]]]:

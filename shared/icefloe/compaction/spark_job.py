@@ -102,6 +102,7 @@ class _WriteContext:
     arrow_schema: pa.Schema
     partitions: Mapping[str, tuple[Mapping[str, JsonScalar], datetime | None]]
     scratch: str | None
+    spec_version: int
 
 
 def compact_with_spark(
@@ -184,9 +185,17 @@ def _write(
         [(f.path.rsplit("/", 1)[-1], f.partition_path) for f in files],
         f"{FILE_COLUMN} string, {PARTITION_COLUMN} string",
     )
+    from icefloe.spark import read_files
+
+    # Each input read by its own spec version's layout, cast to the current types.
     rows = (
-        spark.read.parquet(*[objects.uri(f.path) for f in files])
-        .withColumn(FILE_COLUMN, F.regexp_extract(F.input_file_name(), r"[^/]+$", 0))
+        read_files(
+            spark,
+            spec,
+            [(objects.uri(f.path), f.spec_version) for f in files],
+            file_column=FILE_COLUMN,
+        )
+        .withColumn(FILE_COLUMN, F.regexp_extract(F.col(FILE_COLUMN), r"[^/]+$", 0))
         .join(F.broadcast(names), FILE_COLUMN)
         .drop(FILE_COLUMN)
     )
@@ -227,6 +236,7 @@ def _write(
             for _, inputs in runnable
         },
         scratch=scratch,
+        spec_version=spec.version,
     )
     written: dict[str, list[NewFile]] = {}
     for row in ordered.mapInArrow(_task_writer(context), _OUTPUT_SCHEMA).collect():
@@ -242,6 +252,7 @@ def _write(
                 row_count=row["row_count"],
                 row_group_count=row["row_group_count"],
                 column_stats=stats,
+                spec_version=spec.version,
             )
         )
     return written
@@ -353,6 +364,7 @@ class _PartitionFiles:
             partition_values=values,
             partition_start=start,
             written=written,
+            spec_version=self._context.spec_version,
             membership_column=self._context.membership_column,
         )
         if written:

@@ -278,6 +278,7 @@ class Inserter:
                     partition_path=part.path,
                     partition_values=values,
                     partition_start=part.start,
+                    spec_version=spec.version,
                 )
             )
         self._upload(payloads, written)

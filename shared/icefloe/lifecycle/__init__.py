@@ -1,5 +1,6 @@
-"""A table's lifecycle beyond appends and merges: deleting rows, rolling back."""
+"""A table's lifecycle beyond appends and merges: schema changes, deleting rows, rolling back."""
 
+from icefloe.lifecycle.alter import AlterResult, alter_table
 from icefloe.lifecycle.delete import DeleteResult, FileChange, delete_rows
 from icefloe.lifecycle.delete_jobs import (
     DeletePartRunner,
@@ -12,6 +13,7 @@ from icefloe.lifecycle.delete_jobs import (
 from icefloe.lifecycle.rollback import RollbackResult, rollback_table
 
 __all__ = [
+    "AlterResult",
     "DeletePartRunner",
     "DeletePartTask",
     "DeleteRequest",
@@ -19,6 +21,7 @@ __all__ = [
     "DeleteStarted",
     "FileChange",
     "RollbackResult",
+    "alter_table",
     "delete_rows",
     "reconcile_deletes",
     "rollback_table",

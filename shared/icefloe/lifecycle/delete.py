@@ -26,7 +26,7 @@ from typing import Any, Literal
 from icefloe import duck
 from icefloe.datafiles import membership_column
 from icefloe.duck import ident
-from icefloe.errors import CommitConflictError, CommitOutcomeUnknownError
+from icefloe.errors import CommitConflictError, CommitOutcomeUnknownError, TableNotFoundError
 from icefloe.lifecycle.predicate import check_predicate
 from icefloe.merge.modes import ordered_output
 from icefloe.merge.writer import stage_rows, upload_staged
@@ -35,7 +35,7 @@ from icefloe.metastore.store import MetaStore
 from icefloe.query import QueryEngine
 from icefloe.query.database import Configure
 from icefloe.query.sandbox import QueryLimits, lock_down
-from icefloe.query.views import parquet_source, view_body
+from icefloe.query.views import files_source, view_body
 from icefloe.spec import TableSpec
 from icefloe.storage import ObjectStore, discard_uncommitted
 
@@ -132,14 +132,18 @@ def delete_rows(
     :func:`icefloe.lifecycle.predicate.check_predicate`). ``configure`` sets up each DuckDB
     connection before it is locked down (S3 reads of an S3 warehouse). ``before_commit`` sees
     the rewrites just before each commit attempt (tests use it to race a merge)."""
-    spec = meta.get_table(table).spec
-    predicate = check_predicate(spec, where)
     limits = limits or QueryLimits()
     conflict: CommitConflictError | None = None
     engine = QueryEngine(meta=meta, objects=objects, configure=configure)
     try:
+        planner = DeletePlanner(engine=engine, meta=meta, table=table, where=where)
         for attempt in range(1, MAX_PLANS + 1):
-            plan = plan_delete(engine, meta, spec, predicate)
+            try:
+                plan = planner.plan()
+            except CommitConflictError as e:
+                conflict = e
+                continue
+            spec, predicate = planner.spec, planner.predicate
             changes, written, added = rewrite_files(
                 objects,
                 spec,
@@ -172,7 +176,7 @@ def delete_rows(
                     operation="delete",
                     remove=[f.file_id for f in plan.candidates if f.path in changed],
                     add=added,
-                    table_id=meta.get_table(table).table_id,
+                    table_id=planner.table_id,
                 )
             except CommitOutcomeUnknownError:
                 raise  # the rewrites may be live now; the orphan sweep deletes them if not
@@ -188,8 +192,36 @@ def delete_rows(
         engine.close()
     raise CommitConflictError(
         f"delete from {table!r} gave up: {MAX_PLANS} plans in a row lost to merges of the same"
-        f" files (try again); the last: {conflict}"
+        f" files or to schema changes (try again); the last: {conflict}"
     )
+
+
+class DeletePlanner:
+    """Plans a delete, and plans it again after a lost race, with the table's spec of the
+    moment: a schema change meanwhile gives a new spec (the predicate is checked again against
+    it); a table dropped (and created again) meanwhile is refused."""
+
+    def __init__(self, *, engine: QueryEngine, meta: MetaStore, table: str, where: str) -> None:
+        self._engine = engine
+        self._meta = meta
+        self._where = where
+        info = meta.get_table(table)
+        self.table_id = info.table_id
+        self.spec = info.spec
+        self.predicate = check_predicate(info.spec, where)
+
+    def plan(self) -> DeletePlan:
+        """The head's candidate files; CommitConflictError when the schema changed while it
+        planned (plan again)."""
+        info = self._meta.get_table(self.spec.name)
+        if info.table_id != self.table_id:
+            raise TableNotFoundError(
+                f"table {self.spec.name!r} was dropped while rows were deleted from it"
+            )
+        if info.spec.version != self.spec.version:
+            self.predicate = check_predicate(info.spec, self._where)
+            self.spec = info.spec
+        return plan_delete(self._engine, self._meta, self.spec, self.predicate)
 
 
 def plan_delete(
@@ -202,6 +234,12 @@ def plan_delete(
         return DeletePlan(plan.snapshot_id, plan.files_considered, ())
     wanted = set(plan.paths)
     files = meta.files(spec.name, snapshot_id=plan.snapshot_id)
+    newer = [f for f in files if f.spec_version > spec.version]
+    if newer:
+        raise CommitConflictError(
+            f"{spec.name!r}: its schema changed (to version {newer[0].spec_version}) while the"
+            f" delete was planned at version {spec.version}"
+        )
     return DeletePlan(
         plan.snapshot_id,
         plan.files_considered,
@@ -232,9 +270,10 @@ def rewrite_files(
         if configure is not None:
             configure(con)
         views = []
-        for number, uri in enumerate(uris):
+        for number, (uri, f) in enumerate(zip(uris, candidates, strict=True)):
             view = ident(f"__icefloe_file_{number}")
-            con.execute(f"CREATE VIEW {view} AS {view_body(spec, parquet_source([uri]), None)}")
+            source = files_source(spec, [(uri, f.spec_version)])
+            con.execute(f"CREATE VIEW {view} AS {view_body(spec, source, None)}")
             views.append(view)
         lock_down(con, allowed_paths=uris, limits=limits)
         matches = f"coalesce(({predicate}), false)"
@@ -263,6 +302,7 @@ def rewrite_files(
                     partition_values=f.partition_values,
                     partition_start=f.partition_start,
                     written=written,
+                    spec_version=spec.version,
                     membership_column=membership_column(spec),
                 )
             )

@@ -30,8 +30,7 @@ from datetime import timedelta
 from typing import Any, Protocol
 
 from icefloe.errors import CommitConflictError, InvalidInputError, NotFoundError
-from icefloe.lifecycle.delete import plan_delete, rewrite_files
-from icefloe.lifecycle.predicate import check_predicate
+from icefloe.lifecycle.delete import DeletePlanner, rewrite_files
 from icefloe.merge.claims import claim_problem
 from icefloe.merge.worker import MergeOutcome
 from icefloe.metastore.deletes import DeleteJob, DeleteJobStore, DeletePart
@@ -155,13 +154,16 @@ def start_delete(
 ) -> DeleteStarted:
     """Plan a delete, record its job and claims, and send one task per partition
     (``configure``: S3 reads of the planning query, as for :func:`delete_rows`)."""
-    spec = meta.get_table(table).spec
-    predicate = check_predicate(spec, where)
     store = DeleteJobStore(meta)
     engine = QueryEngine(meta=meta, objects=objects, configure=configure, limits=limits)
     try:
+        planner = DeletePlanner(engine=engine, meta=meta, table=table, where=where)
         for _ in range(MAX_PLANS):
-            plan = plan_delete(engine, meta, spec, predicate)
+            try:
+                plan = planner.plan()
+            except CommitConflictError:
+                continue  # the schema changed meanwhile: plan again with the new one
+            predicate = planner.predicate
             if not plan.candidates:
                 return DeleteStarted(table, where, plan.snapshot_id, None, 0)
             parts: dict[str, list[DataFile]] = {}

@@ -123,6 +123,7 @@ def _copy_back(objects: ObjectStore, plan: RollbackPlan) -> list[NewFile]:
             partition_start=f.partition_start,
             column_stats=f.column_stats,
             copy_of=f.origin,
+            spec_version=f.spec_version,
         )
         copied.append(restored)
         return restored

@@ -40,7 +40,7 @@ from icefloe.merge.writer import StagedFile, stage_rows, upload_staged
 from icefloe.metastore.models import DataFile, NewFile
 from icefloe.metastore.store import MetaStore
 from icefloe.query.sandbox import QueryLimits, lock_down
-from icefloe.query.views import parquet_source, view_sql
+from icefloe.query.views import files_source, view_sql
 from icefloe.spec import CustomMode, PartitionValue, TableSpec
 from icefloe.storage import ObjectStore, discard_uncommitted
 from icefloe.tracing import span
@@ -231,7 +231,10 @@ class MergeWorker:
             con.execute("SET preserve_insertion_order = false")
             if self._configure is not None:
                 self._configure(con)
-            con.execute(view_sql(spec, parquet_source(uris) if uris else None, None))
+            source = files_source(
+                spec, [(uri, f.spec_version) for uri, f in zip(uris, inputs, strict=True)]
+            )
+            con.execute(view_sql(spec, source, None))
             lock_down(
                 con,
                 allowed_paths=uris,
@@ -292,6 +295,7 @@ class MergeWorker:
             partition_values=model.partition_values,
             partition_start=model.partition_start,
             written=written,
+            spec_version=spec.version,
             membership_column=membership_column(spec),
         )
 

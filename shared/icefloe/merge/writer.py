@@ -170,6 +170,7 @@ def upload_staged(
     partition_values: Mapping[str, JsonScalar],
     partition_start: datetime | None,
     written: list[str],
+    spec_version: int,
     membership_column: str | None = None,
 ) -> list[NewFile]:
     """Upload staged files under fresh keys and describe them from their footers.
@@ -195,6 +196,7 @@ def upload_staged(
                 column_stats=_with_filter(
                     footer_stats(metadata), membership_column, item.membership
                 ),
+                spec_version=spec_version,
             )
         )
     return files

@@ -25,7 +25,7 @@ function of migration 0004).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time
 from decimal import Decimal
@@ -99,25 +99,56 @@ _DECIMAL_FORM = r"^[-+]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]{1,3})?$"
 _FLOAT_RANGE = sql.SQL("BETWEEN 1e-300 AND 1e300")
 
 
-def render(condition: FileCondition) -> sql.Composable:
+# Current column name -> {spec version: the name files of that version hold it under, or None
+# when they do not hold it}, for the columns whose name is not the same in every version.
+StatNames: TypeAlias = Mapping[str, Mapping[int, str | None]]
+
+
+def render(condition: FileCondition, *, renamed: StatNames | None = None) -> sql.Composable:
     """A boolean SQL expression over a ``data_files`` row: false only when the file's
-    statistics prove it holds no row ``condition`` asks for."""
-    if isinstance(condition, MayAll):
-        if not condition.children:
-            return _TRUE
-        return _group(sql.SQL(" AND ").join(render(c) for c in condition.children))
-    if isinstance(condition, MayAny):
-        if not condition.children:
-            return _FALSE
-        return _group(sql.SQL(" OR ").join(render(c) for c in condition.children))
-    if isinstance(condition, MayBeNull):
-        proof = sql.SQL("{} = 0").format(_null_count(condition.column))
-        return _may(proof)
-    if isinstance(condition, MayBeNotNull):
-        return _may(_all_null(condition.column))
-    if isinstance(condition, MayHoldAnyOf):
-        return _may_hold(condition)
-    return _may_compare(condition)
+    statistics prove it holds no row ``condition`` asks for.
+
+    Statistics are keyed by the names a file's own spec version gave its columns. A column in
+    ``renamed`` is looked up under its name in each file's version; a file whose version does
+    not hold the column (it was added later) has no statistic for it, which proves nothing."""
+    return _Renderer(renamed or {}).render(condition)
+
+
+class _Renderer:
+    def __init__(self, renamed: StatNames) -> None:
+        self._renamed = renamed
+
+    def render(self, condition: FileCondition) -> sql.Composable:
+        if isinstance(condition, MayAll):
+            if not condition.children:
+                return _TRUE
+            return _group(sql.SQL(" AND ").join(self.render(c) for c in condition.children))
+        if isinstance(condition, MayAny):
+            if not condition.children:
+                return _FALSE
+            return _group(sql.SQL(" OR ").join(self.render(c) for c in condition.children))
+        stats = self._stats(condition.column)
+        if isinstance(condition, MayBeNull):
+            proof = sql.SQL("{} = 0").format(_null_count(stats))
+            return _may(proof)
+        if isinstance(condition, MayBeNotNull):
+            return _may(_all_null(stats))
+        if isinstance(condition, MayHoldAnyOf):
+            return _may_hold(condition, stats)
+        return _may_compare(condition, stats)
+
+    def _stats(self, column: str) -> sql.Composable:
+        versions = self._renamed.get(column)
+        if versions is None:
+            return sql.SQL("(column_stats -> {})").format(sql.Literal(column))
+        cases = [
+            sql.SQL("WHEN {} THEN column_stats -> {}").format(sql.Literal(v), sql.Literal(name))
+            for v, name in sorted(versions.items())
+            if name is not None
+        ]
+        if not cases:
+            return sql.SQL("(NULL::jsonb)")
+        return sql.SQL("(CASE spec_version {} END)").format(sql.SQL(" ").join(cases))
 
 
 def _group(expression: sql.Composable) -> sql.Composable:
@@ -128,28 +159,26 @@ def _may(proof: sql.Composable) -> sql.Composable:
     return sql.SQL("NOT coalesce({}, false)").format(proof)
 
 
-def _stats(column: str) -> sql.Composable:
-    return sql.SQL("(column_stats -> {})").format(sql.Literal(column))
-
-
-def _null_count(column: str) -> sql.Composable:
-    entry = sql.SQL("{} -> 'null_count'").format(_stats(column))
+def _null_count(stats: sql.Composable) -> sql.Composable:
+    entry = sql.SQL("{} -> 'null_count'").format(stats)
     return sql.SQL("(CASE WHEN jsonb_typeof({e}) = 'number' THEN ({e})::numeric END)").format(
         e=entry
     )
 
 
-def _all_null(column: str) -> sql.Composable:
-    return sql.SQL("(row_count > 0 AND {} >= row_count)").format(_null_count(column))
+def _all_null(stats: sql.Composable) -> sql.Composable:
+    return sql.SQL("(row_count > 0 AND {} >= row_count)").format(_null_count(stats))
 
 
-def _bound(column: str, end: Literal["min", "max"], kind: StatKind) -> sql.Composable | None:
+def _bound(
+    stats: sql.Composable, end: Literal["min", "max"], kind: StatKind
+) -> sql.Composable | None:
     """The statistic as a comparable SQL value (NULL unless it has the kind's form); None
     when this end never bounds the column."""
     if kind == "float" and end == "max":
         return None
-    entry = sql.SQL("{} -> {}").format(_stats(column), sql.Literal(end))
-    text = sql.SQL("{} ->> {}").format(_stats(column), sql.Literal(end))
+    entry = sql.SQL("{} -> {}").format(stats, sql.Literal(end))
+    text = sql.SQL("{} ->> {}").format(stats, sql.Literal(end))
     if kind == "integer":
         return sql.SQL("(CASE WHEN jsonb_typeof({e}) = 'number' THEN ({e})::numeric END)").format(
             e=entry
@@ -209,13 +238,13 @@ def _text(value: str) -> sql.Composable | None:
     return sql.SQL('({}::text COLLATE "C")').format(sql.Literal(value))
 
 
-def _may_compare(condition: MayCompare) -> sql.Composable:
+def _may_compare(condition: MayCompare, stats: sql.Composable) -> sql.Composable:
     value = _constant(condition.kind, condition.value)
     if value is None:
         return _TRUE
-    low = _bound(condition.column, "min", condition.kind)
-    high = _bound(condition.column, "max", condition.kind)
-    proofs: list[sql.Composable] = [_all_null(condition.column)]
+    low = _bound(stats, "min", condition.kind)
+    high = _bound(stats, "max", condition.kind)
+    proofs: list[sql.Composable] = [_all_null(stats)]
     op = condition.op
     if op in ("=", "<", "<=") and low is not None:
         proofs.append(sql.SQL("{} {} {}").format(low, sql.SQL(">" if op != "<" else ">="), value))
@@ -226,7 +255,7 @@ def _may_compare(condition: MayCompare) -> sql.Composable:
     return _may(sql.SQL(" OR ").join(proofs))
 
 
-def _may_hold(condition: MayHoldAnyOf) -> sql.Composable:
+def _may_hold(condition: MayHoldAnyOf, stats: sql.Composable) -> sql.Composable:
     pairs: list[int] = []
     for value in condition.values:
         if isinstance(value, bool) or not isinstance(value, str | int):
@@ -234,7 +263,7 @@ def _may_hold(condition: MayHoldAnyOf) -> sql.Composable:
         pairs.extend(hash_pair(value))
     if not pairs:
         return _FALSE
-    entry = sql.SQL("{} ->> 'membership'").format(_stats(condition.column))
+    entry = sql.SQL("{} ->> 'membership'").format(stats)
     return sql.SQL("coalesce(membership_may_contain({}, {}::numeric[]), true)").format(
         entry, sql.Literal(pairs)
     )

@@ -11,7 +11,7 @@ from uuid import UUID
 from icefloe.spec import TableSpec
 
 JsonScalar: TypeAlias = str | int | float | bool | None
-Operation = Literal["append", "replace", "delete", "rollback"]
+Operation = Literal["append", "replace", "delete", "rollback", "alter"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +59,9 @@ class NewFile:
     partition_start: datetime | None = None
     column_stats: Mapping[str, ColumnStats] = field(default_factory=dict)
     copy_of: int | None = None  # a rollback's copy: the id of the file it restores
+    # The version of the table's spec the file was written at: which columns it holds, under
+    # which names (see icefloe.spec.layout).
+    spec_version: int = 1
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-safe form (a delete part keeps its rewrites so until the job commits)."""
@@ -74,6 +77,7 @@ class NewFile:
             else self.partition_start.isoformat(),
             "column_stats": {name: s.to_json() for name, s in self.column_stats.items()},
             "copy_of": self.copy_of,
+            "spec_version": self.spec_version,
         }
 
     @classmethod
@@ -92,6 +96,7 @@ class NewFile:
                 for name, s in (value.get("column_stats") or {}).items()
             },
             copy_of=None if value.get("copy_of") is None else int(value["copy_of"]),
+            spec_version=int(value.get("spec_version", 1)),
         )
 
 
@@ -102,6 +107,7 @@ class ScanFile(NamedTuple):
     path: str
     size_bytes: int
     row_count: int
+    spec_version: int = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,6 +138,7 @@ class DataFile:
     claim_token: UUID | None = None
     claimed: bool = False  # a merge holds it under an unexpired lease (by the database's clock)
     copy_of: int | None = None  # a rollback's copy: the id of the file it restores
+    spec_version: int = 1  # the table spec's version the file was written at
 
     @property
     def origin(self) -> int:
@@ -170,6 +177,18 @@ class Snapshot:
     batch_digest: str | None = None
     # The snapshot whose files a rollback restored (None for other operations).
     rolled_back_to: int | None = None
+    # The version of the table's spec a read of this snapshot uses.
+    spec_version: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class AlterResult:
+    """A schema change: the snapshot that records it, and the spec before and after."""
+
+    table: str
+    snapshot_id: int
+    before: TableSpec
+    after: TableSpec
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,7 +20,7 @@ import threading
 import time
 import uuid
 import weakref
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -51,10 +51,11 @@ from icefloe.metastore.credentials import (
     RefreshGate,
     refreshing_connection_class,
 )
-from icefloe.metastore.file_filter import FileCondition, render
+from icefloe.metastore.file_filter import FileCondition, StatNames, render
 from icefloe.metastore.migrate import MigrationReport, migrate
 from icefloe.metastore.models import (
     FILE_SIZE_BUCKETS,
+    AlterResult,
     ColumnStats,
     CommitResult,
     DataFile,
@@ -85,25 +86,27 @@ _TRANSIENT = (pgerrors.SerializationFailure, pgerrors.DeadlockDetected, pgerrors
 _FILE_COLUMNS = """
     file_id, path, partition_path, partition_values, partition_start, size_bytes, row_count,
     row_group_count, column_stats, begin_snapshot, end_snapshot, created_at, claim_token,
-    coalesce(claim_token IS NOT NULL AND claim_expires_at > now(), false), copy_of
+    coalesce(claim_token IS NOT NULL AND claim_expires_at > now(), false), copy_of,
+    spec_version
 """
 _SNAPSHOT_COLUMNS = """
     snapshot_id, parent_id, operation, committed_at, idempotency_key, files_added, files_removed,
     rows_added, rows_removed, bytes_added, bytes_removed, expired_at IS NOT NULL, batch_digest,
-    rolled_back_to
+    rolled_back_to, spec_version
 """
 
 
 _INSERT_SNAPSHOT = """
     INSERT INTO snapshots (table_id, snapshot_id, parent_id, operation, idempotency_key,
         files_added, files_removed, rows_added, rows_removed, bytes_added, bytes_removed,
-        batch_digest, rolled_back_to)
-    VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+        batch_digest, rolled_back_to, spec_version)
+    VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
 """
 _INSERT_FILE = """
     INSERT INTO data_files (table_id, path, partition_path, partition_values, partition_start,
-        size_bytes, row_count, row_group_count, column_stats, begin_snapshot, copy_of)
-    VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+        size_bytes, row_count, row_group_count, column_stats, begin_snapshot, copy_of,
+        spec_version)
+    VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
 """
 _END_FILES = """
     UPDATE data_files
@@ -253,15 +256,58 @@ class MetaStore:
             with self._connection() as conn, conn.transaction():
                 row = conn.execute(
                     """
-                    INSERT INTO lake_tables (name, spec) VALUES (%s, %s)
+                    INSERT INTO lake_tables (name, spec, spec_version) VALUES (%s, %s, %s)
                     RETURNING table_id, name, spec, head_snapshot_id, created_at
                     """,
-                    (spec.name, Jsonb(spec.to_dict())),
+                    (spec.name, Jsonb(spec.to_dict()), spec.version),
                 ).fetchone()
+                assert row is not None
+                conn.execute(
+                    "INSERT INTO table_specs (table_id, spec_version, spec) VALUES (%s, %s, %s)",
+                    (row[0], spec.version, Jsonb(spec.to_dict())),
+                )
         except pgerrors.UniqueViolation as e:
             raise TableExistsError(f"table {spec.name!r} exists already") from e
         assert row is not None
         return _table_info(row)
+
+    def alter_table(self, name: str, evolve: Callable[[TableSpec], TableSpec]) -> AlterResult:
+        """Change a table's spec to ``evolve(current spec)``, the next version, and commit a
+        snapshot that changes no file but records that version: reads at it and after use the
+        new schema; a read pinned earlier keeps the schema it had. Holds the head lock, so it
+        is ordered with every commit; files written at the old version and committed later
+        are still read right (each file records its version)."""
+        with self._connection() as conn, conn.transaction():
+            row = conn.execute(
+                "SELECT table_id, spec, head_snapshot_id FROM lake_tables"
+                " WHERE name = %s AND dropped_at IS NULL FOR UPDATE",
+                (name,),
+            ).fetchone()
+            if row is None:
+                raise TableNotFoundError(f"no table named {name!r}")
+            table_id, current, head = int(row[0]), _spec(row[1]), int(row[2])
+            spec = evolve(current)
+            if spec.version != current.version + 1 or spec.name != current.name:
+                raise ValueError(f"alter of {name!r} must give version {current.version + 1}")
+            snapshot_id = head + 1
+            stored = Jsonb(spec.to_dict())
+            with conn.pipeline(), conn.cursor() as cur:
+                cur.execute(
+                    "INSERT INTO table_specs (table_id, spec_version, spec) VALUES (%s, %s, %s)",
+                    (table_id, spec.version, stored),
+                )
+                cur.execute(
+                    _INSERT_SNAPSHOT,
+                    (table_id, snapshot_id, head or None, "alter", None)
+                    + (0,) * 6
+                    + (None, None, spec.version),
+                )
+                cur.execute(
+                    "UPDATE lake_tables SET spec = %s, spec_version = %s, head_snapshot_id = %s"
+                    " WHERE table_id = %s",
+                    (stored, spec.version, snapshot_id, table_id),
+                )
+        return AlterResult(table=name, snapshot_id=snapshot_id, before=current, after=spec)
 
     def drop_table(self, name: str) -> TableInfo:
         """Drop a table: from now on no listing, query, insert or merge sees it (a commit in
@@ -288,6 +334,18 @@ class MetaStore:
         if row is None:
             raise TableNotFoundError(f"no table named {name!r}")
         return _table_info(row)
+
+    def table_spec(self, name: str, *, version: int) -> TableSpec:
+        """The spec of table ``name`` at ``version`` (its current one, or an earlier one)."""
+        with self._autocommit() as conn:
+            row = conn.execute(
+                "SELECT s.spec FROM table_specs s JOIN lake_tables t USING (table_id)"
+                " WHERE t.name = %s AND t.dropped_at IS NULL AND s.spec_version = %s",
+                (name, version),
+            ).fetchone()
+        if row is None:
+            raise TableNotFoundError(f"table {name!r} has no spec version {version}")
+        return _spec(row[0])
 
     @contextmanager
     def read_tables(self, names: Collection[str]) -> Iterator[TablesRead]:
@@ -677,6 +735,7 @@ class MetaStore:
                     table,
                     head.table_id,
                     head.snapshot_id,
+                    head.spec_version,
                     snapshot_id=to_snapshot,
                     as_of=None,
                 )
@@ -784,7 +843,7 @@ class MetaStore:
         # (while it held the lock) is visible only to a statement that starts after the lock.
         with conn.pipeline():
             locked = conn.execute(
-                "SELECT table_id, head_snapshot_id FROM lake_tables"
+                "SELECT table_id, head_snapshot_id, spec_version FROM lake_tables"
                 " WHERE name = %s AND dropped_at IS NULL FOR UPDATE",
                 (info.name,),
             )
@@ -860,6 +919,7 @@ class MetaStore:
             bytes_removed,
             request.batch_digest if idempotency_key is not None else None,
             request.rolled_back_to,
+            int(head_row[2]),
         )
         try:
             # Pipelined: the writes go out together and the head lock is held for one round trip.
@@ -998,6 +1058,7 @@ def _file_params(table_id: int, f: NewFile, snapshot_id: int) -> tuple[Any, ...]
         Jsonb({name: stats.to_json() for name, stats in f.column_stats.items()}),
         snapshot_id,
         f.copy_of,
+        f.spec_version,
     )
 
 
@@ -1044,6 +1105,7 @@ def _snapshot(row: Sequence[Any]) -> Snapshot:
         expired=bool(row[11]),
         batch_digest=row[12],
         rolled_back_to=None if row[13] is None else int(row[13]),
+        spec_version=int(row[14]),
     )
 
 
@@ -1065,6 +1127,7 @@ def _data_file(row: Sequence[Any]) -> DataFile:
         claim_token=row[12],
         claimed=bool(row[13]),
         copy_of=None if row[14] is None else int(row[14]),
+        spec_version=int(row[15]),
     )
 
 
@@ -1073,6 +1136,7 @@ class _Pin:
     table: str
     table_id: int
     snapshot_id: int
+    spec_version: int  # the snapshot's (the table's current one at its head)
 
 
 class PinnedSnapshot:
@@ -1084,6 +1148,23 @@ class PinnedSnapshot:
         self._pin = pin
         self.table = pin.table
         self.snapshot_id = pin.snapshot_id
+        self.spec_version = pin.spec_version
+
+    def spec(self, current: TableSpec) -> TableSpec:
+        """The spec a read of this snapshot uses: the version the snapshot was committed at
+        (``current``, the table's spec now, unless the schema changed since)."""
+        if current.version == self.spec_version:
+            return current
+        row = self._conn.execute(
+            "SELECT spec FROM table_specs WHERE table_id = %s AND spec_version = %s",
+            (self._pin.table_id, self.spec_version),
+        ).fetchone()
+        if row is None:
+            raise SnapshotNotFoundError(
+                f"table {self.table!r}: spec version {self.spec_version} of snapshot"
+                f" {self.snapshot_id} is not recorded"
+            )
+        return _spec(row[0])
 
     def files(
         self,
@@ -1092,6 +1173,7 @@ class PinnedSnapshot:
         start_before: datetime | None = None,
         partition_equals: Mapping[str, JsonScalar] | None = None,
         may_match: FileCondition | None = None,
+        renamed: StatNames | None = None,
     ) -> FileListing:
         """The snapshot's live files whose partition period starts in the window (and whose
         partition values equal ``partition_equals``), of which those ``may_match`` lets through
@@ -1116,23 +1198,24 @@ class PinnedSnapshot:
         # snapshot has expired (its files may be partly forgotten already).
         parts = [
             sql.SQL(
-                "SELECT path, size_bytes, row_count FROM data_files WHERE {where}{needed}"
+                "SELECT path, size_bytes, row_count, spec_version FROM data_files"
+                " WHERE {where}{needed}"
             ).format(
                 where=where,
-                needed=sql.SQL(" AND {}").format(render(may_match))
+                needed=sql.SQL(" AND {}").format(render(may_match, renamed=renamed))
                 if may_match is not None
                 else sql.SQL(""),
             )
         ]
         if may_match is not None:
             parts.append(
-                sql.SQL("SELECT NULL, count(*), NULL FROM data_files WHERE {}").format(where)
+                sql.SQL("SELECT NULL, count(*), NULL, NULL FROM data_files WHERE {}").format(where)
             )
         parts.append(
             sql.Composed(
                 [
                     sql.SQL(
-                        "SELECT NULL, NULL, NULL WHERE NOT EXISTS (SELECT FROM snapshots"
+                        "SELECT NULL, NULL, NULL, NULL WHERE NOT EXISTS (SELECT FROM snapshots"
                         " WHERE table_id = %(table_id)s AND snapshot_id = %(at)s"
                         " AND expired_at IS NULL)"
                     )
@@ -1144,9 +1227,12 @@ class PinnedSnapshot:
         considered: int | None = None
         # Not prepared: a generic plan (Postgres's choice after a few runs of a prepared
         # statement) cannot use the snapshot id to pick the index, and was 1.7x slower at 10^5.
-        for path, size, count in self._conn.execute(query, params, prepare=False).fetchall():
+        rows = self._conn.execute(query, params, prepare=False).fetchall()
+        for path, size, count, version in rows:
             if path is not None:
-                files.append(ScanFile(path=path, size_bytes=size, row_count=count))
+                files.append(
+                    ScanFile(path=path, size_bytes=size, row_count=count, spec_version=version)
+                )
             elif size is not None:
                 considered = int(size)  # the count row (paths are never NULL)
             else:
@@ -1179,6 +1265,7 @@ class TablesRead:
             table,
             info.table_id,
             info.head_snapshot_id,
+            info.spec.version,
             snapshot_id=snapshot_id,
             as_of=as_of,
         )
@@ -1187,13 +1274,20 @@ class TablesRead:
 
 def _resolve(conn: Conn, table: str, *, snapshot_id: int | None, as_of: datetime | None) -> _Pin:
     head = conn.execute(
-        "SELECT table_id, head_snapshot_id FROM lake_tables WHERE name = %s AND dropped_at IS NULL",
+        "SELECT table_id, head_snapshot_id, spec_version FROM lake_tables"
+        " WHERE name = %s AND dropped_at IS NULL",
         (table,),
     ).fetchone()
     if head is None:
         raise TableNotFoundError(f"no table named {table!r}")
     return _resolve_from(
-        conn, table, int(head[0]), int(head[1]), snapshot_id=snapshot_id, as_of=as_of
+        conn,
+        table,
+        int(head[0]),
+        int(head[1]),
+        int(head[2]),
+        snapshot_id=snapshot_id,
+        as_of=as_of,
     )
 
 
@@ -1202,21 +1296,23 @@ def _resolve_from(
     table: str,
     table_id: int,
     head_snapshot_id: int,
+    head_spec_version: int,
     *,
     snapshot_id: int | None,
     as_of: datetime | None,
 ) -> _Pin:
     if snapshot_id is None and as_of is None:
-        return _Pin(table, table_id, head_snapshot_id)
+        return _Pin(table, table_id, head_snapshot_id, head_spec_version)
     if snapshot_id is not None:
         row = conn.execute(
-            "SELECT snapshot_id, expired_at FROM snapshots WHERE table_id = %s AND snapshot_id = %s",
+            "SELECT snapshot_id, expired_at, spec_version FROM snapshots"
+            " WHERE table_id = %s AND snapshot_id = %s",
             (table_id, snapshot_id),
         ).fetchone()
         wanted = f"snapshot {snapshot_id}"
     else:
         row = conn.execute(
-            "SELECT snapshot_id, expired_at FROM snapshots"
+            "SELECT snapshot_id, expired_at, spec_version FROM snapshots"
             " WHERE table_id = %s AND committed_at <= %s"
             " ORDER BY snapshot_id DESC LIMIT 1",
             (table_id, as_of),
@@ -1229,7 +1325,7 @@ def _resolve_from(
             f"table {table!r}: {wanted} (snapshot {row[0]}) has expired"
             " (older than the table's retention)"
         )
-    return _Pin(table, table_id, int(row[0]))
+    return _Pin(table, table_id, int(row[0]), int(row[2]))
 
 
 def _live_at(

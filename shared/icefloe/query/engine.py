@@ -19,7 +19,7 @@ from icefloe.errors import (
     TableNotFoundError,
 )
 from icefloe.metastore.models import JsonScalar
-from icefloe.metastore.store import MetaStore, TablesRead
+from icefloe.metastore.store import MetaStore, PinnedSnapshot
 from icefloe.query.database import Configure
 from icefloe.query.executor import (
     Executor,
@@ -41,8 +41,9 @@ from icefloe.query.sandbox import (
 )
 from icefloe.query.scan_filters import ScanPlanner, TableScans
 from icefloe.query.tenant_access import TenantRead, tenant_read
-from icefloe.query.views import TimeRange, parquet_source, standin_source, view_body, view_sql
+from icefloe.query.views import TimeRange, files_source, standin_source, view_body, view_sql
 from icefloe.spec import TableSpec
+from icefloe.spec.evolution import stat_names
 from icefloe.storage import ObjectStore
 from icefloe.tracing import span
 
@@ -65,6 +66,10 @@ class TablePlan:
     files_scanned: int
     bytes_scanned: int
     paths: tuple[str, ...]
+    # The schema version the read used (the snapshot's), and the version each path was
+    # written at (see icefloe.spec.layout): what a reader of ``paths`` needs to map columns.
+    spec_version: int = 1
+    file_versions: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,16 +226,17 @@ class QueryEngine:
                         f"query refused: table {unscoped[0]!r} has no tenant column,"
                         " so a tenant's query cannot read it"
                     )
-            specs = {name: lake_tables[name].spec for name in named}
+            pins = {name: read.pin(name, snapshot_id=snapshot_id, as_of=as_of) for name in named}
+            # Each table read with the schema of the snapshot it pins.
+            specs = {name: pins[name].spec(lake_tables[name].spec) for name in named}
             windows = {name: (time_range or {}).get(name) for name in named}
             scans = self._scans(statement, specs, windows, tenant)
             planned = [
                 self._plan(
-                    read,
+                    pins[name],
+                    read.tables[name].table_id,
                     specs[name],
                     scans[name],
-                    snapshot_id=snapshot_id,
-                    as_of=as_of,
                     window=windows[name],
                     tenant=tenant,
                 )
@@ -307,12 +313,12 @@ class QueryEngine:
             info = read.tables.get(table)
             if info is None:
                 raise TableNotFoundError(f"no table named {table!r}")
+            pinned = read.pin(table, snapshot_id=snapshot_id, as_of=as_of)
             plan, _ = self._plan(
-                read,
-                info.spec,
+                pinned,
+                info.table_id,
+                pinned.spec(info.spec),
                 TableScans(table, None),
-                snapshot_id=snapshot_id,
-                as_of=as_of,
                 window=time_range,
                 tenant=None,
             )
@@ -320,12 +326,11 @@ class QueryEngine:
 
     def _plan(
         self,
-        read: TablesRead,
+        pinned: PinnedSnapshot,
+        table_id: int,
         spec: TableSpec,
         scans: TableScans,
         *,
-        snapshot_id: int | None,
-        as_of: datetime | None,
         window: TimeRange | None,
         tenant: str | None,
     ) -> tuple[TablePlan, str | None]:
@@ -334,10 +339,9 @@ class QueryEngine:
         if field is not None and self.pruning:
             ranges[field.source] = _with_window(time_range_of(scans, spec), window)
         start_from, start_before = listing_window(spec, ranges)
-        pinned = read.pin(spec.name, snapshot_id=snapshot_id, as_of=as_of)
         # A snapshot never changes, so a plan of the same scans over it stays right (the table
         # id tells a dropped table's snapshot from that of a new table of the same name).
-        key = (scans.key, spec.name, read.tables[spec.name].table_id, pinned.snapshot_id)
+        key = (scans.key, spec.name, table_id, pinned.snapshot_id)
         hit = self._plan_cache.get(key) if scans.key is not None else None
         if hit is not None:
             return hit
@@ -346,6 +350,7 @@ class QueryEngine:
             start_before=start_before,
             partition_equals=_tenant_partition(spec, tenant) if tenant is not None else None,
             may_match=file_condition(scans, spec) if self.pruning else None,
+            renamed=stat_names(spec),
         )
         scanned = listing.files
         plan = TablePlan(
@@ -355,10 +360,11 @@ class QueryEngine:
             files_scanned=len(scanned),
             bytes_scanned=sum(f.size_bytes for f in scanned),
             paths=tuple(f.path for f in scanned),
+            spec_version=spec.version,
+            file_versions=tuple(f.spec_version for f in scanned),
         )
         logger.debug("query plan %s", plan)
-        uris = [self._objects.uri(f.path) for f in scanned]
-        source = parquet_source(uris) if uris else None
+        source = files_source(spec, [(self._objects.uri(f.path), f.spec_version) for f in scanned])
         if scans.key is not None:
             self._plan_cache.put(key, (plan, source))
         return plan, source

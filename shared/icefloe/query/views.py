@@ -8,8 +8,10 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from icefloe.duck import ident, string_literal
+from icefloe.ingest.row_ids import ROW_ID_COLUMN
 from icefloe.query.scan_filters import STANDIN_SCHEMA, standin_columns
 from icefloe.spec import TableSpec
+from icefloe.spec.evolution import file_columns
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +29,40 @@ def parquet_source(uris: Sequence[str]) -> str:
     else:  # nothing to escape (the usual case): one join
         files = "['" + "', '".join(uris) + "']"
     return f"read_parquet({files}, hive_partitioning = false)"
+
+
+def files_source(spec: TableSpec, files: Sequence[tuple[str, int]]) -> str | None:
+    """A FROM source reading exactly these Parquet files, given as (uri, spec version written
+    at), with ``spec``'s columns and the row id (None: no file).
+
+    Files whose version holds every column under its current name are read as they are (a
+    table never altered reads this way); the others through a projection that takes each
+    column by id (:func:`icefloe.spec.evolution.file_columns`): renamed ones under their old
+    name, ones the files lack as NULL. Each group is cast to the current types, so groups of
+    widened columns line up."""
+    if not files:
+        return None
+    mappings: dict[int, dict[str, str | None] | None] = {}
+    groups: dict[tuple[tuple[str, str | None], ...] | None, list[str]] = {}
+    for uri, version in files:
+        if version not in mappings:
+            mappings[version] = file_columns(spec, version)
+        mapping = mappings[version]
+        key = None if mapping is None else tuple(mapping.items())
+        groups.setdefault(key, []).append(uri)
+    if list(groups) == [None]:
+        return parquet_source(groups[None])
+    parts = []
+    for key, uris in groups.items():
+        physical = dict(key) if key is not None else {c: c for c in spec.column_names}
+        select = [
+            f"CAST({ident(old) if old is not None else 'NULL'} AS {c.type}) AS {ident(c.name)}"
+            for c in spec.columns
+            for old in [physical[c.name]]
+        ]
+        select.append(ident(ROW_ID_COLUMN))
+        parts.append(f"SELECT {', '.join(select)} FROM {parquet_source(uris)}")
+    return "(" + " UNION ALL ".join(parts) + ")"
 
 
 def standin_source(table: str) -> str:

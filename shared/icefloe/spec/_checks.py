@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from icefloe.errors import SpecError
 from icefloe.spec import types
 from icefloe.spec._text import show
+from icefloe.spec.layout import FileLayout
 from icefloe.spec.merge import AggregateMode, AppendMode, CustomMode, ReplaceMode
 from icefloe.spec.names import validate_table_name
 from icefloe.spec.partitioning import PartitionField, check_unique_field_names
@@ -123,6 +124,31 @@ def _check_parts(spec: TableSpec) -> None:
     if not spec.columns:
         raise SpecError("columns: a table needs at least one column")
     check_unique_columns(spec.columns)
+    _check_versions(spec)
+
+
+def _check_versions(spec: TableSpec) -> None:
+    """Column ids and layouts: one positive, unique id per column, none above the last id
+    given, and earlier layouts of earlier versions, oldest first."""
+    if isinstance(spec.version, bool) or not isinstance(spec.version, int) or spec.version < 1:
+        raise SpecError(f"version: {show(spec.version)} must be an integer of at least 1")
+    ids = _tuple(spec.column_ids, where="column_ids")
+    if len(ids) != len(spec.columns):
+        raise SpecError(f"column_ids: {len(ids)} ids for {len(spec.columns)} columns")
+    if any(isinstance(i, bool) or not isinstance(i, int) or i < 1 for i in ids):
+        raise SpecError(f"column_ids: {show(ids)} must be positive integers")
+    if len(set(ids)) != len(ids):
+        raise SpecError(f"column_ids: {show(ids)} repeats an id")
+    if max(spec.column_ids) > spec.last_column_id:
+        raise SpecError(f"last_column_id: {spec.last_column_id} is below a column's id")
+    layouts = _tuple(spec.past_layouts, where="past_layouts")
+    if not all(isinstance(layout, FileLayout) for layout in layouts):
+        raise SpecError(f"past_layouts: unexpected value {show(layouts)}")
+    versions = [layout.version for layout in spec.past_layouts]
+    if versions != sorted(set(versions)) or (versions and versions[-1] >= spec.version):
+        raise SpecError(
+            f"past_layouts: versions {versions} must rise and stay below version {spec.version}"
+        )
 
 
 def _tuple(value: object, *, where: str) -> tuple[object, ...]:

@@ -44,6 +44,13 @@ def string(value: object, *, where: str) -> str:
     return value
 
 
+def integer(value: object, *, where: str) -> int:
+    """``value`` if it is an integer (not a bool), else SpecError naming ``where``."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise SpecError(f"{where}: {show(value)} must be an integer")
+    return value
+
+
 def optional_string(value: object, *, where: str) -> str | None:
     """``value`` if it is a str or None."""
     return None if value is None else string(value, where=where)

@@ -2,6 +2,10 @@
 
 A :class:`TableSpec` is valid once built: every cross reference is checked in ``__post_init__``.
 ``to_dict()`` is its stored form (JSON-safe, ``format_version`` 1); ``from_dict`` reads it back.
+
+A spec has a ``version``: 1 when the table is created, one more at each schema change
+(:mod:`icefloe.spec.evolution`). Its columns carry ids, and it keeps the file layout of every
+earlier version (:mod:`icefloe.spec.layout`), so that files written at any version can be read.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from icefloe.spec import _codec
 from icefloe.spec._checks import check_spec, lookup_column
 from icefloe.spec._text import show
 from icefloe.spec.hive import parse_partition_path, partition_path
+from icefloe.spec.layout import FileLayout, LayoutColumn
 from icefloe.spec.merge import AppendMode, MergeMode, parse_merge_mode
 from icefloe.spec.partitioning import PartitionField, PartitionValue, parse_partition_by
 from icefloe.spec.policy import Retention, SizeTargets
@@ -40,8 +45,19 @@ class TableSpec:
     tenant_column: str | None = None
     extra_fields: ExtraFields = "reject"
     overflow_column: str | None = None
+    # Schema evolution: this spec's version, its columns' ids (parallel to ``columns``; empty
+    # means 1, 2, ... as a new table numbers them), the highest id ever given (0: the highest
+    # of ``column_ids``), and the file layouts of the earlier versions, oldest first.
+    version: int = 1
+    column_ids: tuple[int, ...] = ()
+    last_column_id: int = 0
+    past_layouts: tuple[FileLayout, ...] = ()
 
     def __post_init__(self) -> None:
+        if not self.column_ids and isinstance(self.columns, tuple):
+            object.__setattr__(self, "column_ids", tuple(range(1, len(self.columns) + 1)))
+        if self.last_column_id == 0 and self.column_ids:
+            object.__setattr__(self, "last_column_id", max(self.column_ids))
         check_spec(self)
 
     @classmethod
@@ -105,6 +121,34 @@ class TableSpec:
         """Source columns of the partition fields, each once, in field order."""
         return tuple(dict.fromkeys(f.source for f in self.partition_by))
 
+    @property
+    def layout(self) -> FileLayout:
+        """The layout of the files written at this spec's version."""
+        return FileLayout(
+            version=self.version,
+            columns=tuple(
+                LayoutColumn(i, c.name, c.type)
+                for i, c in zip(self.column_ids, self.columns, strict=True)
+            ),
+        )
+
+    def layout_at(self, version: int) -> FileLayout:
+        """The layout of files written at ``version`` (this one or an earlier one)."""
+        if version == self.version:
+            return self.layout
+        for layout in self.past_layouts:
+            if layout.version == version:
+                return layout
+        raise SpecError(
+            f"table {self.name!r}: spec version {version} is not known to version"
+            f" {self.version} (a file newer than this spec?)"
+        )
+
+    def column_id(self, name: str) -> int:
+        """The id of the column called ``name``."""
+        column = self.column(name)
+        return self.column_ids[self.columns.index(column)]
+
     def column(self, name: str) -> Column:
         """The column called ``name`` (exact case); SpecError if there is none."""
         return lookup_column(self, name, where="column")
@@ -136,6 +180,10 @@ class TableSpec:
             "tenant_column": self.tenant_column,
             "extra_fields": self.extra_fields,
             "overflow_column": self.overflow_column,
+            "version": self.version,
+            "column_ids": list(self.column_ids),
+            "last_column_id": self.last_column_id,
+            "past_layouts": [layout.to_dict() for layout in self.past_layouts],
         }
 
     @classmethod
@@ -166,5 +214,17 @@ class TableSpec:
             extra_fields=cast(ExtraFields, d.get("extra_fields", "reject")),
             overflow_column=_codec.optional_string(
                 d.get("overflow_column"), where="overflow_column"
+            ),
+            version=_codec.integer(d.get("version", 1), where="version"),
+            column_ids=tuple(
+                _codec.integer(i, where="column_ids")
+                for i in _codec.items(d.get("column_ids", []), where="column_ids")
+            ),
+            last_column_id=_codec.integer(d.get("last_column_id", 0), where="last_column_id"),
+            past_layouts=tuple(
+                map(
+                    FileLayout.from_dict,
+                    _codec.items(d.get("past_layouts", []), where="past_layouts"),
+                )
             ),
         )

@@ -18,8 +18,12 @@ from icefloe.compaction import (
     compact_with_spark,
 )
 from icefloe.compaction.manifest import CompactionManifest
-from icefloe.config import WarehouseLocation
+from icefloe.config import Settings, WarehouseLocation
+from icefloe.lifecycle import alter_table
+from icefloe.lifecycle.alter import add_column, drop_column, rename_column
 from icefloe.metastore.models import NewFile
+from icefloe.runtime import Runtime
+from icefloe.spark import read_table
 from icefloe.spec import SizeTargets
 from support.merge_lake import Lake
 
@@ -218,3 +222,52 @@ def test_a_failed_local_compaction_settles_its_job_and_frees_its_claims(
         )
     assert not any(f.claimed for f in lake.meta.files("events"))
     assert JobStore(lake.meta).unsettled(older_than=timedelta(0)) == []
+
+
+def test_spark_compacts_files_of_several_schema_versions_by_column_id(
+    lake: Lake, spark: Any, tmp_path: Any
+) -> None:
+    # Given files written before and after a rename, an added column and a dropped one re-added
+    lake.create(sizes=SizeTargets(min_files_to_merge=2))
+    lake.insert_batches("events", batches=3, rows=100, days=2)
+    old_head = lake.head()
+    old_rows = rows_of(lake, "events", sql="SELECT ts, event, user_id FROM {table}")
+    alter_table(
+        meta=lake.meta,
+        table="events",
+        changes=[
+            rename_column("user_id=uid"),
+            add_column("n BIGINT"),
+            drop_column("properties"),
+            add_column("properties VARCHAR"),
+        ],
+    )
+    lake.inserter.insert_rows(
+        "events",
+        [
+            {"ts": f"2026-03-0{1 + i % 2}T01:00:00", "event": "e", "uid": f"u{i}", "n": 2**40 + i}
+            for i in range(50)
+        ],
+    )
+    sql = "SELECT ts, event, uid, n, properties FROM {table}"
+    before = rows_of(lake, "events", sql=sql)
+    assert sum(1 for row in before if row[3] is None and row[4] is None) == 300
+
+    # When Spark compacts every partition
+    result = compact(lake, spark, "events")
+
+    # Then the rows are the same, read by id, and written at the current version
+    assert result.count("committed") == 2
+    assert rows_of(lake, "events", sql=sql) == before
+    assert {f.spec_version for f in lake.meta.files("events")} == {2}
+    # And Spark reads the head and the pinned old snapshot as the engine does
+    runtime = Runtime(
+        settings=Settings.from_env({"ICEFLOE_HOME": str(tmp_path)}),
+        meta=lake.meta,
+        objects=lake.objects,
+    )
+    head = read_table(spark, "events", runtime=runtime)
+    assert head.columns == ["ts", "event", "uid", "n", "properties"]
+    assert Counter(tuple(r) for r in head.collect()) == before
+    then = read_table(spark, "events", snapshot_id=old_head, runtime=runtime)
+    assert Counter(tuple(r) for r in then.select("ts", "event", "user_id").collect()) == old_rows

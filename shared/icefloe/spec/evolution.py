@@ -1,0 +1,241 @@
+"""Schema evolution: add, drop, rename and widen columns, and how files of any version are read.
+
+:func:`evolve` applies changes to a spec and returns the next version. Each change keeps the
+columns' ids (see :mod:`icefloe.spec.layout`): an added column takes a new id, so files written
+before read it as NULL; a renamed column keeps its id, so its data stays; a dropped column's
+id is retired, so adding a column of the same name later starts empty.
+
+What a change may not touch, because files, paths or filters already depend on it: partition
+source columns, the row-group key and the tenant column cannot be dropped, renamed or widened;
+the overflow column cannot be dropped or renamed; the keys of a replace or aggregate merge
+cannot be dropped (a rename follows them). A custom merge query names columns in its own SQL,
+so the caller checks it again against the new spec.
+
+:func:`file_columns` tells a reader how to read the files of one version with the current
+columns.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from types import MappingProxyType
+
+from icefloe.errors import SpecError
+from icefloe.spec import types
+from icefloe.spec.merge import AggregateMode, MergeMode, ReplaceMode
+from icefloe.spec.schema import Column, check_unique_columns
+from icefloe.spec.table_spec import TableSpec
+
+_INTEGER_WIDTHS = {"TINYINT": 1, "SMALLINT": 2, "INTEGER": 3, "BIGINT": 4, "HUGEINT": 5}
+_UNSIGNED_WIDTHS = {"UTINYINT": 1, "USMALLINT": 2, "UINTEGER": 3, "UBIGINT": 4}
+
+
+@dataclass(frozen=True, slots=True)
+class AddColumn:
+    """A new nullable column; rows written before read it as NULL."""
+
+    column: Column
+
+
+@dataclass(frozen=True, slots=True)
+class DropColumn:
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class RenameColumn:
+    old: str
+    new: str
+
+
+@dataclass(frozen=True, slots=True)
+class WidenColumn:
+    """A wider type of the same kind: a wider integer, FLOAT to DOUBLE, a DECIMAL of larger
+    precision and the same scale."""
+
+    name: str
+    type: str
+
+
+SchemaChange = AddColumn | DropColumn | RenameColumn | WidenColumn
+
+
+def describe(change: SchemaChange) -> str:
+    """The change in the CLI's words: ``add column c INTEGER``."""
+    if isinstance(change, AddColumn):
+        return f"add column {change.column.to_text()}"
+    if isinstance(change, DropColumn):
+        return f"drop column {change.name}"
+    if isinstance(change, RenameColumn):
+        return f"rename column {change.old} to {change.new}"
+    return f"widen column {change.name} to {types.normalize_type(change.type)}"
+
+
+def evolve(spec: TableSpec, changes: Sequence[SchemaChange]) -> TableSpec:
+    """The next version of ``spec``: ``changes`` applied in order. SpecError names the first
+    change that cannot be made, and why."""
+    if not changes:
+        raise SpecError("alter: no change given")
+    columns = list(spec.columns)
+    ids = list(spec.column_ids)
+    last_id = spec.last_column_id
+    sort_by = list(spec.sort_by)
+    merge = spec.merge
+    for change in changes:
+        where = f"alter {spec.name!r}: cannot {describe(change)}"
+        if isinstance(change, AddColumn):
+            if not change.column.nullable:
+                raise SpecError(f"{where}: an added column must be nullable (old rows hold NULL)")
+            columns.append(change.column)
+            last_id += 1
+            ids.append(last_id)
+            merge = _merge_added(merge, change.column.name)
+            _check_unique(columns, where)
+            continue
+        index = _index(columns, change.old if isinstance(change, RenameColumn) else change.name)
+        if index is None:
+            raise SpecError(f"{where}: no such column")
+        name = columns[index].name
+        _check_allowed(spec, name, change, where)
+        if isinstance(change, DropColumn):
+            if len(columns) == 1:
+                raise SpecError(f"{where}: it is the table's only column")
+            merge = _merge_dropped(merge, name, where)
+            del columns[index]
+            del ids[index]
+            sort_by = [k for k in sort_by if k != name]
+        elif isinstance(change, RenameColumn):
+            columns[index] = replace(columns[index], name=change.new)
+            _check_unique(columns, where)
+            merge = _merge_renamed(merge, name, change.new)
+            sort_by = [change.new if k == name else k for k in sort_by]
+        else:
+            wider = types.normalize_type(change.type)
+            if not is_widening(columns[index].type, wider):
+                raise SpecError(
+                    f"{where}: {columns[index].type} to {wider} is not a widening (allowed: a"
+                    " wider integer of the same signedness, FLOAT to DOUBLE, a DECIMAL of"
+                    " larger precision and the same scale)"
+                )
+            columns[index] = replace(columns[index], type=wider)
+    return replace(
+        spec,
+        columns=tuple(columns),
+        column_ids=tuple(ids),
+        last_column_id=last_id,
+        sort_by=tuple(sort_by),
+        merge=merge,
+        version=spec.version + 1,
+        past_layouts=(*spec.past_layouts, spec.layout),
+    )
+
+
+def is_widening(old: str, new: str) -> bool:
+    """True when every value of type ``old`` is a value of type ``new`` and ``new`` differs."""
+    old, new = types.normalize_type(old), types.normalize_type(new)
+    for widths in (_INTEGER_WIDTHS, _UNSIGNED_WIDTHS):
+        if old in widths and new in widths:
+            return widths[new] > widths[old]
+    if (old, new) == ("FLOAT", "DOUBLE"):
+        return True
+    before, after = types.decimal_precision_scale(old), types.decimal_precision_scale(new)
+    if before is not None and after is not None:
+        return after[1] == before[1] and after[0] > before[0]
+    return False
+
+
+def file_columns(spec: TableSpec, version: int) -> dict[str, str | None] | None:
+    """How files written at spec ``version`` are read as ``spec``'s columns: current name ->
+    the name the files hold it under (None: they do not hold it; it reads as NULL). None when
+    they hold every current column under its current name, so a read by name is right (a
+    widened type is a cast either way)."""
+    if version == spec.version:
+        return None
+    physical = {c.id: c.name for c in spec.layout_at(version).columns}
+    mapping = {
+        column.name: physical.get(column_id)
+        for column_id, column in zip(spec.column_ids, spec.columns, strict=True)
+    }
+    if all(mapping[name] == name for name in mapping):
+        return None  # names are unique in a layout: no other column can hold one of these
+    return mapping
+
+
+def _index(columns: Sequence[Column], name: str) -> int | None:
+    return next((i for i, c in enumerate(columns) if c.name == name), None)
+
+
+def _check_unique(columns: Sequence[Column], where: str) -> None:
+    try:
+        check_unique_columns(columns)
+    except SpecError as e:
+        raise SpecError(f"{where}: {e}") from e
+
+
+def _check_allowed(spec: TableSpec, name: str, change: SchemaChange, where: str) -> None:
+    roles = []
+    if name in spec.partition_source_columns:
+        roles.append("a partition source (its values name the table's partitions)")
+    if name == spec.row_group_by:
+        roles.append("the row-group key (its files' membership filters hash its values)")
+    if name == spec.tenant_column:
+        roles.append("the tenant column")
+    if roles:
+        raise SpecError(f"{where}: it is {' and '.join(roles)}")
+    if name == spec.overflow_column and not isinstance(change, WidenColumn):
+        raise SpecError(f"{where}: it is the overflow column of extra fields")
+
+
+def _merge_added(merge: MergeMode, name: str) -> MergeMode:
+    """An aggregate merge keeps one value of a new column per key (``any``)."""
+    if isinstance(merge, AggregateMode):
+        return replace(merge, aggregates=(*merge.aggregates, (name, "any")))
+    return merge
+
+
+def _merge_dropped(merge: MergeMode, name: str, where: str) -> MergeMode:
+    if isinstance(merge, ReplaceMode) and (name in merge.key or name == merge.version):
+        raise SpecError(f"{where}: the replace merge keys on it ({merge.to_text()})")
+    if isinstance(merge, AggregateMode):
+        if name in merge.group_by:
+            raise SpecError(f"{where}: the aggregate merge groups by it ({merge.to_text()})")
+        return replace(merge, aggregates=tuple(a for a in merge.aggregates if a[0] != name))
+    return merge
+
+
+def _merge_renamed(merge: MergeMode, old: str, new: str) -> MergeMode:
+    def renamed(key: str) -> str:
+        return new if key == old else key
+
+    if isinstance(merge, ReplaceMode):
+        version = None if merge.version is None else renamed(merge.version)
+        return replace(merge, key=tuple(map(renamed, merge.key)), version=version)
+    if isinstance(merge, AggregateMode):
+        return replace(
+            merge,
+            group_by=tuple(map(renamed, merge.group_by)),
+            aggregates=tuple((renamed(c), fn) for c, fn in merge.aggregates),
+        )
+    return merge
+
+
+@functools.lru_cache(maxsize=256)
+def stat_names(spec: TableSpec) -> Mapping[str, Mapping[int, str | None]]:
+    """For each current column whose name is not the same in every version: version -> the
+    name files of that version hold it (and key its statistics) under, or None. Empty for a
+    table never altered, and for one whose changes renamed nothing and reused no name.
+    (Cached: every query plan asks, and a spec never changes.)"""
+    if not spec.past_layouts:
+        return {}
+    by_version = {
+        layout.version: {c.id: c.name for c in layout.columns}
+        for layout in (*spec.past_layouts, spec.layout)
+    }
+    names: dict[str, Mapping[int, str | None]] = {}
+    for column_id, column in zip(spec.column_ids, spec.columns, strict=True):
+        versions = {v: physical.get(column_id) for v, physical in by_version.items()}
+        if any(name != column.name for name in versions.values()):
+            names[column.name] = MappingProxyType(versions)
+    return MappingProxyType(names)
