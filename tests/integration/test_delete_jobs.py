@@ -18,6 +18,7 @@ from icefloe.lifecycle import DeletePartRunner, reconcile_deletes, rollback_tabl
 from icefloe.lifecycle.delete_jobs import MESSAGE_KIND, DeletePartTask
 from icefloe.merge import InProcessQueue, process_merge_records
 from icefloe.metastore.deletes import DeleteJob, DeleteJobStore
+from icefloe.spec import SizeTargets
 from icefloe.storage import LocalObjectStore, ObjectInfo
 from support.merge_lake import ALL_ROWS, Lake
 
@@ -275,3 +276,33 @@ def test_a_job_whose_tasks_cannot_be_sent_fails_at_once_and_frees_its_claims(lak
     assert started.job.error == f"{started.parts} part task(s) not sent"
     assert not [f for f in lake.meta.files("events") if f.claim_token is not None]
     assert lake.head() == before
+
+
+def test_a_partition_above_the_lambda_cap_is_split_into_parts_that_commit_once(
+    lake: Lake,
+) -> None:
+    # Given a table whose Lambda cap holds about two of its files
+    lake.create(sizes=SizeTargets(min_files_to_merge=4, lambda_merge_cap_bytes=5_000))
+    lake.insert_batches("events", batches=6, rows=30, days=1)
+    files = lake.meta.files("events")
+    assert len({f.partition_path for f in files}) == 1 and sum(f.size_bytes for f in files) > 10_000
+    expected = lake.rows(
+        ALL_ROWS.replace("ORDER BY", f"WHERE NOT coalesce(({WHERE}), false) ORDER BY")
+    )
+    before = lake.head()
+    queue = InProcessQueue()
+
+    # When the delete is started and its parts run
+    started = start(lake, queue)
+    parts = DeleteJobStore(lake.meta).parts(started.job.job_id)
+    statuses = drain(lake, queue, DeletePartRunner(meta=lake.meta, objects=lake.objects))
+
+    # Then the one partition became several parts, none above the cap unless one file is
+    assert started.parts == len(parts) == len(queue.dead_letters) + len(statuses) > 2
+    by_id = {f.file_id: f for f in files}
+    for part in parts:
+        sizes = [by_id[i].size_bytes for i in part.file_ids]
+        assert len(sizes) == 1 or sum(sizes) <= 5_000
+    # And the job committed once, with exactly the other rows left
+    assert statuses.count("committed") == 1 and lake.head() == before + 1
+    assert lake.rows(ALL_ROWS) == expected

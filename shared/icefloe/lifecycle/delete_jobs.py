@@ -1,7 +1,9 @@
 """Deletes in the deployed stack: planned once, fanned out per partition, committed once.
 
 :func:`start_delete` (the orchestrator function, on ``{"delete": {...}}``) plans the delete as
-:func:`icefloe.lifecycle.delete_rows` does, records a job with one part per partition, claims
+:func:`icefloe.lifecycle.delete_rows` does, records a job with one part per partition (a
+partition above the Lambda cap of merges is split into parts of at most that many bytes, see
+:func:`split_parts`), claims
 every planned file under the job's token (merges skip them; a merge holding one loses), and
 sends one :class:`DeletePartTask` per part on the merge queue. A merge worker runs a part
 (:class:`DeletePartRunner`): it rewrites that partition's files without the matching rows,
@@ -152,7 +154,7 @@ def start_delete(
     configure: Configure | None = None,
     limits: QueryLimits | None = None,
 ) -> DeleteStarted:
-    """Plan a delete, record its job and claims, and send one task per partition
+    """Plan a delete, record its job and claims, and send one task per part
     (``configure``: S3 reads of the planning query, as for :func:`delete_rows`)."""
     store = DeleteJobStore(meta)
     engine = QueryEngine(meta=meta, objects=objects, configure=configure, limits=limits)
@@ -166,9 +168,9 @@ def start_delete(
             predicate = planner.predicate
             if not plan.candidates:
                 return DeleteStarted(table, where, plan.snapshot_id, None, 0)
-            parts: dict[str, list[DataFile]] = {}
-            for f in plan.candidates:
-                parts.setdefault(f.partition_path, []).append(f)
+            parts = split_parts(
+                plan.candidates, cap_bytes=planner.spec.sizes.lambda_merge_cap_bytes
+            )
             try:
                 job = store.create(
                     table=table,
@@ -190,6 +192,32 @@ def start_delete(
     raise CommitConflictError(
         f"delete from {table!r} gave up: {MAX_PLANS} plans in a row lost to merges (try again)"
     )
+
+
+def split_parts(
+    candidates: Sequence[DataFile], *, cap_bytes: int
+) -> list[tuple[str, list[DataFile]]]:
+    """The parts of a delete: each partition's candidate files, in groups of at most
+    ``cap_bytes`` (the Lambda cap of merges; a file above it is a part of its own).
+
+    A delete rewrites each file on its own (no row moves between files), so a partition too
+    big for one Lambda is split across several rather than sent to Spark: every part stays
+    within what a merge worker is sized for, whatever the partition's size."""
+    by_partition: dict[str, list[DataFile]] = {}
+    for f in candidates:
+        by_partition.setdefault(f.partition_path, []).append(f)
+    parts: list[tuple[str, list[DataFile]]] = []
+    for partition, files in sorted(by_partition.items()):
+        group: list[DataFile] = []
+        size = 0
+        for f in sorted(files, key=lambda f: f.file_id):
+            if group and size + f.size_bytes > cap_bytes:
+                parts.append((partition, group))
+                group, size = [], 0
+            group.append(f)
+            size += f.size_bytes
+        parts.append((partition, group))
+    return parts
 
 
 class DeletePartRunner:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
@@ -85,15 +85,15 @@ class DeleteJobStore:
         table: str,
         predicate: str,
         planned_at: int,
-        parts: Mapping[str, Sequence[DataFile]],
+        parts: Sequence[tuple[str, Sequence[DataFile]]],
         lease: timedelta,
     ) -> DeleteJob:
-        """Record a job and its parts (one per partition), and claim every planned file under
+        """Record a job and its parts (partition path, files), and claim every planned file under
         the job's token, taking files a merge holds (that merge loses at its commit).
         CommitConflictError when a planned file is no longer live (plan again)."""
         info = self._meta.get_table(table)
         job_id, token = uuid.uuid4(), uuid.uuid4()
-        ids = sorted(f.file_id for files in parts.values() for f in files)
+        ids = sorted(f.file_id for _, files in parts for f in files)
         with self._meta.transaction() as conn:
             claimed = conn.execute(
                 "UPDATE data_files SET claim_token = %s, claim_expires_at = now() + %s"
@@ -115,7 +115,7 @@ class DeleteJobStore:
                     " VALUES (%s, %s, %s, %s)",
                     [
                         (job_id, number, partition, [f.file_id for f in files])
-                        for number, (partition, files) in enumerate(sorted(parts.items()))
+                        for number, (partition, files) in enumerate(parts)
                     ],
                 )
         return self.get(job_id)
