@@ -39,7 +39,7 @@ pytestmark = pytest.mark.chaos
 SECONDS = float(os.environ.get("ICEFLOE_CHAOS_SECONDS", "40"))
 SEED = int(os.environ.get("ICEFLOE_CHAOS_SEED", "20261125"))
 WORKER = Path(__file__).resolve().parents[1] / "support" / "chaos_worker.py"
-ROLES = ("insert-a", "insert-b", "merge", "compact", "gc", "delete")
+ROLES = ("insert-a", "insert-b", "merge", "compact", "gc", "delete", "alter")
 PINNED_SQL = f"SELECT count(*) AS n, sum(v) AS v, count(DISTINCT batch) AS b FROM {TABLE}"
 
 
@@ -220,6 +220,7 @@ def test_killed_processes_lose_and_duplicate_nothing_and_the_lake_heals(tmp_path
             assert meta.snapshot_for_key(TABLE, key) is not None, key
         # The deletes committed, and one more (not killed) leaves no doomed row
         assert any(s.operation == "delete" for s in meta.snapshots(TABLE))
+        assert any(s.operation == "alter" for s in meta.snapshots(TABLE))
         delete_rows(meta=meta, objects=objects, table=TABLE, where=DOOMED)
         assert engine.query(
             f"SELECT count(*) AS n FROM {TABLE} WHERE {DOOMED}"

@@ -3,7 +3,7 @@ is killed. Every process joins the embedded meta store under ``ICEFLOE_HOME`` on
 kills also land while that server is being started or joined.
 
     python chaos_worker.py insert SLOT START   # batches SLOT-START, SLOT-START+1, ...
-    python chaos_worker.py merge | compact | gc | delete
+    python chaos_worker.py merge | compact | gc | delete | alter
 
 An insert prints ``ACK <key> <snapshot>`` once its batch is committed: the test counts a batch
 as acknowledged only when that line arrived. Known errors (icefloe's own) are reported on stderr
@@ -23,9 +23,11 @@ from icefloe.config import Settings
 from icefloe.errors import IcefloeError
 from icefloe.ingest import Inserter
 from icefloe.janitor import Janitor
-from icefloe.lifecycle import delete_rows
+from icefloe.lifecycle import alter_table, delete_rows
+from icefloe.lifecycle.alter import add_column, drop_column, rename_column
 from icefloe.merge import MergeWorker, merge_locally
 from icefloe.runtime import Runtime
+from icefloe.spec.evolution import SchemaChange
 
 TABLE = "chaos"
 SCHEMA = "ts TIMESTAMP NOT NULL, batch VARCHAR NOT NULL, i INTEGER NOT NULL, v BIGINT NOT NULL"
@@ -96,6 +98,21 @@ def _delete(runtime: Runtime) -> None:
         time.sleep(0.3)
 
 
+def _alter(runtime: Runtime) -> None:
+    """A scratch column added, renamed and dropped, round and round: files of many schema
+    versions under every other role (which never name it)."""
+    while True:
+        names = runtime.meta.get_table(TABLE).spec.column_names
+        if "note" in names:
+            change: SchemaChange = rename_column("note=memo")
+        elif "memo" in names:
+            change = drop_column("memo")
+        else:
+            change = add_column("note VARCHAR")
+        alter_table(meta=runtime.meta, table=TABLE, changes=[change])
+        time.sleep(0.5)
+
+
 def main(argv: list[str]) -> None:
     role = argv[0]
     with Runtime.open(Settings.from_env(), max_connections=3) as runtime:
@@ -112,6 +129,8 @@ def main(argv: list[str]) -> None:
                     _gc(runtime)
                 elif role == "delete":
                     _delete(runtime)
+                elif role == "alter":
+                    _alter(runtime)
                 else:
                     raise SystemExit(f"unknown role {role!r}")
             except IcefloeError as e:
