@@ -109,6 +109,7 @@ bench: venv
 	$(PY) -m benchmarks.merge_bench --scale $(BENCH_SCALE)
 	$(PY) -m benchmarks.compaction_bench --scale $(BENCH_SCALE)
 	$(PY) -m benchmarks.delete_bench --scale $(BENCH_SCALE)
+	$(PY) -m benchmarks.evolution_bench --scale $(BENCH_SCALE)
 	$(PY) -m benchmarks.cold_start_bench --scale $(BENCH_SCALE)
 
 stop: venv

@@ -232,19 +232,16 @@ def plan_delete(
     plan = counted.plan(spec.name)
     if not plan.paths:
         return DeletePlan(plan.snapshot_id, plan.files_considered, ())
-    wanted = set(plan.paths)
-    files = meta.files(spec.name, snapshot_id=plan.snapshot_id)
+    # Only the planned files' rows (their keys name one row each): the other live files are
+    # not listed again.
+    files = meta.files_by_path(spec.name, plan.paths)
     newer = [f for f in files if f.spec_version > spec.version]
     if newer:
         raise CommitConflictError(
             f"{spec.name!r}: its schema changed (to version {newer[0].spec_version}) while the"
             f" delete was planned at version {spec.version}"
         )
-    return DeletePlan(
-        plan.snapshot_id,
-        plan.files_considered,
-        tuple(f for f in files if f.path in wanted),
-    )
+    return DeletePlan(plan.snapshot_id, plan.files_considered, tuple(files))
 
 
 def rewrite_files(

@@ -504,6 +504,17 @@ class MetaStore:
             rows = conn.execute(query, (table, sorted(set(file_ids)))).fetchall()
         return [_data_file(row) for row in rows]
 
+    def files_by_path(self, table: str, paths: Sequence[str]) -> list[DataFile]:
+        """The rows of the files of ``table`` at these object keys, live or not, in id order
+        (a key names one file row at most): a query plan's files, without listing the rest."""
+        query = sql.SQL(
+            "SELECT {columns} FROM data_files"
+            " WHERE table_id = (SELECT table_id FROM lake_tables WHERE name = %s AND dropped_at IS NULL) AND path = ANY(%s) ORDER BY file_id"
+        ).format(columns=sql.SQL(_FILE_COLUMNS))
+        with self._autocommit() as conn:
+            rows = conn.execute(query, (table, sorted(set(paths)))).fetchall()
+        return [_data_file(row) for row in rows]
+
     def status(self, table: str) -> TableStatus:
         """Live files, partitions, rows and bytes at the head."""
         info = self.get_table(table)
