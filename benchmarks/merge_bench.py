@@ -1,7 +1,7 @@
 """Merge benchmarks (Merge issue).
 
 1. Throughput of one :class:`MergeWorker` task (DuckDB limited to one thread, 1 GB) over one
-   day of N small files (N = 10, 100, 1000; each written by one insert): MB/s (10^6 bytes) of
+   day of N small files (N = 10, 100, 200, 1000; each written by one insert): MB/s (10^6 bytes) of
    input and rows/s, median of a few runs after a warm-up. Every run merges fresh copies of the
    same input files in a new table (copying is not timed). Alternating with those runs, a bare
    DuckDB ``COPY ... ORDER BY`` of the same files to one zstd Parquet file in the worker's sort
@@ -61,7 +61,7 @@ SCALES: dict[str, dict[str, Any]] = {
     },
     "full": {
         "rows_per_file": 1_000,
-        "runs": {10: 5, 100: 5, 1000: 3},
+        "runs": {10: 5, 100: 5, 200: 5, 1000: 3},
         "point_rows": 500_000,
         "point_batch": 5_000,
         "row_group_kib": 256,
