@@ -292,6 +292,28 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--days", type=int, default=7, help="days the events span (default 7)")
     _add_format(demo)
 
+    publish = commands.add_parser(
+        "publish", help="publish a table for other engines (Iceberg metadata, no data copied)"
+    )
+    publish_commands = publish.add_subparsers(
+        dest="publish_command", required=True, parser_class=_Parser
+    )
+    iceberg = publish_commands.add_parser(
+        "iceberg",
+        help="commit the head snapshot's files to an Iceberg v2 table (icefloe.NAME)",
+        epilog="By default the catalog is pyiceberg's SQL catalog in a SQLite file under"
+        " ICEFLOE_HOME/iceberg; --catalog-uri takes any SQLAlchemy URI (Postgres too). Read"
+        " the result with pyiceberg, DuckDB's iceberg_scan(METADATA), Spark, Trino or Athena.",
+    )
+    iceberg.add_argument("name", help="the table")
+    iceberg.add_argument("--catalog-uri", help="a SQLAlchemy URI of the SQL catalog")
+    iceberg.add_argument(
+        "--metadata-location",
+        help="where Iceberg metadata files go (a file:// or s3:// URI; default: beside the"
+        " local catalog, or the warehouse's iceberg/ prefix with --catalog-uri)",
+    )
+    _add_format(iceberg)
+
     db = commands.add_parser("db", help="the embedded meta store")
     db_commands = db.add_subparsers(dest="db_command", required=True, parser_class=_Parser)
     _add_format(
@@ -576,6 +598,35 @@ def _table_alter(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int
             f"schema: {format_schema(result.spec.columns)}"
         ),
     )
+    return 0
+
+
+def _publish_iceberg(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
+    from icefloe.iceberg import local_catalog, publish_iceberg, sql_catalog
+
+    if args.catalog_uri:
+        location = args.metadata_location or f"{runtime.settings.warehouse.uri.rstrip('/')}/iceberg"
+        catalog = sql_catalog(args.catalog_uri, warehouse=location)
+    else:
+        catalog = local_catalog(runtime.settings.home, warehouse=args.metadata_location)
+    result = publish_iceberg(
+        meta=runtime.meta, objects=runtime.objects, table=args.name, catalog=catalog
+    )
+
+    def text() -> str:
+        if result.iceberg_snapshot_id is None:
+            return (
+                f"{result.table}: snapshot {result.snapshot_id} is published already"
+                f" ({result.files_live} files); metadata: {result.metadata_location}"
+            )
+        return (
+            f"published {result.table} snapshot {result.snapshot_id} as Iceberg snapshot"
+            f" {result.iceberg_snapshot_id}: {result.files_added} files added,"
+            f" {result.files_removed} removed, {result.files_live} live\n"
+            f"metadata: {result.metadata_location}"
+        )
+
+    _emit(out, args.format, result.to_json(), text)
     return 0
 
 
@@ -1063,6 +1114,7 @@ _COMMANDS: dict[str, Callable[[Runtime, argparse.Namespace, TextIO], int]] = {
     "table show": _table_show,
     "table drop": _table_drop,
     "table alter": _table_alter,
+    "publish iceberg": _publish_iceberg,
     "insert": _insert,
     "demo": _demo,
     "merge": _merge,

@@ -849,3 +849,26 @@ def test_table_alter_applies_changes_in_order_and_refuses_by_name(
     assert "give at least one of --add-column" in capsys.readouterr().err
     code, text = run("table", "alter", "events", "--add-column", "n BIGINT")
     assert code == 0 and "schema version 3" in text and "n BIGINT" in text
+
+
+def test_publish_iceberg_commits_the_head_then_nothing_when_asked_again(
+    cli_env: str, tmp_path: Path
+) -> None:
+    assert run("init")[0] == 0
+    create_events()
+    source = tmp_path / "b.ndjson"
+    source.write_text(json.dumps({"ts": "2026-03-01T00:00:00", "event": "e", "user_id": "u"}))
+    assert run("insert", "events", str(source))[0] == 0
+
+    code, out = run("publish", "iceberg", "events", "--format", "json")
+
+    assert code == 0
+    published = json.loads(out)
+    assert (published["snapshot_id"], published["files_added"], published["files_live"]) == (
+        1,
+        1,
+        1,
+    )
+    assert published["metadata_location"].startswith((tmp_path / "home" / "iceberg").as_uri())
+    code, text = run("publish", "iceberg", "events")
+    assert code == 0 and "snapshot 1 is published already (1 files)" in text

@@ -11,7 +11,7 @@ from icefloe.duck import ident, string_literal
 from icefloe.ingest.row_ids import ROW_ID_COLUMN
 from icefloe.query.scan_filters import STANDIN_SCHEMA, standin_columns
 from icefloe.spec import TableSpec
-from icefloe.spec.evolution import file_columns
+from icefloe.spec.evolution import physical_columns
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,26 +35,28 @@ def files_source(spec: TableSpec, files: Sequence[tuple[str, int]]) -> str | Non
     """A FROM source reading exactly these Parquet files, given as (uri, spec version written
     at), with ``spec``'s columns and the row id (None: no file).
 
-    Files whose version holds every column under its current name are read as they are (a
-    table never altered reads this way); the others through a projection that takes each
-    column by id (:func:`icefloe.spec.evolution.file_columns`): renamed ones under their old
-    name, ones the files lack as NULL. Each group is cast to the current types, so groups of
-    widened columns line up."""
+    Files whose version holds every column under its current name and type are read as they
+    are (a table never altered reads this way); the others in one scan per layout
+    (:func:`icefloe.spec.evolution.physical_columns`), through a projection that takes each
+    column by id: renamed ones under their old name, ones the files lack as NULL, every one
+    cast to its current type (a widened column is read at its old width, then widened)."""
     if not files:
         return None
-    mappings: dict[int, dict[str, str | None] | None] = {}
-    groups: dict[tuple[tuple[str, str | None], ...] | None, list[str]] = {}
+    layouts: dict[int, tuple[tuple[str, str | None, str | None], ...] | None] = {}
+    groups: dict[tuple[tuple[str, str | None, str | None], ...] | None, list[str]] = {}
     for uri, version in files:
-        if version not in mappings:
-            mappings[version] = file_columns(spec, version)
-        mapping = mappings[version]
-        key = None if mapping is None else tuple(mapping.items())
-        groups.setdefault(key, []).append(uri)
+        if version not in layouts:
+            layouts[version] = physical_columns(spec, version)
+        groups.setdefault(layouts[version], []).append(uri)
     if list(groups) == [None]:
         return parquet_source(groups[None])
     parts = []
-    for key, uris in groups.items():
-        physical = dict(key) if key is not None else {c: c for c in spec.column_names}
+    for held, uris in groups.items():
+        physical = (
+            {name: old for name, old, _ in held}
+            if held is not None
+            else {c: c for c in spec.column_names}
+        )
         select = [
             f"CAST({ident(old) if old is not None else 'NULL'} AS {c.type}) AS {ident(c.name)}"
             for c in spec.columns

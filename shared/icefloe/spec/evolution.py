@@ -149,18 +149,35 @@ def is_widening(old: str, new: str) -> bool:
 def file_columns(spec: TableSpec, version: int) -> dict[str, str | None] | None:
     """How files written at spec ``version`` are read as ``spec``'s columns: current name ->
     the name the files hold it under (None: they do not hold it; it reads as NULL). None when
-    they hold every current column under its current name, so a read by name is right (a
-    widened type is a cast either way)."""
+    they hold every current column under its current name and type, so a plain read by name
+    of them together with current files is right."""
+    held = physical_columns(spec, version)
+    return None if held is None else {name: physical for name, physical, _ in held}
+
+
+def physical_columns(
+    spec: TableSpec, version: int
+) -> tuple[tuple[str, str | None, str | None], ...] | None:
+    """For each current column of ``spec``: (its name, the name files of ``version`` hold it
+    under, the type they hold it as), None for both when they do not hold it. None when the
+    files hold exactly the current columns' names and types. Files of two versions with the
+    same answer can be read by one scan; a widened column (the same name, a narrower type)
+    cannot share a scan with the current files."""
     if version == spec.version:
         return None
-    physical = {c.id: c.name for c in spec.layout_at(version).columns}
-    mapping = {
-        column.name: physical.get(column_id)
-        for column_id, column in zip(spec.column_ids, spec.columns, strict=True)
-    }
-    if all(mapping[name] == name for name in mapping):
+    physical = {c.id: c for c in spec.layout_at(version).columns}
+    held = []
+    for column_id, column in zip(spec.column_ids, spec.columns, strict=True):
+        old = physical.get(column_id)
+        held.append(
+            (column.name, None if old is None else old.name, None if old is None else old.type)
+        )
+    if all(
+        name == old_name and column.type == old_type
+        for (name, old_name, old_type), column in zip(held, spec.columns, strict=True)
+    ):
         return None  # names are unique in a layout: no other column can hold one of these
-    return mapping
+    return tuple(held)
 
 
 def _index(columns: Sequence[Column], name: str) -> int | None:
