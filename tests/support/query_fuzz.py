@@ -73,7 +73,7 @@ def fill_table(
 
 
 # The evolved table: the same final columns as SCHEMA, reached through two schema changes,
-# so that its live files hold three layouts (see fill_evolved_table).
+# so that its live files hold four layouts (see fill_evolved_table).
 EVOLVED_SCHEMA = (
     "ts TIMESTAMP NOT NULL, tz TIMESTAMPTZ, d DATE, k VARCHAR NOT NULL, i INTEGER, b INTEGER,"
     " x_old DOUBLE, r FLOAT, m DECIMAL(9,2), s2 VARCHAR, s VARCHAR"
@@ -95,12 +95,17 @@ CHANGES_TO_V3: list[SchemaChange] = [
 ]
 
 
+# A widening alone: files of versions 3 and 4 differ only in r's type (FLOAT, then DOUBLE), so
+# they cannot share one scan.
+CHANGES_TO_V4: list[SchemaChange] = [WidenColumn("r", "DOUBLE")]
+
+
 def fill_evolved_table(
     meta: MetaStore, objects: ObjectStore, rng: random.Random, *, count: int
 ) -> None:
-    """Create the table at EVOLVED_SCHEMA and insert ``count`` random batches: a third merged
-    at version 1, then small files at versions 1, 2 and 3 (merges of files of several versions
-    are tested in test_schema_evolution; here every layout must stay live)."""
+    """Create the table at EVOLVED_SCHEMA and insert ``count`` random batches: a sixth merged
+    at version 1, then small files at versions 1, 2, 3 and 4 (merges of files of several
+    versions are tested in test_schema_evolution; here every layout must stay live)."""
     evolved = TableSpec.create(
         name=TABLE,
         schema=EVOLVED_SCHEMA,
@@ -112,13 +117,14 @@ def fill_evolved_table(
     inserter = Inserter(meta=meta, objects=objects)
     worker = MergeWorker(meta=meta, objects=objects)
     generated = batches(rng, count=count)
-    step = count // 6  # merged: batches [0, step); version 2 from 2 * step, 3 from 5 * step
+    # merged: batches [0, step); version 2 from 2 * step, 3 from 4 * step, 4 from 5 * step
+    step = count // 6
     try:
         for n, rows in enumerate(generated):
-            if n in (2 * step, 5 * step):
-                changes = CHANGES_TO_V2 if n == 2 * step else CHANGES_TO_V3
-                meta.alter_table(TABLE, lambda current, c=changes: evolve(current, c))
-            version = 1 if n < 2 * step else 2 if n < 5 * step else 3
+            changes = {2 * step: CHANGES_TO_V2, 4 * step: CHANGES_TO_V3, 5 * step: CHANGES_TO_V4}
+            if n in changes:
+                meta.alter_table(TABLE, lambda current, c=changes[n]: evolve(current, c))
+            version = 1 if n < 2 * step else 2 if n < 4 * step else 3 if n < 5 * step else 4
             inserter.insert_rows(TABLE, [_at_version(row, version) for row in rows])
             if n + 1 == step:
                 merge_locally(meta=meta, worker=worker, until_quiet=True)
