@@ -19,7 +19,7 @@ import os
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -43,6 +43,11 @@ from icefloe.query.s3_access import configure_s3_from_settings
 from icefloe.runtime import Runtime
 from icefloe.spec import TableSpec
 from icefloe.spec.evolution import RenameColumn, SchemaChange
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
+
+    from icefloe.iceberg import PublishResult
 
 _VARIABLES = {
     "home": "ICEFLOE_HOME",
@@ -205,6 +210,19 @@ class IcefloeLake:
             objects=self.runtime.objects,
             table=table,
             to_snapshot=to_snapshot,
+        )
+
+    def publish_iceberg(self, table: str, *, catalog: Catalog | None = None) -> PublishResult:
+        """Commit ``table``'s head snapshot to an Iceberg table ``icefloe.<table>`` in
+        ``catalog`` (default: the SQL catalog under the lake's home), as ``icefloe publish
+        iceberg`` does. Needs ``icefloe[iceberg]``."""
+        from icefloe.iceberg import local_catalog, publish_iceberg
+
+        return publish_iceberg(
+            meta=self.runtime.meta,
+            objects=self.runtime.objects,
+            table=table,
+            catalog=catalog if catalog is not None else local_catalog(self.runtime.settings.home),
         )
 
     # -- maintenance ---------------------------------------------------------------------------

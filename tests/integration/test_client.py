@@ -58,6 +58,15 @@ def test_rows_arrow_and_files_go_in_and_the_lifecycle_works(
 
     report = lake.gc("t", retention=timedelta(0))
     assert report.total("snapshots_expired") > 0
+    altered = lake.alter_table("t", add_columns=["note VARCHAR"], rename_columns={"n": "amount"})
+    assert altered.spec_version == 2
+    assert lake.query("SELECT sum(amount) AS s, count(note) AS c FROM t").to_pylist() == [
+        {"s": 6, "c": 0}
+    ]
+    published = lake.publish_iceberg("t")
+    live = lake.runtime.meta.files("t")
+    assert published.files_live == published.files_added == len(live) > 0
+    assert published.metadata_location.startswith((tmp_path / "home" / "iceberg").as_uri())
     lake.drop_table("t")
     with pytest.raises(TableNotFoundError):
         lake.table("t")
