@@ -32,6 +32,7 @@ from icefloe.lifecycle import alter_table, delete_rows, rollback_table
 from icefloe.lifecycle.alter import add_column, drop_column, rename_column, widen_column
 from icefloe.merge import MergeWorker, merge_locally
 from icefloe.merge.modes import check_merge_query
+from icefloe.merge.orchestrator import OrchestratorSummary
 from icefloe.metastore.deletes import DeleteJobStore
 from icefloe.metastore.embedded import embedded_status, stop_embedded
 from icefloe.metastore.models import FILE_SIZE_BUCKETS, PartitionShape, TableInfo
@@ -735,7 +736,28 @@ def _merge(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
         configure=_duckdb_configurer(runtime),
     )
     started = time.perf_counter()
-    report = merge_locally(meta=runtime.meta, worker=worker, table=args.name, until_quiet=args.wait)
+    bars: list[Progress] = []
+
+    def round_planned(summary: OrchestratorSummary) -> None:
+        if bars:
+            bars[-1].close()
+        label = f"merging (round {len(bars) + 1})"
+        bars.append(
+            Progress(summary.groups_sent, label, unit="groups", enabled=args.format != "json")
+        )
+
+    try:
+        report = merge_locally(
+            meta=runtime.meta,
+            worker=worker,
+            table=args.name,
+            until_quiet=args.wait,
+            on_round=round_planned,
+            on_outcome=lambda _: bars[-1].advance(),
+        )
+    finally:
+        for bar in bars:
+            bar.close()
     elapsed = time.perf_counter() - started
     committed = [o for o in report.outcomes if o.status == "committed"]
     row = {

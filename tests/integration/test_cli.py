@@ -872,3 +872,33 @@ def test_publish_iceberg_commits_the_head_then_nothing_when_asked_again(
     assert published["metadata_location"].startswith((tmp_path / "home" / "iceberg").as_uri())
     code, text = run("publish", "iceberg", "events")
     assert code == 0 and "snapshot 1 is published already (1 files)" in text
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_merge_shows_progress_on_a_terminal_and_none_in_json(
+    cli_env: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert run("init")[0] == 0
+    create_events()
+    for n in range(10):
+        source = tmp_path / f"b{n}.ndjson"
+        source.write_text(json.dumps({"ts": f"2026-03-0{1 + n % 2}T00:00:00", "event": "e"}))
+        assert run("insert", "events", str(source))[0] == 0
+    terminal = _Terminal()
+    monkeypatch.setattr("sys.stderr", terminal)
+
+    code, _ = run("merge", "--wait", "--format", "json")
+    assert code == 0 and terminal.getvalue() == ""  # no bar with JSON output
+
+    for n in range(10):
+        source = tmp_path / f"c{n}.ndjson"
+        source.write_text(json.dumps({"ts": f"2026-03-0{1 + n % 2}T01:00:00", "event": "f"}))
+        assert run("insert", "events", str(source))[0] == 0
+    code, text = run("merge", "--wait")
+    assert code == 0 and "merge" in text
+    drawn = terminal.getvalue()
+    assert "merging (round 1) [" in drawn and "groups/s" in drawn and "100%" in drawn

@@ -7,7 +7,7 @@ merge-worker function runs.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,20 +37,30 @@ def merge_locally(
     table: str | None = None,
     until_quiet: bool = False,
     max_rounds: int = 100,
+    on_round: Callable[[OrchestratorSummary], None] | None = None,
+    on_outcome: Callable[[MergeOutcome], None] | None = None,
 ) -> LocalMergeReport:
     """One orchestration round (or rounds until nothing is planned), each drained at once.
-    Claims are made with the worker's lease, as the worker renews them."""
+    Claims are made with the worker's lease, as the worker renews them. ``on_round`` sees
+    each round's plan before its merges run, ``on_outcome`` each merge's end (progress)."""
     queue = InProcessQueue()
     orchestrator = MergeOrchestrator(meta=meta, sender=queue, lease=worker.lease)
     outcomes: list[MergeOutcome] = []
 
+    def record(outcome: MergeOutcome) -> None:
+        outcomes.append(outcome)
+        if on_outcome is not None:
+            on_outcome(outcome)
+
     def handle(event: Mapping[str, Any]) -> Mapping[str, Any]:
-        return process_merge_records(event, worker=worker, on_outcome=outcomes.append).response()
+        return process_merge_records(event, worker=worker, on_outcome=record).response()
 
     rounds: list[OrchestratorSummary] = []
     for _ in range(max_rounds if until_quiet else 1):
         summary = orchestrator.run(table=table)
         rounds.append(summary)
+        if on_round is not None:
+            on_round(summary)
         queue.drain(handle)
         if summary.groups_sent == 0:
             break
