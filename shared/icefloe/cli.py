@@ -810,17 +810,31 @@ def _compact(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
 
     runtime.meta.get_table(args.name)
     started = time.perf_counter()
-    result = compact_locally(
-        meta=runtime.meta,
-        objects=runtime.objects,
-        settings=runtime.settings,
-        table=args.name,
-        partitions=args.partition,
-        engine=args.engine,
-        worker=MergeWorker(
-            meta=runtime.meta, objects=runtime.objects, configure=_duckdb_configurer(runtime)
-        ),
-    )
+    bars: list[Progress] = []
+    try:
+        result = compact_locally(
+            meta=runtime.meta,
+            objects=runtime.objects,
+            settings=runtime.settings,
+            table=args.name,
+            partitions=args.partition,
+            engine=args.engine,
+            worker=MergeWorker(
+                meta=runtime.meta, objects=runtime.objects, configure=_duckdb_configurer(runtime)
+            ),
+            on_claimed=lambda manifest: bars.append(
+                Progress(
+                    len(manifest.groups),
+                    f"compacting ({args.engine})",
+                    unit="partitions",
+                    enabled=args.format != "json",
+                )
+            ),
+            on_partition=lambda _: bars[-1].advance(),
+        )
+    finally:
+        for bar in bars:
+            bar.close()
     elapsed = time.perf_counter() - started
     outcomes = result.partitions if result is not None else ()
     data = {

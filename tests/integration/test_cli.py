@@ -879,7 +879,7 @@ class _Terminal(io.StringIO):
         return True
 
 
-def test_merge_shows_progress_on_a_terminal_and_none_in_json(
+def test_merge_and_compact_show_progress_on_a_terminal_and_none_in_json(
     cli_env: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     assert run("init")[0] == 0
@@ -902,3 +902,13 @@ def test_merge_shows_progress_on_a_terminal_and_none_in_json(
     assert code == 0 and "merge" in text
     drawn = terminal.getvalue()
     assert "merging (round 1) [" in drawn and "groups/s" in drawn and "100%" in drawn
+
+    # And compact, one step per partition
+    for n in range(4):
+        source = tmp_path / f"d{n}.ndjson"
+        source.write_text(json.dumps({"ts": f"2026-03-0{1 + n % 2}T02:00:00", "event": "g"}))
+        assert run("insert", "events", str(source))[0] == 0
+    code, text = run("compact", "events", "--engine", "duckdb")
+    assert code == 0 and "committed" in text
+    assert "compacting (duckdb) [" in terminal.getvalue()
+    assert "2/2 partitions" in terminal.getvalue()

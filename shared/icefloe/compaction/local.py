@@ -3,7 +3,7 @@ Spark, or the merge worker (DuckDB) on each partition."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any, Literal, cast
 
@@ -38,16 +38,22 @@ def compact_locally(
     spark: Any = None,
     worker: MergeWorker | None = None,
     lease: timedelta = DEFAULT_COMPACTION_LEASE,
+    on_claimed: Callable[[CompactionManifest], None] | None = None,
+    on_partition: Callable[[PartitionOutcome], None] | None = None,
 ) -> CompactionResult | None:
     """Compact every partition of ``table`` with at least two files (or ``partitions``).
 
     Returns None when there was nothing to claim. The manifest is written to the object store
     as the EMR job's would be. Partitions are claimed for ``lease``, and the DuckDB engine's
-    merge worker renews them for as long.
+    merge worker renews them for as long. ``on_claimed`` sees the manifest before any work,
+    ``on_partition`` each partition's outcome (as it ends with DuckDB; all at the end with
+    Spark, which commits them together): progress.
     """
     manifest = claim_partitions(meta, table, partitions=partitions, lease=lease)
     if manifest is None:
         return None
+    if on_claimed is not None:
+        on_claimed(manifest)
     objects.put(manifest.key, manifest.to_json().encode())
     jobs = JobStore(meta)
     jobs.record(
@@ -61,7 +67,7 @@ def compact_locally(
     try:
         if engine == "duckdb":
             merger = (worker or MergeWorker(meta=meta, objects=objects)).with_lease(lease)
-            result = _with_duckdb(manifest, merger)
+            result = _with_duckdb(manifest, merger, on_partition)
         else:
             if spark is None:
                 from icefloe.compaction.session import local_spark_session
@@ -76,6 +82,9 @@ def compact_locally(
                 endpoint_url=settings.s3_endpoint_url,
                 region=settings.aws_region,
             )
+            for outcome in result.partitions:
+                if on_partition is not None:
+                    on_partition(outcome)
     except BaseException:
         settle_job(meta=meta, objects=objects, job=jobs.get(manifest.job_id), state="FAILED")
         raise
@@ -83,7 +92,11 @@ def compact_locally(
     return result
 
 
-def _with_duckdb(manifest: CompactionManifest, worker: MergeWorker) -> CompactionResult:
+def _with_duckdb(
+    manifest: CompactionManifest,
+    worker: MergeWorker,
+    on_partition: Callable[[PartitionOutcome], None] | None,
+) -> CompactionResult:
     outcomes = []
     for group in manifest.groups:
         outcome = worker.run(
@@ -107,4 +120,6 @@ def _with_duckdb(manifest: CompactionManifest, worker: MergeWorker) -> Compactio
                 reason=outcome.reason,
             )
         )
+        if on_partition is not None:
+            on_partition(outcomes[-1])
     return CompactionResult(manifest.job_id, manifest.table, tuple(outcomes))
