@@ -871,13 +871,26 @@ def _gc(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
     grace = parse_duration(args.orphan_grace) if args.orphan_grace is not None else None
     if args.name is not None:
         runtime.meta.get_table(args.name)
-    report = Janitor(meta=runtime.meta, objects=runtime.objects).run(
-        table=args.name,
-        retention=retention,
-        orphan_grace=grace,
-        dry_run=args.dry_run,
-        max_files=args.max_files,
-    )
+    bars: list[Progress] = []
+
+    def progress(done: int, total: int) -> None:
+        if not bars:
+            bars.append(Progress(total, "collecting", unit="tables", enabled=args.format != "json"))
+        elif done:
+            bars[0].advance()
+
+    try:
+        report = Janitor(meta=runtime.meta, objects=runtime.objects).run(
+            table=args.name,
+            retention=retention,
+            orphan_grace=grace,
+            dry_run=args.dry_run,
+            max_files=args.max_files,
+            on_progress=progress,
+        )
+    finally:
+        for bar in bars:
+            bar.close()
 
     def text() -> str:
         verb = "would delete" if report.dry_run else "deleted"

@@ -879,7 +879,7 @@ class _Terminal(io.StringIO):
         return True
 
 
-def test_merge_and_compact_show_progress_on_a_terminal_and_none_in_json(
+def test_merge_compact_and_gc_show_progress_on_a_terminal_and_none_in_json(
     cli_env: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     assert run("init")[0] == 0
@@ -912,3 +912,6 @@ def test_merge_and_compact_show_progress_on_a_terminal_and_none_in_json(
     assert code == 0 and "committed" in text
     assert "compacting (duckdb) [" in terminal.getvalue()
     assert "2/2 partitions" in terminal.getvalue()
+    # And gc, one step per table
+    assert run("gc", "--retention", "0s")[0] == 0
+    assert "collecting [" in terminal.getvalue() and "1/1 tables" in terminal.getvalue()

@@ -165,9 +165,11 @@ class Janitor:
         orphan_grace: timedelta | None = None,
         dry_run: bool = False,
         max_files: int = DEFAULT_MAX_FILES,
+        on_progress: Callable[[int, int], None] | None = None,
     ) -> JanitorReport:
         """Collect ``table`` (or every table). ``retention`` and ``orphan_grace`` override each
-        table's own; an orphan grace below :data:`ORPHAN_GRACE_FLOOR` is refused."""
+        table's own; an orphan grace below :data:`ORPHAN_GRACE_FLOOR` is refused.
+        ``on_progress(done, total)`` hears of each table collected (0 of them first)."""
         if retention is not None and retention < timedelta(0):
             raise InvalidInputError("retention must not be negative")
         if orphan_grace is not None and orphan_grace < ORPHAN_GRACE_FLOOR:
@@ -195,7 +197,9 @@ class Janitor:
         names = ([table] if table in live else []) if table is not None else live
         collected: list[TableCollection] = []
         failures: dict[str, str] = {}
-        for name in names:
+        if on_progress is not None:
+            on_progress(0, len(names))
+        for done, name in enumerate(names, start=1):
             try:
                 collected.append(
                     self._collect(
@@ -213,6 +217,8 @@ class Janitor:
                     raise
                 logger.warning("garbage collection of %s failed: %s", name, e)
                 failures[name] = f"{type(e).__name__}: {e}"
+            if on_progress is not None:
+                on_progress(done, len(names))
         purged, purged_objects = self._purge_dropped(
             dropped, retention=retention, dry_run=dry_run, max_files=max_files
         )
