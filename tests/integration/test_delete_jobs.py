@@ -14,7 +14,14 @@ from typing import Any
 import pytest
 
 from icefloe.cli import main
-from icefloe.lifecycle import DeletePartRunner, reconcile_deletes, rollback_table, start_delete
+from icefloe.lifecycle import (
+    DeletePartRunner,
+    alter_table,
+    reconcile_deletes,
+    rollback_table,
+    start_delete,
+)
+from icefloe.lifecycle.alter import rename_column
 from icefloe.lifecycle.delete_jobs import MESSAGE_KIND, DeletePartTask
 from icefloe.merge import InProcessQueue, process_merge_records
 from icefloe.metastore.deletes import DeleteJob, DeleteJobStore
@@ -306,3 +313,23 @@ def test_a_partition_above_the_lambda_cap_is_split_into_parts_that_commit_once(
     # And the job committed once, with exactly the other rows left
     assert statuses.count("committed") == 1 and lake.head() == before + 1
     assert lake.rows(ALL_ROWS) == expected
+
+
+def test_parts_run_with_the_schema_the_job_was_planned_with(lake: Lake) -> None:
+    # Given a job planned, then a column its predicate names renamed before the parts run
+    expected = setup(lake)
+    queue = InProcessQueue()
+    started = start(lake, queue)
+    assert started.job is not None and started.job.spec_version == 1
+    alter_table(meta=lake.meta, table="events", changes=[rename_column("event=name")])
+
+    # When the parts run
+    statuses = drain(lake, queue, DeletePartRunner(meta=lake.meta, objects=lake.objects))
+
+    # Then they evaluated the predicate as planned (on the column now called name) and the job
+    # committed the same rows away
+    assert statuses.count("committed") == 1
+    assert job_of(lake, started).state == "committed"
+    renamed = ALL_ROWS.replace("ts, event,", "ts, name,")
+    assert [r["p"] for r in lake.rows(renamed)] == [r["p"] for r in expected]
+    assert lake.rows("SELECT count(*) AS n FROM events WHERE name = 'signup'") == [{"n": 0}]

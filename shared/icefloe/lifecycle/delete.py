@@ -230,17 +230,18 @@ def plan_delete(
     """The head, and its files that may hold a matching row (by the query engine's pruning)."""
     counted = engine.query(f"SELECT count(*) AS n FROM {ident(spec.name)} WHERE {predicate}")
     plan = counted.plan(spec.name)
+    if plan.spec_version != spec.version:
+        # An alter landed between reading the spec and pinning the head: the pruning read the
+        # predicate's names with the new schema's meaning. Plan again with it.
+        raise CommitConflictError(
+            f"{spec.name!r}: its schema changed (to version {plan.spec_version}) while the"
+            f" delete was planned at version {spec.version}"
+        )
     if not plan.paths:
         return DeletePlan(plan.snapshot_id, plan.files_considered, ())
     # Only the planned files' rows (their keys name one row each): the other live files are
     # not listed again.
     files = meta.files_by_path(spec.name, plan.paths)
-    newer = [f for f in files if f.spec_version > spec.version]
-    if newer:
-        raise CommitConflictError(
-            f"{spec.name!r}: its schema changed (to version {newer[0].spec_version}) while the"
-            f" delete was planned at version {spec.version}"
-        )
     return DeletePlan(plan.snapshot_id, plan.files_considered, tuple(files))
 
 

@@ -176,6 +176,7 @@ def start_delete(
                     table=table,
                     predicate=predicate,
                     planned_at=plan.snapshot_id,
+                    spec_version=planner.spec.version,
                     parts=parts,
                     lease=lease,
                 )
@@ -277,7 +278,9 @@ class DeletePartRunner:
         if problem is not None:
             self.fail(job, f"part {part.part}: {problem}")
             return _outcome(job.table, part.partition_path, "failed", problem)
-        spec = self._meta.get_table(job.table).spec
+        # The spec the predicate was checked and the files planned against, whatever the
+        # table's schema is now (the claimed files are of that version or older).
+        spec = self._meta.table_spec(job.table, version=job.spec_version)
         changes, written, added = rewrite_files(
             self._objects,
             spec,

@@ -22,7 +22,8 @@ _JOBS = """
     j.snapshot_id, j.error, j.created_at, j.updated_at,
     (SELECT count(*) FROM delete_parts p WHERE p.job_id = j.job_id),
     (SELECT count(*) FROM delete_parts p WHERE p.job_id = j.job_id AND p.done_at IS NOT NULL),
-    (SELECT coalesce(sum(p.rows_deleted), 0) FROM delete_parts p WHERE p.job_id = j.job_id)
+    (SELECT coalesce(sum(p.rows_deleted), 0) FROM delete_parts p WHERE p.job_id = j.job_id),
+    j.spec_version
     FROM delete_jobs j JOIN lake_tables t USING (table_id)
 """
 
@@ -43,6 +44,7 @@ class DeleteJob:
     parts: int
     parts_done: int
     rows_deleted: int
+    spec_version: int = 1  # the table spec the predicate was checked and planned against
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -85,6 +87,7 @@ class DeleteJobStore:
         table: str,
         predicate: str,
         planned_at: int,
+        spec_version: int,
         parts: Sequence[tuple[str, Sequence[DataFile]]],
         lease: timedelta,
     ) -> DeleteJob:
@@ -106,8 +109,9 @@ class DeleteJobStore:
                 )
             conn.execute(
                 "INSERT INTO delete_jobs (job_id, table_id, predicate, planned_at, claim_token,"
-                " lease_until, state) VALUES (%s, %s, %s, %s, %s, now() + %s, 'running')",
-                (job_id, info.table_id, predicate, planned_at, token, lease),
+                " lease_until, state, spec_version)"
+                " VALUES (%s, %s, %s, %s, %s, now() + %s, 'running', %s)",
+                (job_id, info.table_id, predicate, planned_at, token, lease, spec_version),
             )
             with conn.cursor() as cur:
                 cur.executemany(
@@ -267,4 +271,5 @@ def _job(row: Sequence[Any]) -> DeleteJob:
         parts=int(row[11]),
         parts_done=int(row[12]),
         rows_deleted=int(row[13]),
+        spec_version=int(row[14]),
     )

@@ -15,6 +15,8 @@ INSERT INTO table_specs (table_id, spec_version, spec)
 
 ALTER TABLE snapshots ADD COLUMN spec_version integer NOT NULL DEFAULT 1;
 ALTER TABLE data_files ADD COLUMN spec_version integer NOT NULL DEFAULT 1;
+-- A delete job runs its parts with the spec its predicate was checked and planned against.
+ALTER TABLE delete_jobs ADD COLUMN spec_version integer NOT NULL DEFAULT 1;
 ALTER TABLE snapshots DROP CONSTRAINT snapshots_operation_check;
 ALTER TABLE snapshots ADD CONSTRAINT snapshots_operation_check
     CHECK (operation IN ('append', 'replace', 'delete', 'rollback', 'alter'));
