@@ -34,7 +34,7 @@ only as good as icefloe's retention (expire Iceberg snapshots at least as often)
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -61,6 +61,8 @@ NAMESPACE = "icefloe"
 SNAPSHOT_PROPERTY = "icefloe.snapshot-id"
 TABLE_ID_PROPERTY = "icefloe.table-id"
 NAME_MAPPING_PROPERTY = "schema.name-mapping.default"
+# The icefloe spec versions of every file any publication registered (see name_mapping).
+VERSIONS_PROPERTY = "icefloe.spec-versions"
 # The name mapping's id for the row id: below Iceberg's reserved ids (2147483447 and up), far
 # above any column id icefloe gives.
 ROW_ID_FIELD_ID = 2_147_483_000
@@ -115,11 +117,16 @@ def publish_iceberg(
     info = meta.get_table(table)
     with meta.pin(table) as pinned:
         snapshot_id = pinned.snapshot_id
-    spec = info.spec
+        # The head's own spec: an alter after get_table is the pinned head's version.
+        spec = pinned.spec(info.spec)
+    # A snapshot's files never change: listed after the pin, they are still exactly its own.
     live = meta.files(table, snapshot_id=snapshot_id) if snapshot_id else []
     schema = iceberg_schema(spec)
-    mapping = name_mapping(spec, {f.spec_version for f in live})
     iceberg = _load_or_create(catalog, spec, schema, info.table_id)
+    # Older Iceberg snapshots still name files of the versions published before, and readers
+    # map them through the one name mapping too: it must cover those versions as well.
+    versions = {f.spec_version for f in live} | _published_versions(iceberg)
+    mapping = name_mapping(spec, versions)
     published = _published_files(iceberg)
     wanted = {objects.uri(f.path): f for f in live}
     added = [f for uri, f in wanted.items() if uri not in published]
@@ -128,6 +135,7 @@ def publish_iceberg(
         NAME_MAPPING_PROPERTY: mapping,
         SNAPSHOT_PROPERTY: str(snapshot_id),
         TABLE_ID_PROPERTY: str(info.table_id),
+        VERSIONS_PROPERTY: ",".join(map(str, sorted(versions))),
     }
     schema_changed = iceberg.schema().as_struct() != schema.as_struct()
     if not added and not removed and not schema_changed:
@@ -217,10 +225,12 @@ def name_mapping(spec: TableSpec, versions: set[int]) -> str:
             owner = owners.setdefault(column.name.lower(), column.id)
             if owner != column.id:
                 raise IcebergPublishError(
-                    f"table {spec.name!r}: live files hold two different columns named"
-                    f" {column.name!r} (ids {owner} and {column.id}: dropped and added again, or"
-                    " renamed); Iceberg's name mapping cannot tell them apart. Rewrite the older"
-                    " files first (icefloe compact), then publish"
+                    f"table {spec.name!r}: files to publish (live now, or published before)"
+                    f" hold two different columns named {column.name!r} (ids {owner} and"
+                    f" {column.id}: dropped and added again, or renamed); Iceberg's name mapping"
+                    " cannot tell them apart. Rewrite the older files (icefloe compact), drop"
+                    f" the Iceberg table {NAMESPACE}.{spec.name} if it was published before,"
+                    " then publish"
                 )
             if column.name not in names.setdefault(column.id, []):
                 names[column.id].append(column.name)
@@ -290,6 +300,11 @@ def _load_or_create(catalog: Catalog, spec: TableSpec, schema: Schema, table_id:
     return table
 
 
+def _published_versions(table: Table) -> set[int]:
+    text = table.properties.get(VERSIONS_PROPERTY, "")
+    return {int(v) for v in text.split(",") if v}
+
+
 def _published_files(table: Table) -> dict[str, DataFile]:
     if table.current_snapshot() is None:
         return {}
@@ -326,9 +341,13 @@ def _data_file(table: Table, schema: Schema, spec: TableSpec, uri: str, f: Icefl
     ids = {c.name: c.id for c in spec.layout_at(f.spec_version).columns}
     current = set(spec.column_ids)
     plan = compute_statistics_plan(schema, table.properties)
+    held = {c.id: c.type for c in spec.layout_at(f.spec_version).columns}
     for column_id, column in zip(spec.column_ids, spec.columns, strict=True):
-        if column.type == "JSON" and column_id in plan:
-            # Parquet's JSON columns give their bounds as bytes: count them only.
+        widened = held.get(column_id, column.type) != column.type
+        if (column.type == "JSON" or widened) and column_id in plan:
+            # Parquet's JSON columns give their bounds as bytes, and a widened column's are of
+            # the file's narrower physical type (a DECIMAL(9,2) is INT32, a DECIMAL(20,2) is
+            # fixed-length bytes): count them only.
             plan[column_id] = StatisticsCollector(
                 field_id=column_id,
                 iceberg_type=plan[column_id].iceberg_type,
@@ -375,8 +394,10 @@ def _partition_record(spec: TableSpec, partition_path: str) -> Any:
 def _partition_value(spec: TableSpec, field: IcefloePartitionField, value: Any) -> Any:
     """Iceberg's partition value: a time transform's count of periods since 1970, else the
     value icefloe recorded (a bucket's number, a truncated value, the value itself)."""
-    if value is None or not field.is_time:
-        return value
+    if value is None:
+        return None
+    if not field.is_time:
+        return _identity_value(value)
     source = iceberg_type(spec.column(field.source).type)
     transform = _transform(field).transform(source)
     if isinstance(value, datetime):
@@ -387,3 +408,18 @@ def _partition_value(spec: TableSpec, field: IcefloePartitionField, value: Any) 
     if isinstance(value, date):
         return transform((value - date(1970, 1, 1)).days)
     raise IcebergPublishError(f"partition value {value!r} of {field.name!r} is not a time")
+
+
+def _identity_value(value: Any) -> Any:
+    """A partition value as Iceberg's Avro manifests hold it: dates as days since 1970,
+    timestamps as microseconds (UTC), times as microseconds since midnight."""
+    if isinstance(value, datetime):
+        moment = value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+        return round(moment.timestamp() * 1_000_000)
+    if isinstance(value, date):
+        return (value - date(1970, 1, 1)).days
+    if isinstance(value, time):
+        return (
+            (value.hour * 60 + value.minute) * 60 + value.second
+        ) * 1_000_000 + value.microsecond
+    return value
