@@ -123,20 +123,18 @@ def read_files(
     of that name holding each row's file URI. The DuckDB twin is
     :func:`icefloe.query.views.files_source`.
 
-    Files are read in groups of one version each: Spark takes one schema for all the files
-    of a read, so a renamed or widened column would read as NULL or fail across versions."""
+    Files are read one layout group at a time (:func:`icefloe.spec.evolution.scan_groups`):
+    Spark takes one schema for all the files of a read, so a renamed or widened column would
+    read as NULL or fail across layouts."""
     from pyspark.sql import functions as F
 
     from icefloe.ingest.row_ids import ROW_ID_COLUMN
-    from icefloe.spec.evolution import file_columns
+    from icefloe.spec.evolution import scan_groups
 
-    groups: dict[int, list[str]] = {}
-    for uri, version in files:
-        groups.setdefault(version, []).append(uri)
     frames = []
-    for version, uris in sorted(groups.items()):
-        mapping = file_columns(spec, version) or {c: c for c in spec.column_names}
-        raw = spark.read.parquet(*uris)
+    for group in scan_groups(spec, files):
+        mapping = group.columns or {c: c for c in spec.column_names}
+        raw = spark.read.parquet(*group.uris)
         extra = []
         if file_column is not None:
             raw = raw.withColumn(file_column, F.input_file_name())

@@ -221,3 +221,18 @@ def test_identity_partitions_of_dates_and_a_widened_decimal_are_published(
     check_same_rows(lake, tmp_path, result, "ts, d, event, price")
     table = local_catalog(tmp_path).load_table((NAMESPACE, "events"))
     assert table.scan(row_filter="d == '2026-03-02'").to_arrow().num_rows == 1
+
+
+def test_a_table_dropped_and_created_again_is_published_afresh(lake: Lake, tmp_path: Path) -> None:
+    lake.create(schema=SCHEMA, sort_by="event, ts")
+    insert_batches(lake, batches=2, rows=10, days=1)
+    publish(lake, tmp_path)
+    lake.meta.drop_table("events")
+    lake.create(schema=SCHEMA, sort_by="event, ts")
+    insert_batches(lake, batches=1, rows=5, days=1, seed=9)
+
+    result = publish(lake, tmp_path)
+
+    # The old table's files are not carried over: the Iceberg table starts over
+    assert (result.files_added, result.files_removed, result.files_live) == (1, 0, 1)
+    check_same_rows(lake, tmp_path, result, COLUMNS)

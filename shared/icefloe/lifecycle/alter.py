@@ -51,9 +51,9 @@ def alter_table(*, meta: MetaStore, table: str, changes: Sequence[SchemaChange])
     return AlterResult(
         table=table,
         snapshot_id=result.snapshot_id,
-        spec_version=result.after.version,
+        spec_version=result.spec.version,
         changes=tuple(map(describe, changes)),
-        spec=result.after,
+        spec=result.spec,
     )
 
 

@@ -182,13 +182,12 @@ class Snapshot:
 
 
 @dataclass(frozen=True, slots=True)
-class AlterResult:
-    """A schema change: the snapshot that records it, and the spec before and after."""
+class SpecCommit:
+    """A new spec version committed: the snapshot that records it, and the spec."""
 
     table: str
     snapshot_id: int
-    before: TableSpec
-    after: TableSpec
+    spec: TableSpec
 
 
 @dataclass(frozen=True, slots=True)

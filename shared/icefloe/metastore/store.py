@@ -55,7 +55,6 @@ from icefloe.metastore.file_filter import FileCondition, StatNames, render
 from icefloe.metastore.migrate import MigrationReport, migrate
 from icefloe.metastore.models import (
     FILE_SIZE_BUCKETS,
-    AlterResult,
     ColumnStats,
     CommitResult,
     DataFile,
@@ -67,6 +66,7 @@ from icefloe.metastore.models import (
     RollbackPlan,
     ScanFile,
     Snapshot,
+    SpecCommit,
     TableInfo,
     TableStatus,
 )
@@ -271,7 +271,7 @@ class MetaStore:
         assert row is not None
         return _table_info(row)
 
-    def alter_table(self, name: str, evolve: Callable[[TableSpec], TableSpec]) -> AlterResult:
+    def alter_table(self, name: str, evolve: Callable[[TableSpec], TableSpec]) -> SpecCommit:
         """Change a table's spec to ``evolve(current spec)``, the next version, and commit a
         snapshot that changes no file but records that version: reads at it and after use the
         new schema; a read pinned earlier keeps the schema it had. Holds the head lock, so it
@@ -307,7 +307,7 @@ class MetaStore:
                     " WHERE table_id = %s",
                     (stored, spec.version, snapshot_id, table_id),
                 )
-        return AlterResult(table=name, snapshot_id=snapshot_id, before=current, after=spec)
+        return SpecCommit(table=name, snapshot_id=snapshot_id, spec=spec)
 
     def drop_table(self, name: str) -> TableInfo:
         """Drop a table: from now on no listing, query, insert or merge sees it (a commit in

@@ -11,7 +11,7 @@ from icefloe.duck import ident, string_literal
 from icefloe.ingest.row_ids import ROW_ID_COLUMN
 from icefloe.query.scan_filters import STANDIN_SCHEMA, standin_columns
 from icefloe.spec import TableSpec
-from icefloe.spec.evolution import physical_columns
+from icefloe.spec.evolution import scan_groups
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,33 +37,24 @@ def files_source(spec: TableSpec, files: Sequence[tuple[str, int]]) -> str | Non
 
     Files whose version holds every column under its current name and type are read as they
     are (a table never altered reads this way); the others in one scan per layout
-    (:func:`icefloe.spec.evolution.physical_columns`), through a projection that takes each
+    (:func:`icefloe.spec.evolution.scan_groups`), through a projection that takes each
     column by id: renamed ones under their old name, ones the files lack as NULL, every one
     cast to its current type (a widened column is read at its old width, then widened)."""
     if not files:
         return None
-    layouts: dict[int, tuple[tuple[str, str | None, str | None], ...] | None] = {}
-    groups: dict[tuple[tuple[str, str | None, str | None], ...] | None, list[str]] = {}
-    for uri, version in files:
-        if version not in layouts:
-            layouts[version] = physical_columns(spec, version)
-        groups.setdefault(layouts[version], []).append(uri)
-    if list(groups) == [None]:
-        return parquet_source(groups[None])
+    groups = scan_groups(spec, files)
+    if len(groups) == 1 and groups[0].columns is None:
+        return parquet_source(groups[0].uris)
     parts = []
-    for held, uris in groups.items():
-        physical = (
-            {name: old for name, old, _ in held}
-            if held is not None
-            else {c: c for c in spec.column_names}
-        )
+    for group in groups:
+        physical = group.columns or {c: c for c in spec.column_names}
         select = [
             f"CAST({ident(old) if old is not None else 'NULL'} AS {c.type}) AS {ident(c.name)}"
             for c in spec.columns
             for old in [physical[c.name]]
         ]
         select.append(ident(ROW_ID_COLUMN))
-        parts.append(f"SELECT {', '.join(select)} FROM {parquet_source(uris)}")
+        parts.append(f"SELECT {', '.join(select)} FROM {parquet_source(group.uris)}")
     return "(" + " UNION ALL ".join(parts) + ")"
 
 

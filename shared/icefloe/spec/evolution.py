@@ -11,7 +11,7 @@ the overflow column cannot be dropped or renamed; the keys of a replace or aggre
 cannot be dropped (a rename follows them). A custom merge query names columns in its own SQL,
 so the caller checks it again against the new spec.
 
-:func:`file_columns` tells a reader how to read the files of one version with the current
+:func:`scan_groups` tells a reader how to read files of any version with the current
 columns.
 """
 
@@ -146,23 +146,43 @@ def is_widening(old: str, new: str) -> bool:
     return False
 
 
-def file_columns(spec: TableSpec, version: int) -> dict[str, str | None] | None:
-    """How files written at spec ``version`` are read as ``spec``'s columns: current name ->
-    the name the files hold it under (None: they do not hold it; it reads as NULL). None when
-    they hold every current column under its current name and type, so a plain read by name
-    of them together with current files is right."""
-    held = physical_columns(spec, version)
-    return None if held is None else {name: physical for name, physical, _ in held}
+@dataclass(frozen=True, slots=True)
+class ScanGroup:
+    """Files one scan can read together, and how their columns map to the current ones."""
+
+    # Current name -> the name these files hold it under (None: they lack it; it reads as
+    # NULL). None: they hold exactly the current names and types (a plain read by name).
+    columns: Mapping[str, str | None] | None
+    uris: tuple[str, ...]
 
 
-def physical_columns(
+def scan_groups(spec: TableSpec, files: Sequence[tuple[str, int]]) -> list[ScanGroup]:
+    """``files`` (uri, spec version written at) grouped by the layout they hold, as seen from
+    ``spec``'s columns: what every reader (DuckDB views, Spark) scans one group at a time. A
+    table never altered gives one plain group. Files of two versions whose columns map the
+    same way share a group; a widened column (the same name, a narrower type) does not share
+    one with the current files."""
+    layouts: dict[int, tuple[tuple[str, str | None, str | None], ...] | None] = {}
+    groups: dict[tuple[tuple[str, str | None, str | None], ...] | None, list[str]] = {}
+    for uri, version in files:
+        if version not in layouts:
+            layouts[version] = _held_columns(spec, version)
+        groups.setdefault(layouts[version], []).append(uri)
+    return [
+        ScanGroup(
+            columns=None if held is None else {name: old for name, old, _ in held},
+            uris=tuple(uris),
+        )
+        for held, uris in groups.items()
+    ]
+
+
+def _held_columns(
     spec: TableSpec, version: int
 ) -> tuple[tuple[str, str | None, str | None], ...] | None:
-    """For each current column of ``spec``: (its name, the name files of ``version`` hold it
-    under, the type they hold it as), None for both when they do not hold it. None when the
-    files hold exactly the current columns' names and types. Files of two versions with the
-    same answer can be read by one scan; a widened column (the same name, a narrower type)
-    cannot share a scan with the current files."""
+    """For each current column: (its name, the name files of ``version`` hold it under, the
+    type they hold it as), None for both when they lack it; None when the files hold exactly
+    the current names and types."""
     if version == spec.version:
         return None
     physical = {c.id: c for c in spec.layout_at(version).columns}
@@ -238,14 +258,17 @@ def _merge_renamed(merge: MergeMode, old: str, new: str) -> MergeMode:
     return merge
 
 
-@functools.lru_cache(maxsize=256)
 def stat_names(spec: TableSpec) -> Mapping[str, Mapping[int, str | None]]:
     """For each current column whose name is not the same in every version: version -> the
     name files of that version hold it (and key its statistics) under, or None. Empty for a
-    table never altered, and for one whose changes renamed nothing and reused no name.
-    (Cached: every query plan asks, and a spec never changes.)"""
+    table never altered, and for one whose changes renamed nothing and reused no name."""
     if not spec.past_layouts:
-        return {}
+        return {}  # without hashing the spec: every plan of a table never altered asks
+    return _stat_names(spec)
+
+
+@functools.lru_cache(maxsize=256)
+def _stat_names(spec: TableSpec) -> Mapping[str, Mapping[int, str | None]]:
     by_version = {
         layout.version: {c.id: c.name for c in layout.columns}
         for layout in (*spec.past_layouts, spec.layout)
