@@ -25,14 +25,19 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.json as pj
 import pyarrow.parquet as pq
 
 from benchmarks.common import benchmark_postgres, reset_peak, status_kib, write_results
+from icefloe import duck
 from icefloe.datafiles import encode_parquet, new_data_key, new_file_record, with_json_columns
 from icefloe.ingest import Inserter
+from icefloe.ingest.load import load_batch
 from icefloe.ingest.row_ids import new_row_ids
+from icefloe.ingest.sources import InsertLimits, StagedBatch
 from icefloe.metastore.models import NewFile
 from icefloe.metastore.store import MetaStore
 from icefloe.sample_events import sample_events, sample_events_spec
@@ -45,6 +50,7 @@ SCALES: dict[str, dict[str, Any]] = {
         "baseline_max": 100_000,
         "memory": 100_000,
         "arrow": (100_000, 3),
+        "ndjson": (100_000, 3),
         "small_batches": (50, 1_000),
     },
     "full": {
@@ -52,6 +58,7 @@ SCALES: dict[str, dict[str, Any]] = {
         "baseline_max": 100_000,
         "memory": 1_000_000,
         "arrow": (1_000_000, 3),
+        "ndjson": (1_000_000, 3),
         "small_batches": (200, 1_000),
     },
 }
@@ -163,6 +170,9 @@ def sample_arrow(events: int) -> pa.Table:
     )
 
 
+US_UTC = pa.timestamp("us", tz="UTC")
+
+
 def bare_arrow_write(table: pa.Table, root: Path) -> None:
     """The floor: pyarrow alone writes the same rows into the same day partitions (sorted by
     the same keys, zstd), with no check, no row id, no statistics and no commit."""
@@ -215,6 +225,63 @@ def bench_arrow(dsn: str, schema: str, events: int, runs: int, root: Path) -> di
         "insert_arrow_s_runs": [round(x, 3) for x in icefloe_s],
         "bare_s_runs": [round(x, 3) for x in bare_s],
         "goals": {"events_per_s": 2_600_000, "ratio_time_to_bare": 1.3},
+    }
+    print(json.dumps(result), flush=True)
+    return result
+
+
+def bench_ndjson(dsn: str, schema: str, events: int, runs: int, root: Path) -> dict[str, Any]:
+    """An NDJSON file of ``events`` sample events inserted whole (``insert_file``), against a
+    bare pyarrow read of the same file (types inferred, no checks) and a bare write of its
+    rows into the same partitions, alternated in one run. The load phase alone is also timed
+    through the DuckDB conversion every batch took before one parse (``fast=False``), which
+    still explains refused batches."""
+    path = root / "events.ndjson"
+    with path.open("wb") as f:
+        for row in sample_events(events):
+            f.write(orjson.dumps(row) + b"\n")
+    objects = LocalObjectStore(root / "ndjson-warehouse")
+    spec = sample_events_spec("ndjson")
+    with MetaStore(dsn, schema=schema) as meta:
+        meta.create_table(spec)
+        inserter = Inserter(meta=meta, objects=objects)
+        inserter.insert_file("ndjson", path, fmt="ndjson")  # warm-up
+        icefloe_s, bare_s, load_s = [], [], []
+        phases = []
+        for n in range(runs):
+            start = time.perf_counter()
+            result = inserter.insert_file("ndjson", path, fmt="ndjson")
+            icefloe_s.append(time.perf_counter() - start)
+            assert result.phases is not None
+            phases.append(result.phases)
+            start = time.perf_counter()
+            bare = pj.read_json(path)
+            bare_arrow_write(
+                bare.set_column(0, "ts", pc.cast(bare.column("ts"), US_UTC)), root / f"nd-{n}"
+            )
+            bare_s.append(time.perf_counter() - start)
+        batch = StagedBatch(path=path, format="ndjson", size_bytes=path.stat().st_size, owned=False)
+        con = duck.connect()
+        for _ in range(runs):
+            start = time.perf_counter()
+            load_batch(con, spec, batch, limits=InsertLimits(), fast=False)
+            load_s.append(time.perf_counter() - start)
+        con.close()
+        inserter.close()
+    icefloe, floor = statistics.median(icefloe_s), statistics.median(bare_s)
+    result = {
+        "events": events,
+        "runs": runs,
+        "events_per_s": round(events / icefloe),
+        "bare_pyarrow_events_per_s": round(events / floor),
+        "ratio_time_to_bare": round(icefloe / floor, 2),
+        "load_s": round(statistics.median(p.load_s for p in phases), 3),
+        "write_s": round(statistics.median(p.write_s for p in phases), 3),
+        "commit_s": round(statistics.median(p.commit_s for p in phases), 3),
+        "load_s_duckdb_conversion": round(statistics.median(load_s), 3),
+        "insert_s_runs": [round(x, 3) for x in icefloe_s],
+        "bare_s_runs": [round(x, 3) for x in bare_s],
+        "goals": {"events_per_s": 600_000},
     }
     print(json.dumps(result), flush=True)
     return result
@@ -315,6 +382,7 @@ def main() -> None:
             meta.migrate()
         throughput = bench_throughput(dsn, schema, scale, Path(tmp))
         arrow = bench_arrow(dsn, schema, *scale["arrow"], Path(tmp))
+        ndjson = bench_ndjson(dsn, schema, *scale["ndjson"], Path(tmp))
         small = bench_small_batches(dsn, schema, *scale["small_batches"], Path(tmp))
         memory = bench_memory(dsn, schema, scale["memory"])
     path = write_results(
@@ -325,6 +393,7 @@ def main() -> None:
             "goal": {"events_per_s_per_core_at_100k": 300_000},
             "throughput": throughput,
             "arrow": arrow,
+            "ndjson": ndjson,
             "small_batches": small,
             "peak_memory": memory,
         },

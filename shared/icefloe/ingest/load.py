@@ -19,6 +19,7 @@ from icefloe.duck import ident, name_literal
 from icefloe.errors import BatchRejectedError, RowProblem
 from icefloe.ingest.arrow_input import json_columns_to_check, proven_clean
 from icefloe.ingest.columns import ColumnSQL, expected, json_column, sql_column
+from icefloe.ingest.json_input import load_ndjson_fast
 from icefloe.ingest.sources import ArrowBatch, InsertLimits, StagedBatch
 from icefloe.spec import Column, TableSpec
 
@@ -43,6 +44,10 @@ def load_batch(
     if isinstance(batch, ArrowBatch):
         return _load_arrow(con, spec, batch.table, limits, fast=fast)
     if batch.format in _JSON_FORMATS:
+        if fast and _layout(batch) == "newline_delimited":
+            table = _load_ndjson_fast(con, spec, batch, limits)
+            if table is not None:
+                return table
         return _load_json(con, spec, batch, limits)
     params = {"path": str(batch.path)}
     if batch.format == "csv":
@@ -100,12 +105,84 @@ def _refuse(problems: Sequence[RowProblem], *, total: int | None = None) -> Batc
     return BatchRejectedError(f"batch refused: {shown}{more}", problems=tuple(problems))
 
 
+def _layout(batch: StagedBatch) -> str:
+    return batch.json_layout if batch.json_layout != "auto" else _JSON_FORMATS[batch.format]
+
+
 def _json_reader(batch: StagedBatch, *, columns: str, limits: InsertLimits, records: bool) -> str:
-    fmt = batch.json_layout if batch.json_layout != "auto" else _JSON_FORMATS[batch.format]
+    # No record is larger than the file, and DuckDB sizes its buffers by this bound: the
+    # batch limit (256 MiB) would cost a small batch milliseconds of allocation per query.
+    largest = min(batch.size_bytes, limits.max_batch_bytes) + 1
     return (
-        f"read_json($path, format='{fmt}', records={'true' if records else 'false'},"
-        f" columns={{{columns}}}, maximum_object_size={limits.max_batch_bytes + 1})"
+        f"read_json($path, format='{_layout(batch)}', records={'true' if records else 'false'},"
+        f" columns={{{columns}}}, maximum_object_size={largest})"
     )
+
+
+def _load_ndjson_fast(
+    con: duckdb.DuckDBPyConnection, spec: TableSpec, batch: StagedBatch, limits: InsertLimits
+) -> pa.Table | None:
+    """NDJSON parsed once (see :mod:`icefloe.ingest.json_input`), or None for the slow path."""
+    table = load_ndjson_fast(
+        batch.path,
+        spec,
+        limits=limits,
+        partition_sources=_identity_sources(spec),
+        duck=_DuckJsonColumns(con, spec, batch, limits),
+    )
+    if table is not None:
+        _check_row_count(table.num_rows, limits)
+    return table
+
+
+class _DuckJsonColumns:
+    """The one-parse path's DuckDB side. Each query runs on a cursor of its own: the JSON
+    columns are read in another thread while pyarrow parses, and may still be running when
+    the fields are checked."""
+
+    def __init__(
+        self,
+        con: duckdb.DuckDBPyConnection,
+        spec: TableSpec,
+        batch: StagedBatch,
+        limits: InsertLimits,
+    ) -> None:
+        self._con, self._spec, self._batch, self._limits = con, spec, batch, limits
+        self._params = {"path": str(batch.path)}
+
+    def json_columns(self, columns: list[Column]) -> pa.Table | None:
+        partition_sources = _identity_sources(self._spec)
+        sqls = [
+            json_column(
+                c,
+                max_value_bytes=self._limits.max_value_bytes,
+                max_json_depth=self._limits.max_json_depth,
+                partition_source=c.name in partition_sources,
+            )
+            for c in columns
+        ]
+        names = ", ".join(f"{name_literal(c.name)}: 'JSON'" for c in columns)
+        source = _json_reader(self._batch, columns=names, limits=self._limits, records=True)
+        with self._con.cursor() as cursor:
+            try:
+                return _convert(cursor, sqls, source, self._params, self._limits)
+            except (BatchRejectedError, duckdb.Error, UnicodeDecodeError):
+                # The slow path words the refusal. (DuckDB's message about bytes that are
+                # not UTF-8 quotes them, and cannot always be decoded itself.)
+                return None
+
+    def only_known_fields(self) -> bool:
+        known = "[" + ", ".join(name_literal(c.name) for c in self._spec.columns) + "]"
+        whole = _json_reader(self._batch, columns="'j': 'JSON'", limits=self._limits, records=False)
+        with self._con.cursor() as cursor:
+            try:
+                row = cursor.execute(
+                    f"SELECT bool_and(list_has_all({known}, json_keys(j))) FROM {whole}",
+                    self._params,
+                ).fetchone()
+            except (duckdb.Error, UnicodeDecodeError):
+                return False
+        return row is not None and row[0] is True
 
 
 def _load_json(

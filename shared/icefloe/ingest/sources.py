@@ -108,8 +108,25 @@ def stage_rows(
         _refuse_non_finite(rows, max_depth=limits.max_json_depth)
     if len(data) > limits.max_batch_bytes:
         raise _too_big(len(data), limits)
+    lines = _as_lines(data, rows)
+    if lines is not None:
+        staged = _stage_bytes(lines, fmt="ndjson", directory=directory)
+        return replace(staged, json_layout="newline_delimited")
     staged = _stage_bytes(data, fmt="json", directory=directory)
     return replace(staged, json_layout="array")
+
+
+def _as_lines(data: bytes, rows: Sequence[object]) -> bytes | None:
+    """orjson's array of ``rows`` as NDJSON (one object per line, which the one-parse JSON path
+    reads), when that is safe: every row a dict, so that the array's separators are exactly
+    ``len(rows) - 1`` times ``},{``; any more (inside a string, or between objects nested in a
+    list) and the array is kept as it is."""
+    if not rows or not all(type(row) is dict for row in rows):
+        return None
+    body = data[1:-1]
+    if body.count(b"},{") != len(rows) - 1:
+        return None
+    return body.replace(b"},{", b"}\n{") + b"\n"
 
 
 def _refuse_non_finite(rows: Sequence[Mapping[str, object]], *, max_depth: int) -> None:

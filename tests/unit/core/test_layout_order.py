@@ -7,7 +7,7 @@ import pyarrow as pa
 import pytest
 
 from icefloe import duck
-from icefloe.ingest.layout import partition_rows
+from icefloe.ingest.layout import arrow_partition_keys, duckdb_partition_keys, partition_rows
 from icefloe.ingest.row_ids import ROW_ID_COLUMN, ROW_ID_TYPE, new_row_ids
 from icefloe.spec import TableSpec
 
@@ -70,3 +70,59 @@ def test_rows_are_ordered_as_duckdb_orders_them(column_type: str) -> None:
     assert got.column("n").to_pylist() == expected.column("n").to_pylist()
     # And the row id stays 16 fixed bytes, as merges write it
     assert all(p.rows.schema.field(ROW_ID_COLUMN).type == ROW_ID_TYPE for p in parts)
+
+
+# Partition sources whose keys Arrow computes, with values from far before 1970 to 9999, so
+# that flooring negative epochs, leap days and year ends are all met.
+KEY_SOURCES = {
+    "TIMESTAMP": "TIMESTAMP '0001-01-01' + to_microseconds(CAST(random() * 3.1e17 AS BIGINT))",
+    "DATE": "DATE '0001-01-01' + CAST(floor(random() * 3650000) AS INTEGER)",
+    "VARCHAR": VALUES["VARCHAR"],
+    "BIGINT": VALUES["BIGINT"],
+    "UTINYINT": VALUES["UTINYINT"],
+    "BOOLEAN": VALUES["BOOLEAN"],
+}
+KEY_FIELDS = {
+    "TIMESTAMP": ("year(k)", "month(k)", "day(k)", "hour(k)", "k"),
+    "DATE": ("year(k)", "month(k)", "day(k)", "k"),
+}
+
+
+@pytest.mark.parametrize(
+    ("column_type", "partition_by"),
+    [(t, f) for t in KEY_SOURCES for f in KEY_FIELDS.get(t, ("k",))],
+)
+def test_arrow_computes_the_partition_keys_duckdb_computes(
+    column_type: str, partition_by: str
+) -> None:
+    # Given 3,000 random values (a tenth null) of a partition source
+    spec = TableSpec.create(
+        name="t", schema=f"k {column_type}, ts TIMESTAMP", partition_by=partition_by
+    )
+    con = duck.connect(threads=1)
+    con.execute("SELECT setseed(0.17)")
+    rows = con.execute(
+        f"SELECT CASE WHEN random() < 0.1 THEN NULL ELSE {KEY_SOURCES[column_type]} END AS k"
+        " FROM range(3000)"
+    ).to_arrow_table()
+
+    # When Arrow computes the keys, and DuckDB does
+    in_arrow = arrow_partition_keys(spec, rows)
+    in_duckdb = duckdb_partition_keys(con, spec, rows)
+
+    # Then they are the same keys, of the same type
+    assert in_arrow is not None
+    assert in_arrow.schema == in_duckdb.schema
+    assert in_arrow.column(0).to_pylist() == in_duckdb.column(0).to_pylist()
+
+
+def test_transforms_arrow_lacks_are_left_to_duckdb() -> None:
+    rows = pa.table({"k": pa.array(["ab", "cd"]), "n": pa.array([1, 2])})
+    for partition_by in ("truncate[1](k)", "bucket[4](k)"):
+        spec = TableSpec.create(name="t", schema="k VARCHAR, n BIGINT", partition_by=partition_by)
+        assert arrow_partition_keys(spec, rows) is None
+    zoned = TableSpec.create(name="t", schema="k TIMESTAMPTZ", partition_by="day(k)")
+    assert (
+        arrow_partition_keys(zoned, pa.table({"k": pa.array([0], pa.timestamp("us", "UTC"))}))
+        is None
+    )

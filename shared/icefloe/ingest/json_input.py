@@ -1,0 +1,240 @@
+"""NDJSON parsed once into typed Arrow, or left to the DuckDB conversion.
+
+The DuckDB conversion (:mod:`icefloe.ingest.load`) reads every field as JSON and checks its
+type value by value; it names the row and field at fault, and it is slow. Most batches hold
+no bad value. For those, pyarrow's JSON reader parses the typed columns straight into their
+Arrow types (its typing is strict: a string is never read as a number, nor a number as a
+string), while DuckDB reads and checks only the JSON-typed columns, in another thread. The
+batch is then proven clean with the Arrow input's checks
+(:func:`~icefloe.ingest.arrow_input.proven_clean`).
+
+This path answers only when the slow path would give the same table:
+
+- every line starts with ``{`` and the file is valid UTF-8 (pyarrow reads a top-level ``null``
+  as a row of nulls, or crashes on it as the first line; it replaces bytes that are not UTF-8,
+  where DuckDB refuses them);
+- pyarrow read as many objects as there are lines (two objects on one line are refused by
+  DuckDB's reader, not by pyarrow's);
+- no field outside the table's columns: pyarrow infers the other fields, and any that is not
+  a JSON column is unknown; when a JSON column's values change shape from record to record
+  (inference then fails), the other fields are skipped and DuckDB checks the keys instead;
+- timestamps and dates in the ISO-8601 forms both parsers read the same (pyarrow alone reads
+  ``2026-01-01T10`` and ``10:59+0230``), either all with a zone or all without;
+- every check of the Arrow input passes, and the JSON columns' checks pass.
+
+Otherwise (or for a table keeping unknown fields, or a column type this path does not convert)
+it returns None and the DuckDB conversion decides, naming what is wrong. A differential test
+(``tests/unit/core/test_ndjson_differential.py``) holds the two to the same answer over random
+batches with bad values, odd forms and malformed lines mixed in.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Protocol
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pj
+
+from icefloe.ingest.arrow_input import proven_clean
+from icefloe.ingest.sources import InsertLimits
+from icefloe.spec import Column, TableSpec
+
+# What pyarrow's reader parses each column type as. Timestamps and dates are read as strings
+# and converted after their form is checked. FLOAT is left out: DuckDB rounds the text to a
+# float once, pyarrow through a double (twice), and the two can differ in the last bit.
+_READ_TYPES: dict[str, pa.DataType] = {
+    "BOOLEAN": pa.bool_(),
+    "TINYINT": pa.int8(),
+    "SMALLINT": pa.int16(),
+    "INTEGER": pa.int32(),
+    "BIGINT": pa.int64(),
+    "UTINYINT": pa.uint8(),
+    "USMALLINT": pa.uint16(),
+    "UINTEGER": pa.uint32(),
+    "UBIGINT": pa.uint64(),
+    "DOUBLE": pa.float64(),
+    "VARCHAR": pa.string(),
+    "DATE": pa.string(),
+    "TIMESTAMP": pa.string(),
+}
+_DATE = r"\d{4}-\d{2}-\d{2}"
+_TIME = r"[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,6})?)?"
+_ZONE = r"(?:Z|[+-]\d{2}(?::?\d{2})?)"
+# A zone only after the seconds: pyarrow reads "10:59+0230", DuckDB does not.
+_ZONED_TIMESTAMP = rf"^{_DATE}[T ]\d{{2}}:\d{{2}}:\d{{2}}(?:\.\d{{1,6}})?{_ZONE}$"
+_LOCAL_TIMESTAMP = f"^{_DATE}(?:{_TIME})?$"
+_PLAIN_DATE = f"^{_DATE}$"
+# Threads that read JSON columns beside pyarrow's parse: kept for the process, since starting
+# a thread costs about a millisecond, a tenth of a small batch's insert.
+_READERS = ThreadPoolExecutor(max_workers=4, thread_name_prefix="icefloe-json-columns")
+
+
+def fast_json_columns(spec: TableSpec) -> list[Column] | None:
+    """The JSON columns DuckDB must read, or None when the spec is not for this path."""
+    if spec.extra_fields == "keep":
+        return None
+    if any(c.type != "JSON" and c.type not in _READ_TYPES for c in spec.columns):
+        return None
+    return [c for c in spec.columns if c.type == "JSON"]
+
+
+def object_lines(path: Path) -> int | None:
+    """How many lines of an NDJSON file there are, if every one starts with ``{`` and the
+    file is valid UTF-8; None otherwise (a blank line, a line starting with whitespace, a
+    scalar, an array, a BOM...: rare in practice, and left to the slow path)."""
+    data = path.read_bytes()
+    if not data:
+        return None
+    lines = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
+    objects = data.count(b"\n{") + (1 if data.startswith(b"{") else 0)
+    if objects != lines or not _utf8(data):
+        return None
+    return lines
+
+
+def _utf8(data: bytes) -> bool:
+    """Whether ``data`` is valid UTF-8 (pyarrow's reader would replace bad bytes; DuckDB's
+    refuses them). Arrow validates a string array of one value, with SIMD."""
+    offsets = pa.array([0, len(data)], pa.int32() if len(data) < 2**31 else pa.int64())
+    kind = pa.string() if offsets.type == pa.int32() else pa.large_string()
+    text = pa.Array.from_buffers(kind, 1, [None, offsets.buffers()[1], pa.py_buffer(data)])
+    try:
+        text.validate(full=True)
+    except pa.ArrowInvalid:
+        return False
+    return True
+
+
+def read_typed(path: Path, spec: TableSpec, *, infer_rest: bool) -> pa.Table | None:
+    """The columns as pyarrow reads them (timestamps and dates still text), or None when it
+    refuses the batch. With ``infer_rest`` every other field is inferred and comes back as a
+    column too (the JSON columns, and any unknown field); without, they are skipped."""
+    schema = pa.schema(
+        [pa.field(c.name, _READ_TYPES[c.type]) for c in spec.columns if c.type != "JSON"]
+    )
+    options = pj.ParseOptions(
+        explicit_schema=schema, unexpected_field_behavior="infer" if infer_rest else "ignore"
+    )
+    try:
+        return pj.read_json(str(path), parse_options=options)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None
+
+
+def typed_columns(spec: TableSpec, table: pa.Table) -> pa.Table | None:
+    """Convert the text timestamps and dates, if every one is in a form both parsers read."""
+    types = {c.name: c.type for c in spec.columns}
+    for index, name in enumerate(table.column_names):
+        kind = types[name]
+        if kind == "TIMESTAMP":
+            converted = _timestamps(table.column(name))
+        elif kind == "DATE":
+            converted = _dates(table.column(name))
+        else:
+            continue
+        if converted is None:
+            return None
+        table = table.set_column(index, name, converted)
+    return table
+
+
+def _timestamps(text: pa.ChunkedArray) -> pa.ChunkedArray | None:
+    if text.null_count == len(text):
+        return pa.chunked_array([pa.nulls(len(text), pa.timestamp("us"))])
+    try:
+        if pc.all(pc.match_substring_regex(text, _ZONED_TIMESTAMP)).as_py():
+            zoned = pc.cast(text, pa.timestamp("us", tz="UTC"))
+            return zoned.cast(pa.timestamp("us"))  # the same instants, in UTC
+        if pc.all(pc.match_substring_regex(text, _LOCAL_TIMESTAMP)).as_py():
+            return pc.cast(text, pa.timestamp("us"))
+    except pa.ArrowInvalid:  # a month 13, an hour 24, a year 0...
+        return None
+    return None  # mixed zoned and local, or another form
+
+
+def _dates(text: pa.ChunkedArray) -> pa.ChunkedArray | None:
+    if text.null_count == len(text):
+        return pa.chunked_array([pa.nulls(len(text), pa.date32())])
+    if not pc.all(pc.match_substring_regex(text, _PLAIN_DATE)).as_py():
+        return None
+    try:
+        return pc.cast(text, pa.date32())
+    except pa.ArrowInvalid:
+        return None
+
+
+class JsonColumnReader(Protocol):
+    """DuckDB's side of the one-parse path (see :mod:`icefloe.ingest.load`)."""
+
+    def json_columns(self, columns: list[Column]) -> pa.Table | None:
+        """The JSON columns, read and checked as the slow path does; None if a value fails."""
+
+    def only_known_fields(self) -> bool:
+        """Whether every record's fields are columns of the table."""
+
+
+def load_ndjson_fast(
+    path: Path,
+    spec: TableSpec,
+    *,
+    limits: InsertLimits,
+    partition_sources: frozenset[str],
+    duck: JsonColumnReader,
+) -> pa.Table | None:
+    """The batch as the slow path would load it, or None when it must decide."""
+    json_columns = fast_json_columns(spec)
+    if json_columns is None:
+        return None
+    # DuckDB reads the JSON columns (releasing the GIL) while the lines are checked and
+    # pyarrow parses the rest; pyarrow only ever sees lines that start with an object.
+    json_future = _READERS.submit(duck.json_columns, json_columns) if json_columns else None
+    try:
+        lines = object_lines(path)
+        typed = _read_known(path, spec, duck) if lines else None
+    finally:
+        json_table = json_future.result() if json_future is not None else None
+    if typed is None or typed.num_rows != lines:
+        return None
+    if json_columns and (json_table is None or json_table.num_rows != lines):
+        return None
+    typed = typed_columns(spec, typed)
+    if typed is None:
+        return None
+    for col in json_columns:  # checked already; proven_clean takes them as they are
+        assert json_table is not None
+        typed = typed.append_column(col.name, json_table.column(col.name))
+    clean = proven_clean(spec, typed, limits=limits, partition_sources=partition_sources)
+    if clean is None:
+        return None
+    clean.update({c.name: typed.column(c.name) for c in json_columns})
+    return pa.table({name: clean[name] for name in spec.column_names})
+
+
+def _read_known(path: Path, spec: TableSpec, duck: JsonColumnReader) -> pa.Table | None:
+    """The typed columns, if no record has a field the table lacks; None otherwise.
+
+    pyarrow infers the other fields first: any that is not a JSON column is unknown. When a
+    JSON column's values change shape between records (an object, then a string), inference
+    fails; the fields are then skipped and DuckDB checks that none is unknown."""
+    typed_names = [c.name for c in spec.columns if c.type != "JSON"]
+    inferred = read_typed(path, spec, infer_rest=True)
+    if inferred is not None:
+        if len(inferred.column_names) > len(typed_names) + _json_count(spec):
+            return None
+        extra = [n for n in inferred.column_names if n not in typed_names]
+        if any(spec.column_names.count(n) == 0 for n in extra):
+            return None  # an unknown field: the slow path names it
+        return inferred.drop_columns(extra)
+    if not _json_count(spec):
+        return None  # pyarrow refused a typed value: the slow path names it
+    skipped = read_typed(path, spec, infer_rest=False)
+    if skipped is None or not duck.only_known_fields():
+        return None
+    return skipped
+
+
+def _json_count(spec: TableSpec) -> int:
+    return sum(1 for c in spec.columns if c.type == "JSON")

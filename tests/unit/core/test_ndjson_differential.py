@@ -1,0 +1,269 @@
+"""NDJSON parsed once never changes an insert: over random NDJSON batches with bad values,
+odd forms and malformed lines mixed in, the one-parse path (pyarrow for typed columns, DuckDB
+for JSON columns) gives exactly what the DuckDB conversion gives: the same table, or the same
+refusal naming the same rows and fields."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+from collections.abc import Iterator
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+import pytest
+
+from icefloe import duck
+from icefloe.errors import BatchRejectedError
+from icefloe.ingest import json_input
+from icefloe.ingest.load import _load_ndjson_fast, load_batch
+from icefloe.ingest.sources import InsertLimits, StagedBatch, stage_rows
+from icefloe.spec import TableSpec
+
+SEED = int(os.environ.get("ICEFLOE_FUZZ_SEED", "20261126"))
+BATCHES = 400
+LIMITS = InsertLimits(max_value_bytes=40, max_json_depth=4)
+SPEC = TableSpec.create(
+    name="t",
+    schema=(
+        "ts TIMESTAMP NOT NULL, d DATE, flag BOOLEAN, tiny TINYINT, n INTEGER NOT NULL,"
+        " big UBIGINT, x DOUBLE, s VARCHAR, k VARCHAR, j JSON"
+    ),
+    partition_by="day(ts), k",
+)
+# Without a JSON column pyarrow reads every field, and DuckDB reads nothing.
+TYPED_ONLY = TableSpec.create(
+    name="t",
+    schema=(
+        "ts TIMESTAMP NOT NULL, d DATE, flag BOOLEAN, tiny TINYINT, n INTEGER NOT NULL,"
+        " big UBIGINT, x DOUBLE, s VARCHAR, k VARCHAR"
+    ),
+    partition_by="day(ts), k",
+)
+
+
+def _digits(rng: random.Random, width: int) -> str:
+    return "".join(rng.choice("0123456789") for _ in range(width))
+
+
+def timestamp_text(rng: random.Random) -> str:
+    """Mostly well-formed ISO-8601, in every form either parser might read, sometimes odd."""
+    year = rng.choice(("2026", "1969", "0001", "9999", "0000", _digits(rng, 4)))
+    month = rng.choice(("01", "02", "12", "13", "00", _digits(rng, 2)))
+    day = rng.choice(("01", "28", "29", "30", "31", "00", _digits(rng, 2)))
+    text = f"{year}-{month}-{day}"
+    if rng.random() < 0.85:
+        hour = rng.choice(("00", "10", "23", "24", _digits(rng, 2)))
+        text += rng.choice(("T", " ", "t", "_")) + hour
+        if rng.random() < 0.9:
+            text += ":" + rng.choice(("00", "59", "60", _digits(rng, 2)))
+            if rng.random() < 0.8:
+                text += ":" + rng.choice(("00", "59", "60", _digits(rng, 2)))
+                if rng.random() < 0.5:
+                    text += "." + _digits(rng, rng.choice((1, 3, 6, 7, 9)))
+    if rng.random() < 0.6:
+        text += rng.choice(
+            ("Z", "z", "+02:00", "-05:30", "+0230", "+02", "-00:00", "+24:00", " UTC", "+2")
+        )
+    if rng.random() < 0.03:
+        text = rng.choice((" ", "")) + text + rng.choice((" ", ""))
+    return text
+
+
+def good_value(name: str, rng: random.Random) -> object:
+    if name == "ts":
+        return f"2026-0{rng.randint(1, 9)}-1{rng.randint(0, 9)}T{rng.randint(10, 23)}:00:00Z"
+    if name == "d":
+        return f"20{rng.randint(10, 40)}-0{rng.randint(1, 9)}-{rng.randint(10, 28)}"
+    if name == "flag":
+        return rng.random() < 0.5
+    if name == "tiny":
+        return rng.randint(-128, 127)
+    if name == "n":
+        return rng.randint(-(2**31), 2**31 - 1)
+    if name == "big":
+        return rng.randrange(2**64)
+    if name == "x":
+        return rng.choice((-0.0, 1e308, rng.gauss(0, 1e9), 5, 0.1, 1e-300))
+    if name in ("s", "k"):
+        return rng.choice(("", "a", "Zürich", "日本", "x" * 40, "\u00e9\u0301", "tab\there"))
+    return rng.choice(({"a": 1}, [1, [2]], "s", 3.5, {"b": {"c": None}}, [], {}))
+
+
+def bad_value(name: str, rng: random.Random) -> object:
+    """A value of the wrong JSON type, out of range, or in a doubtful form."""
+    if name in ("ts", "d"):
+        return rng.choice((timestamp_text(rng), timestamp_text(rng), 1_700_000_000_000, True))
+    if name in ("tiny", "n", "big"):
+        return rng.choice(("5", 2.0, 1e2, 300, -1, 2**64, True, 2**31))
+    if name == "x":
+        return rng.choice(("1.5", True, 2**70, 10**400))
+    if name in ("s", "k"):
+        return rng.choice((5, True, {"a": 1}, "y" * 41, "a\x00b"))
+    if name == "flag":
+        return rng.choice(("true", 1, 0))
+    return rng.choice(("z" * 45, [[[[[1]]]]]))
+
+
+def encode(value: object) -> str:
+    """JSON text (a huge int stays a literal JSON cannot hold in a double)."""
+    return json.dumps(value, ensure_ascii=False)
+
+
+def random_line(rng: random.Random, spec: TableSpec, *, bad: str | None = None) -> str:
+    """One record of good values (some absent or null), with ``bad``'s value a bad one."""
+    fields: list[str] = []
+    for name in spec.column_names:
+        required = not spec.column(name).nullable
+        roll = rng.random()
+        if name == bad:
+            fields.append(f'"{name}": {encode(bad_value(name, rng))}')
+        elif roll < (0.002 if required else 0.1):
+            continue  # absent
+        elif roll < (0.004 if required else 0.13):
+            fields.append(f'"{name}": null')
+        else:
+            fields.append(f'"{name}": {encode(good_value(name, rng))}')
+    rng.shuffle(fields)
+    return "{" + ", ".join(fields) + "}"
+
+
+ODD_LINES = (
+    lambda line: "null",
+    lambda line: line + " " + line,  # two objects on one line
+    lambda line: line[:-1] + ', "n": 1}',  # a duplicate key (or n given once)
+    lambda line: line[:-1] + ', "other": 1}',  # an unknown field
+    lambda line: "  " + line,
+    lambda line: line[:-1] + ", }",  # a trailing comma
+    lambda line: line.replace("1", "NaN", 1),
+    lambda line: line.replace("1", "Infinity", 1),
+    lambda line: line[: len(line) // 2],  # truncated
+    lambda line: "[" + line + "]",
+    lambda line: "5",
+    lambda line: line.replace('"', "'"),
+    lambda line: line.replace(": ", ":\n", 1),  # a value on the next line
+    lambda line: line.replace('"s": "', '"s": "\\ud800', 1),  # a lone surrogate
+    lambda line: line.replace('"s": "', '"s": "\\u0000', 1),
+    lambda line: line.replace('"k": "', '"k": "\\u0000', 1),  # NUL in a partition value
+    lambda line: line.replace('"s": "', '"s": "\\u00e9\\ud83d\\ude00', 1),  # escapes, a pair
+)
+
+
+def random_batch(rng: random.Random, spec: TableSpec) -> bytes:
+    """Mostly clean batches (as most are); a third with one bad value, one in eight with one
+    odd line, so that a doubtful value or line is the only thing that can refuse its batch."""
+    lines = [random_line(rng, spec) for _ in range(rng.randint(1, 30))]
+    at = rng.randrange(len(lines))
+    if rng.random() < 0.35:
+        lines[at] = random_line(rng, spec, bad=rng.choice(spec.column_names))
+    elif rng.random() < 0.12:
+        lines[at] = rng.choice(ODD_LINES)(lines[at])
+    if rng.random() < 0.03:
+        lines.insert(rng.randrange(len(lines) + 1), "")  # a blank line
+    data = "\n".join(lines).encode()
+    if rng.random() < 0.7:
+        data += b"\n"
+    if rng.random() < 0.01:
+        data = b"\xef\xbb\xbf" + data
+    if rng.random() < 0.01:
+        data = data.replace(b'"s": "', b'"s": "\xff', 1)  # invalid UTF-8
+    if rng.random() < 0.02:
+        data = data.replace(b"\n", b"\r\n")
+    return data
+
+
+@pytest.fixture(scope="module")
+def con() -> Iterator[duckdb.DuckDBPyConnection]:
+    connection = duck.connect(threads=1)
+    yield connection
+    connection.close()
+
+
+def staged(path: Path) -> StagedBatch:
+    return StagedBatch(path=path, format="ndjson", size_bytes=path.stat().st_size, owned=False)
+
+
+def load(
+    con: duckdb.DuckDBPyConnection, path: Path, *, fast: bool, spec: TableSpec = SPEC
+) -> pa.Table | str:
+    try:
+        return load_batch(con, spec, staged(path), limits=LIMITS, fast=fast)
+    except BatchRejectedError as e:
+        return f"refused: {e}"
+
+
+def answered_fast(con: duckdb.DuckDBPyConnection, path: Path, spec: TableSpec = SPEC) -> bool:
+    """Whether the one-parse path answered alone (without falling back)."""
+    return _load_ndjson_fast(con, spec, staged(path), LIMITS) is not None
+
+
+@pytest.mark.parametrize("spec", [SPEC, TYPED_ONLY], ids=["with-json", "typed-only"])
+def test_one_parse_gives_what_the_duckdb_conversion_gives(
+    spec: TableSpec, con: duckdb.DuckDBPyConnection, tmp_path: Path
+) -> None:
+    rng = random.Random(SEED)
+    answered = refused = 0
+    path = tmp_path / "batch.ndjson"
+    for number in range(BATCHES):
+        data = random_batch(rng, spec)
+        path.write_bytes(data)
+        fast = load(con, path, fast=True, spec=spec)
+        slow = load(con, path, fast=False, spec=spec)
+        context = f"seed {SEED}, batch #{number}: {data[:300]!r}"
+        if isinstance(slow, str):
+            refused += 1
+            assert fast == slow, context
+            continue
+        assert isinstance(fast, pa.Table), f"{context}: one parse refused {fast}"
+        assert fast.schema == slow.schema, context
+        assert fast.to_pylist() == slow.to_pylist(), context
+        if answered_fast(con, path, spec):
+            answered += 1
+    # Both paths were exercised: batches the one parse answered, and refusals.
+    assert answered > BATCHES // 3 and refused > BATCHES // 6, (answered, refused)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        b"null\n",  # pyarrow reads a first-line null as a crash, a later one as a row of nulls
+        b'{"ts": "2026-01-01T10:00:00Z", "n": 1}\nnull\n',
+        b'{"ts": "2026-01-01T10", "n": 1}\n',  # pyarrow reads an hour alone; DuckDB does not
+        b'{"ts": "2026-01-01T10:00:00Z", "n": 1} {"ts": "2026-01-01T10:00:00Z", "n": 1}\n',
+        b'{"ts": "2026-01-01T10:00:00Z", "n": 1, "other": 2}\n',
+        b'{"ts": "2026-01-01T10:00:00Z", "n": "1"}\n',
+    ],
+)
+def test_what_only_pyarrow_would_accept_goes_to_the_slow_path(
+    line: bytes, con: duckdb.DuckDBPyConnection, tmp_path: Path
+) -> None:
+    path = tmp_path / "batch.ndjson"
+    path.write_bytes(line)
+    assert not answered_fast(con, path)
+    assert isinstance(load(con, path, fast=True), str)
+
+
+def test_a_table_keeping_unknown_fields_or_a_float_column_takes_the_slow_path() -> None:
+    keep = TableSpec.create(
+        name="t",
+        schema="ts TIMESTAMP, extra JSON",
+        extra_fields="keep",
+        overflow_column="extra",
+    )
+    assert json_input.fast_json_columns(keep) is None
+    assert json_input.fast_json_columns(TableSpec.create(name="t", schema="r FLOAT")) is None
+    assert json_input.fast_json_columns(SPEC) == [SPEC.column("j")]
+
+
+def test_rows_are_staged_as_lines_unless_a_separator_hides_in_a_value() -> None:
+    plain = stage_rows([{"a": 1}, {"a": 2}], limits=LIMITS)
+    hidden = stage_rows([{"a": "},{"}, {"a": 2}], limits=LIMITS)
+    nested = stage_rows([{"a": [{}, {}]}, {"a": 2}], limits=LIMITS)
+    try:
+        assert plain.format == "ndjson" and plain.path.read_bytes() == b'{"a":1}\n{"a":2}\n'
+        assert hidden.format == "json" and nested.format == "json"
+    finally:
+        for staged in (plain, hidden, nested):
+            staged.discard()
