@@ -30,7 +30,7 @@ from icefloe.datafiles import (
     with_json_columns,
 )
 from icefloe.errors import CommitOutcomeUnknownError, InvalidInputError
-from icefloe.ingest.layout import partition_rows
+from icefloe.ingest.layout import PartitionSlice, partition_rows
 from icefloe.ingest.load import load_batch
 from icefloe.ingest.row_ids import ROW_ID_COLUMN, new_row_ids
 from icefloe.ingest.sources import (
@@ -53,7 +53,7 @@ from icefloe.tracing import span
 logger = logging.getLogger(__name__)
 
 MAX_IDEMPOTENCY_KEY_CHARS = 512
-MAX_CONCURRENT_UPLOADS = 8
+MAX_CONCURRENT_WRITES = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -254,49 +254,44 @@ class Inserter:
     def _write_partitions(
         self, con: duckdb.DuckDBPyConnection, spec: TableSpec, rows: pa.Table, written: list[str]
     ) -> list[NewFile]:
-        """Encode one file per partition, then upload them concurrently (S3 puts are latency
-        bound). ``written`` receives every key that reached the store, even if another failed."""
-        files: list[NewFile] = []
-        payloads: list[tuple[str, bytes]] = []
+        """Encode and upload one file per partition, partitions in parallel (pyarrow encodes
+        without the GIL, and S3 puts are latency bound); each file's bytes are dropped once
+        uploaded. ``written`` receives every key that reached the store, even if another
+        partition failed."""
         json_columns = [c.name for c in spec.columns if c.type == "JSON"]
-        for part in partition_rows(con, spec, rows):
+        membership = membership_column(spec)
+
+        def write(part: PartitionSlice) -> NewFile:
             encoded = encode_parquet(
                 with_json_columns(part.rows, json_columns),
                 row_group_sizes=spec.sizes.row_group_max_rows,
-                membership_column=membership_column(spec),
+                membership_column=membership,
             )
             key = new_data_key(table=spec.name, partition_path=part.path)
-            payloads.append((key, encoded.data))
+            self._objects.put(key, encoded.data)
+            written.append(key)
             values: dict[str, JsonScalar] = {
                 f.name: (None if v is None else f.to_path_value(v))
                 for f, v in zip(spec.partition_by, part.values, strict=True)
             }
-            files.append(
-                new_file_record(
-                    key=key,
-                    encoded=encoded,
-                    partition_path=part.path,
-                    partition_values=values,
-                    partition_start=part.start,
-                    spec_version=spec.version,
-                )
+            return new_file_record(
+                key=key,
+                encoded=encoded,
+                partition_path=part.path,
+                partition_values=values,
+                partition_start=part.start,
+                spec_version=spec.version,
             )
-        self._upload(payloads, written)
-        return files
 
-    def _upload(self, payloads: list[tuple[str, bytes]], written: list[str]) -> None:
-        def put(key: str, data: bytes) -> None:
-            self._objects.put(key, data)
-            written.append(key)
-
-        if len(payloads) == 1:
-            put(*payloads[0])
-            return
-        with ThreadPoolExecutor(max_workers=min(MAX_CONCURRENT_UPLOADS, len(payloads))) as pool:
-            futures = [pool.submit(put, key, data) for key, data in payloads]
+        parts = list(partition_rows(con, spec, rows))
+        if len(parts) == 1:
+            return [write(parts[0])]
+        with ThreadPoolExecutor(max_workers=min(MAX_CONCURRENT_WRITES, len(parts))) as pool:
+            futures = [pool.submit(write, part) for part in parts]
         errors = [f.exception() for f in futures if f.exception() is not None]
         if errors:
             raise errors[0]  # type: ignore[misc]
+        return [f.result() for f in futures]
 
 
 def batch_digest(staged: StagedBatch | ArrowBatch) -> str:

@@ -69,6 +69,7 @@ _LOCAL_TIMESTAMP = f"^{_DATE}(?:{_TIME})?$"
 _PLAIN_DATE = f"^{_DATE}$"
 # Threads that read JSON columns beside pyarrow's parse: kept for the process, since starting
 # a thread costs about a millisecond, a tenth of a small batch's insert.
+_CONCURRENT_FROM_BYTES = 1 << 20
 _READERS = ThreadPoolExecutor(max_workers=4, thread_name_prefix="icefloe-json-columns")
 
 
@@ -119,7 +120,11 @@ def read_typed(path: Path, spec: TableSpec, *, infer_rest: bool) -> pa.Table | N
         explicit_schema=schema, unexpected_field_behavior="infer" if infer_rest else "ignore"
     )
     try:
-        return pj.read_json(str(path), parse_options=options)
+        # Threads pay for themselves from about a megabyte; below, they cost more than they save.
+        threads = path.stat().st_size > _CONCURRENT_FROM_BYTES
+        return pj.read_json(
+            str(path), read_options=pj.ReadOptions(use_threads=threads), parse_options=options
+        )
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         return None
 
@@ -190,12 +195,16 @@ def load_ndjson_fast(
         return None
     # DuckDB reads the JSON columns (releasing the GIL) while the lines are checked and
     # pyarrow parses the rest; pyarrow only ever sees lines that start with an object.
-    json_future = _READERS.submit(duck.json_columns, json_columns) if json_columns else None
+    json_future = None
+    if json_columns and path.stat().st_size > _CONCURRENT_FROM_BYTES:
+        json_future = _READERS.submit(duck.json_columns, json_columns)
     try:
         lines = object_lines(path)
         typed = _read_known(path, spec, duck) if lines else None
     finally:
         json_table = json_future.result() if json_future is not None else None
+    if json_columns and json_future is None and typed is not None:
+        json_table = duck.json_columns(json_columns)
     if typed is None or typed.num_rows != lines:
         return None
     if json_columns and (json_table is None or json_table.num_rows != lines):

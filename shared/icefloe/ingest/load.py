@@ -226,7 +226,10 @@ def _load_json(
         for c in record_columns
     ]
     source = _json_reader(batch, columns=columns, limits=limits, records=True)
-    table = _convert(con, sqls, source, params, limits)
+    try:
+        table = _convert(con, sqls, source, params, limits)
+    except _NotUtf8Error as e:
+        raise _locate_malformed_json(batch, e.__cause__ or e) from e
     if overflow is None:
         return table
     extras = con.execute(f"SELECT overflow FROM ({shape}) ORDER BY i", params).to_arrow_table()
@@ -368,6 +371,10 @@ def _convert(
         table = con.execute(query, params).to_arrow_table()
     except (duckdb.InvalidInputException, duckdb.ConversionException) as e:
         raise BatchRejectedError(f"batch refused: {e}") from e
+    except UnicodeDecodeError as e:
+        # DuckDB's message about bytes that are not UTF-8 quotes them, and its Python binding
+        # then fails to decode the message itself.
+        raise _NotUtf8Error("batch refused: the input holds bytes that are not UTF-8") from e
     errors_column = table.column("__errors")
     table = table.drop_columns(["__errors"])
     if errors_column.null_count < len(errors_column):
@@ -375,6 +382,10 @@ def _convert(
         if problems:
             raise _refuse(problems, total=total)
     return table
+
+
+class _NotUtf8Error(BatchRejectedError):
+    """The conversion met bytes that are not UTF-8 (a JSON input then finds the row)."""
 
 
 def _problems(

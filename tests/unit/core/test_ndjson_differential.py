@@ -267,3 +267,20 @@ def test_rows_are_staged_as_lines_unless_a_separator_hides_in_a_value() -> None:
     finally:
         for staged in (plain, hidden, nested):
             staged.discard()
+
+
+def test_bytes_that_are_not_utf8_are_refused_naming_the_row(
+    con: duckdb.DuckDBPyConnection, tmp_path: Path
+) -> None:
+    # (The differential once met a UnicodeDecodeError here, raised by DuckDB's binding while
+    # decoding its own message, which quotes the bad bytes; it depended on what the connection
+    # had run before and could not be reproduced alone. The conversion now catches it.)
+    path = tmp_path / "batch.ndjson"
+    path.write_bytes(
+        b'{"ts": "2026-01-01T10:00:00Z", "n": 1, "s": "ok", "k": "Z\xc3\xbcrich"}\n'
+        b'{"ts": "2026-01-01T10:00:00Z", "n": 2, "s": "\xfftab", "k": "Z\xc3\xbcrich"}\n'
+        b'{"ts": "2026-01-01T10:00:00Z", "n": 3, "s": "\xc3\xa9\xcc\x81", "k": "\xe6\x97\xa5"}\n'
+    )
+    for fast in (True, False):
+        result = load(con, path, fast=fast)
+        assert isinstance(result, str) and "row 1" in result and "UTF-8" in result, result
