@@ -174,6 +174,7 @@ def build_source(meta: MetaStore, objects: LocalObjectStore, *, rows: int, per_f
                     partition_path=PARTITION,
                     partition_values={"day": "2026-11-03"},
                     partition_start=DAY,
+                    spec_version=1,  # the table is created for this run, never altered
                 )
             )
     finally:

@@ -102,6 +102,7 @@ def per_row_baseline(
                 partition_path=part,
                 partition_values={"day": part[4:]},
                 partition_start=datetime.fromisoformat(part[4:]),
+                spec_version=spec.version,
             )
         )
     meta.commit_append(spec.name, files=files)
@@ -250,10 +251,10 @@ def bench_ndjson(dsn: str, schema: str, events: int, runs: int, root: Path) -> d
         phases = []
         for n in range(runs):
             start = time.perf_counter()
-            result = inserter.insert_file("ndjson", path, fmt="ndjson")
+            inserted = inserter.insert_file("ndjson", path, fmt="ndjson")
             icefloe_s.append(time.perf_counter() - start)
-            assert result.phases is not None
-            phases.append(result.phases)
+            assert inserted.phases is not None
+            phases.append(inserted.phases)
             start = time.perf_counter()
             bare = pj.read_json(path)
             bare_arrow_write(

@@ -53,7 +53,7 @@ from icefloe.tracing import span
 logger = logging.getLogger(__name__)
 
 MAX_IDEMPOTENCY_KEY_CHARS = 512
-MAX_CONCURRENT_WRITES = 8
+MAX_CONCURRENT_WRITES = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,6 +213,9 @@ class Inserter:
                     started = time.perf_counter()
                     with span("icefloe.insert.load"):
                         rows = load_batch(con, spec, staged, limits=self.limits)
+                        # Parsing freed more than it kept; give it back before the sort
+                        # and the encodes need theirs (the pool would otherwise hold it).
+                        pa.default_memory_pool().release_unused()
                         rows = rows.append_column(ROW_ID_COLUMN, new_row_ids(rows.num_rows))
                     loaded = time.perf_counter()
                     with span("icefloe.insert.write"):

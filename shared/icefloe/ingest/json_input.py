@@ -70,6 +70,7 @@ _PLAIN_DATE = f"^{_DATE}$"
 # Threads that read JSON columns beside pyarrow's parse: kept for the process, since starting
 # a thread costs about a millisecond, a tenth of a small batch's insert.
 _CONCURRENT_FROM_BYTES = 1 << 20
+_SCAN_BLOCK = 8 << 20
 _READERS = ThreadPoolExecutor(max_workers=4, thread_name_prefix="icefloe-json-columns")
 
 
@@ -85,13 +86,28 @@ def fast_json_columns(spec: TableSpec) -> list[Column] | None:
 def object_lines(path: Path) -> int | None:
     """How many lines of an NDJSON file there are, if every one starts with ``{`` and the
     file is valid UTF-8; None otherwise (a blank line, a line starting with whitespace, a
-    scalar, an array, a BOM...: rare in practice, and left to the slow path)."""
-    data = path.read_bytes()
-    if not data:
-        return None
-    lines = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
-    objects = data.count(b"\n{") + (1 if data.startswith(b"{") else 0)
-    if objects != lines or not _utf8(data):
+    scalar, an array, a BOM...: rare in practice, and left to the slow path). Read in blocks
+    that end at a newline (never inside a character), so a large batch is not held twice."""
+    lines = objects = 0
+    carry = b""
+    with path.open("rb") as f:
+        while block := f.read(_SCAN_BLOCK):
+            data = carry + block
+            cut = data.rfind(b"\n") + 1
+            carry, data = data[cut:], data[:cut]
+            if not data:
+                continue  # no newline yet: the line goes on in the next block
+            if not _utf8(data):
+                return None
+            # Every block starts at a line's start: the one before ended with a newline.
+            objects += data.count(b"\n{") + (1 if data.startswith(b"{") else 0)
+            lines += data.count(b"\n")
+    if carry:  # a last line without a newline
+        if not _utf8(carry):
+            return None
+        objects += 1 if carry.startswith(b"{") else 0
+        lines += 1
+    if not lines or objects != lines:
         return None
     return lines
 
@@ -99,9 +115,10 @@ def object_lines(path: Path) -> int | None:
 def _utf8(data: bytes) -> bool:
     """Whether ``data`` is valid UTF-8 (pyarrow's reader would replace bad bytes; DuckDB's
     refuses them). Arrow validates a string array of one value, with SIMD."""
-    offsets = pa.array([0, len(data)], pa.int32() if len(data) < 2**31 else pa.int64())
-    kind = pa.string() if offsets.type == pa.int32() else pa.large_string()
-    text = pa.Array.from_buffers(kind, 1, [None, offsets.buffers()[1], pa.py_buffer(data)])
+    offsets = pa.array([0, len(data)], pa.int64())
+    text = pa.Array.from_buffers(
+        pa.large_string(), 1, [None, offsets.buffers()[1], pa.py_buffer(data)]
+    )
     try:
         text.validate(full=True)
     except pa.ArrowInvalid:
@@ -212,14 +229,38 @@ def load_ndjson_fast(
     typed = typed_columns(spec, typed)
     if typed is None:
         return None
-    for col in json_columns:  # checked already; proven_clean takes them as they are
+    for col in json_columns:  # proven_clean takes them as they are: checked here
         assert json_table is not None
-        typed = typed.append_column(col.name, json_table.column(col.name))
+        text = json_table.column(col.name)
+        if not json_text_clean(text, col, limits=limits):
+            return None
+        typed = typed.append_column(col.name, text)
     clean = proven_clean(spec, typed, limits=limits, partition_sources=partition_sources)
     if clean is None:
         return None
     clean.update({c.name: typed.column(c.name) for c in json_columns})
     return pa.table({name: clean[name] for name in spec.column_names})
+
+
+def json_text_clean(text: pa.ChunkedArray, col: Column, *, limits: InsertLimits) -> bool:
+    """Whether a JSON column's text surely passes the conversion's checks: no null in a NOT
+    NULL column, no value over the size limit, none that could hold NaN or Infinity (a
+    letter sequence the conversion looks at more closely) or be nested too deeply (more
+    brackets than the depth limit). A doubt sends the batch to the conversion."""
+    if not col.nullable and text.null_count > 0:
+        return False
+    if text.null_count == len(text):
+        return True
+    longest = pc.max(pc.binary_length(text)).as_py()
+    if longest is not None and longest > limits.max_value_bytes:
+        return False
+    if pc.any(pc.match_substring_regex(text, "(?i)nan|inf")).as_py():
+        return False
+    if longest is not None and longest > limits.max_json_depth:
+        brackets = pc.max(pc.count_substring_regex(text, r"[\[{]")).as_py()
+        if brackets is not None and brackets > limits.max_json_depth:
+            return False
+    return True
 
 
 def _read_known(path: Path, spec: TableSpec, duck: JsonColumnReader) -> pa.Table | None:

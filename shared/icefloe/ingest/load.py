@@ -26,6 +26,10 @@ from icefloe.spec import Column, TableSpec
 MAX_PROBLEMS = 5
 _ARROW_INPUT = "__icefloe_arrow_input"
 _JSON_FORMATS = {"json": "auto", "ndjson": "newline_delimited"}
+# The one-parse path bounds records lower than the batch limit: DuckDB's buffers (one per
+# thread) are sized by the bound, and it ran beside pyarrow's parse. A larger record makes
+# the read fail, and the conversion (with the batch limit) decides.
+_FAST_LARGEST_RECORD = 16 << 20
 _BRACKET_OR_STRING = re.compile(r'"(?:\\.|[^"\\])*"|[\[\]{}]')
 
 
@@ -109,10 +113,17 @@ def _layout(batch: StagedBatch) -> str:
     return batch.json_layout if batch.json_layout != "auto" else _JSON_FORMATS[batch.format]
 
 
-def _json_reader(batch: StagedBatch, *, columns: str, limits: InsertLimits, records: bool) -> str:
+def _json_reader(
+    batch: StagedBatch,
+    *,
+    columns: str,
+    limits: InsertLimits,
+    records: bool,
+    largest_record: int | None = None,
+) -> str:
     # No record is larger than the file, and DuckDB sizes its buffers by this bound: the
     # batch limit (256 MiB) would cost a small batch milliseconds of allocation per query.
-    largest = min(batch.size_bytes, limits.max_batch_bytes) + 1
+    largest = min(batch.size_bytes, largest_record or limits.max_batch_bytes) + 1
     return (
         f"read_json($path, format='{_layout(batch)}', records={'true' if records else 'false'},"
         f" columns={{{columns}}}, maximum_object_size={largest})"
@@ -151,29 +162,38 @@ class _DuckJsonColumns:
         self._params = {"path": str(batch.path)}
 
     def json_columns(self, columns: list[Column]) -> pa.Table | None:
-        partition_sources = _identity_sources(self._spec)
-        sqls = [
-            json_column(
-                c,
-                max_value_bytes=self._limits.max_value_bytes,
-                max_json_depth=self._limits.max_json_depth,
-                partition_source=c.name in partition_sources,
-            )
+        """The JSON columns' text, as the conversion reads it (checked in Arrow afterwards)."""
+        values = ", ".join(
+            f"{json_column(c, max_value_bytes=0, max_json_depth=0).value} AS {ident(c.name)}"
             for c in columns
-        ]
+        )
         names = ", ".join(f"{name_literal(c.name)}: 'JSON'" for c in columns)
-        source = _json_reader(self._batch, columns=names, limits=self._limits, records=True)
+        source = _json_reader(
+            self._batch,
+            columns=names,
+            limits=self._limits,
+            records=True,
+            largest_record=_FAST_LARGEST_RECORD,
+        )
         with self._con.cursor() as cursor:
             try:
-                return _convert(cursor, sqls, source, self._params, self._limits)
-            except (BatchRejectedError, duckdb.Error, UnicodeDecodeError):
+                return cursor.execute(
+                    f"SELECT {values} FROM {source}", self._params
+                ).to_arrow_table()
+            except (duckdb.Error, UnicodeDecodeError):
                 # The slow path words the refusal. (DuckDB's message about bytes that are
                 # not UTF-8 quotes them, and cannot always be decoded itself.)
                 return None
 
     def only_known_fields(self) -> bool:
         known = "[" + ", ".join(name_literal(c.name) for c in self._spec.columns) + "]"
-        whole = _json_reader(self._batch, columns="'j': 'JSON'", limits=self._limits, records=False)
+        whole = _json_reader(
+            self._batch,
+            columns="'j': 'JSON'",
+            limits=self._limits,
+            records=False,
+            largest_record=_FAST_LARGEST_RECORD,
+        )
         with self._con.cursor() as cursor:
             try:
                 row = cursor.execute(
@@ -229,7 +249,7 @@ def _load_json(
     try:
         table = _convert(con, sqls, source, params, limits)
     except _NotUtf8Error as e:
-        raise _locate_malformed_json(batch, e.__cause__ or e) from e
+        raise _locate_malformed_json(batch, ValueError("bytes that are not UTF-8")) from e
     if overflow is None:
         return table
     extras = con.execute(f"SELECT overflow FROM ({shape}) ORDER BY i", params).to_arrow_table()

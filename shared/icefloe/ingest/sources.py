@@ -108,25 +108,46 @@ def stage_rows(
         _refuse_non_finite(rows, max_depth=limits.max_json_depth)
     if len(data) > limits.max_batch_bytes:
         raise _too_big(len(data), limits)
-    lines = _as_lines(data, rows)
-    if lines is not None:
-        staged = _stage_bytes(lines, fmt="ndjson", directory=directory)
-        return replace(staged, json_layout="newline_delimited")
+    if _separators_unambiguous(data, rows):
+        fd, path = _temp_file(directory, ".ndjson")
+        with os.fdopen(fd, "wb") as f:
+            size = _write_lines(f, data)
+        return StagedBatch(
+            path=path,
+            format="ndjson",
+            size_bytes=size,
+            owned=True,
+            json_layout="newline_delimited",
+        )
     staged = _stage_bytes(data, fmt="json", directory=directory)
     return replace(staged, json_layout="array")
 
 
-def _as_lines(data: bytes, rows: Sequence[object]) -> bytes | None:
-    """orjson's array of ``rows`` as NDJSON (one object per line, which the one-parse JSON path
-    reads), when that is safe: every row a dict, so that the array's separators are exactly
-    ``len(rows) - 1`` times ``},{``; any more (inside a string, or between objects nested in a
-    list) and the array is kept as it is."""
+def _separators_unambiguous(data: bytes, rows: Sequence[object]) -> bool:
+    """Whether orjson's array of ``rows`` can be staged as NDJSON (one object per line, which
+    the one-parse JSON path reads): every row a dict, so that the array's separators are
+    ``len(rows) - 1`` times ``},{``, and no other ``},{`` (inside a string, or between objects
+    nested in a list) in the text."""
     if not rows or not all(type(row) is dict for row in rows):
-        return None
-    body = data[1:-1]
-    if body.count(b"},{") != len(rows) - 1:
-        return None
-    return body.replace(b"},{", b"}\n{") + b"\n"
+        return False
+    return data.count(b"},{") == len(rows) - 1
+
+
+def _write_lines(f: BinaryIO, data: bytes) -> int:
+    """Write the array ``data`` as one object per line, in chunks (a whole copy of a large
+    batch would double its memory); return the bytes written."""
+    view = memoryview(data)
+    start, end, written = 1, len(data) - 1, 0  # inside the brackets
+    while start < end:
+        cut = data.find(b"},{", min(start + _COPY_CHUNK, end), end)
+        stop = end if cut < 0 else cut + 1  # the chunk keeps its closing brace
+        chunk = bytes(view[start:stop]).replace(b"},{", b"}\n{") + b"\n"
+        f.write(chunk)
+        written += len(chunk)
+        if cut < 0:
+            break
+        start = cut + 2  # the next object's opening brace
+    return written
 
 
 def _refuse_non_finite(rows: Sequence[Mapping[str, object]], *, max_depth: int) -> None:
