@@ -13,12 +13,11 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
-import duckdb
 import pyarrow as pa
 
 from icefloe import duck
@@ -53,7 +52,8 @@ from icefloe.tracing import span
 logger = logging.getLogger(__name__)
 
 MAX_IDEMPOTENCY_KEY_CHARS = 512
-MAX_CONCURRENT_WRITES = 2
+MAX_CONCURRENT_UPLOADS = 8
+MAX_CONCURRENT_ENCODES = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,7 +219,9 @@ class Inserter:
                         rows = rows.append_column(ROW_ID_COLUMN, new_row_ids(rows.num_rows))
                     loaded = time.perf_counter()
                     with span("icefloe.insert.write"):
-                        files = self._write_partitions(con, spec, rows, written)
+                        parts = list(partition_rows(con, spec, rows))
+                        del rows  # the parts are slices of a sorted copy: free the input
+                        files = self._write_partitions(spec, parts, written)
                     wrote = time.perf_counter()
                 finally:
                     con.close()
@@ -255,24 +257,31 @@ class Inserter:
         )
 
     def _write_partitions(
-        self, con: duckdb.DuckDBPyConnection, spec: TableSpec, rows: pa.Table, written: list[str]
+        self, spec: TableSpec, parts: list[PartitionSlice], written: list[str]
     ) -> list[NewFile]:
-        """Encode and upload one file per partition, partitions in parallel (pyarrow encodes
-        without the GIL, and S3 puts are latency bound); each file's bytes are dropped once
-        uploaded. ``written`` receives every key that reached the store, even if another
-        partition failed."""
+        """Encode one file per partition, at most two at a time (pyarrow encodes without the
+        GIL; more at once would hold every partition's buffers together), and upload each as
+        soon as it is encoded, up to eight at a time (S3 puts are latency bound). A file's
+        bytes are dropped once uploaded. ``written`` receives every key that reached the
+        store, even if another partition failed."""
         json_columns = [c.name for c in spec.columns if c.type == "JSON"]
         membership = membership_column(spec)
 
-        def write(part: PartitionSlice) -> NewFile:
+        def put(key: str, data: bytes) -> None:
+            self._objects.put(key, data)
+            written.append(key)
+
+        def encode(part: PartitionSlice, uploads: ThreadPoolExecutor | None) -> NewFile:
             encoded = encode_parquet(
                 with_json_columns(part.rows, json_columns),
                 row_group_sizes=spec.sizes.row_group_max_rows,
                 membership_column=membership,
             )
             key = new_data_key(table=spec.name, partition_path=part.path)
-            self._objects.put(key, encoded.data)
-            written.append(key)
+            if uploads is None:
+                put(key, encoded.data)
+            else:
+                pending.append(uploads.submit(put, key, encoded.data))
             values: dict[str, JsonScalar] = {
                 f.name: (None if v is None else f.to_path_value(v))
                 for f, v in zip(spec.partition_by, part.values, strict=True)
@@ -286,15 +295,21 @@ class Inserter:
                 spec_version=spec.version,
             )
 
-        parts = list(partition_rows(con, spec, rows))
         if len(parts) == 1:
-            return [write(parts[0])]
-        with ThreadPoolExecutor(max_workers=min(MAX_CONCURRENT_WRITES, len(parts))) as pool:
-            futures = [pool.submit(write, part) for part in parts]
-        errors = [f.exception() for f in futures if f.exception() is not None]
-        if errors:
-            raise errors[0]  # type: ignore[misc]
-        return [f.result() for f in futures]
+            return [encode(parts[0], None)]
+        pending: list[Future[None]] = []
+        with (
+            ThreadPoolExecutor(max_workers=min(MAX_CONCURRENT_UPLOADS, len(parts))) as uploads,
+            ThreadPoolExecutor(max_workers=min(MAX_CONCURRENT_ENCODES, len(parts))) as encodes,
+        ):
+            files = [encodes.submit(encode, part, uploads) for part in parts]
+            wait(files)  # every upload is submitted before the upload pool closes
+        everything: list[Future[Any]] = [*files, *pending]
+        for future in everything:
+            error = future.exception()
+            if error is not None:
+                raise error
+        return [f.result() for f in files]
 
 
 def batch_digest(staged: StagedBatch | ArrowBatch) -> str:
