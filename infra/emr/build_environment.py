@@ -42,6 +42,10 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 PYPROJECT = REPO_ROOT / "pyproject.toml"
 ENTRY_POINT_SOURCE = Path(__file__).resolve().with_name("compact_job.py")
 ENTRY_POINT_NAME = "compact_job.py"
+# The big-scan query job's entry point, uploaded beside the compaction job's (the launcher
+# finds it there: icefloe.emr_query).
+QUERY_ENTRY_POINT_SOURCE = Path(__file__).resolve().with_name("query_job.py")
+QUERY_ENTRY_POINT_NAME = "query_job.py"
 ARCHIVE_NAME = "icefloe-env.tar.gz"
 DEFAULT_OUTPUT = REPO_ROOT / "dist" / "emr"
 
@@ -149,6 +153,10 @@ class BuildPlan:
     def entry_point(self) -> Path:
         return self.output / ENTRY_POINT_NAME
 
+    @property
+    def query_entry_point(self) -> Path:
+        return self.output / QUERY_ENTRY_POINT_NAME
+
     def pip_wheel(self) -> list[str]:
         return [
             self.python,
@@ -224,6 +232,7 @@ def describe(plan: BuildPlan, destination: S3Destination | None) -> list[str]:
         " first on PYTHONPATH), mode 0755",
         shlex.join(["tar", "-czf", str(plan.archive), "-C", str(plan.environment), "."]),
         shlex.join(["cp", str(ENTRY_POINT_SOURCE), str(plan.entry_point)]),
+        shlex.join(["cp", str(QUERY_ENTRY_POINT_SOURCE), str(plan.query_entry_point)]),
     ]
     if destination is not None:
         lines += [
@@ -267,6 +276,7 @@ def build(plan: BuildPlan, *, run: Runner = _run) -> None:
         for child in sorted(plan.environment.iterdir()):
             archive.add(child, arcname=child.name)
     shutil.copyfile(ENTRY_POINT_SOURCE, plan.entry_point)
+    shutil.copyfile(QUERY_ENTRY_POINT_SOURCE, plan.query_entry_point)
     size_mb = plan.archive.stat().st_size / 1e6
     print(f"built {plan.archive} ({size_mb:.1f} MB) and {plan.entry_point}", flush=True)
 
@@ -276,7 +286,12 @@ def upload_artifacts(
 ) -> dict[str, str]:
     """Upload the entry point and the archive under ``destination``; returns the orchestrator's
     ``ICEFLOE_EMR_*`` values that point at them."""
-    for path, name in ((entry_point, ENTRY_POINT_NAME), (archive, ARCHIVE_NAME)):
+    query_entry_point = entry_point.with_name(QUERY_ENTRY_POINT_NAME)
+    for path, name in (
+        (entry_point, ENTRY_POINT_NAME),
+        (query_entry_point, QUERY_ENTRY_POINT_NAME),
+        (archive, ARCHIVE_NAME),
+    ):
         if not path.is_file():
             raise BuildError(f"{path} does not exist: build it first")
         client.upload_file(str(path), destination.bucket, destination.key(name))

@@ -31,9 +31,8 @@ import sys
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from icefloe.aws.lambda_runtime import SECRET_ARN_VARIABLE, settings_from_environment
+from icefloe.aws.lambda_runtime import job_settings
 from icefloe.compaction import CompactionManifest, CompactionResult, compact_with_spark
-from icefloe.config import Settings
 from icefloe.errors import ConfigError, IcefloeError, InvalidInputError, ObjectNotFoundError
 from icefloe.metastore.store import MetaStore
 from icefloe.runtime import Runtime
@@ -141,7 +140,7 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
         format="%(asctime)s %(levelname)s %(name)s %(message)s",
     )
     try:
-        settings = _settings(environ)
+        settings = job_settings(environ)
         objects = object_store_from_settings(settings)
         manifest = load_manifest(objects, args.manifest)
     except (ConfigError, ManifestError) as e:
@@ -162,17 +161,6 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
     for line in result_lines(result):
         print(line, flush=True)
     return EXIT_OK
-
-
-def _settings(environ: Mapping[str, str] | None) -> Settings:
-    settings = settings_from_environment(environ)
-    if settings.database_url is None:
-        # Settings fall back on an embedded Postgres, which on EMR would be an empty database.
-        raise ConfigError(
-            f"no meta store configured: set {SECRET_ARN_VARIABLE} or ICEFLOE_DATABASE_URL"
-            " (spark.emr-serverless.driverEnv.* on EMR Serverless)"
-        )
-    return settings
 
 
 def _run(runtime: Runtime, manifest: CompactionManifest) -> CompactionResult:

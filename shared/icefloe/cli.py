@@ -190,10 +190,11 @@ def build_parser() -> argparse.ArgumentParser:
     query.add_argument("--tenant", help="see only this tenant's rows of every table")
     query.add_argument(
         "--engine",
-        choices=("duckdb", "spark"),
+        choices=("duckdb", "spark", "emr"),
         default="duckdb",
-        help="duckdb (default: sandboxed, warm) or spark (local Spark, for big scans; not"
-        " sandboxed)",
+        help="duckdb (default: sandboxed, warm), spark (local Spark, for big scans; not"
+        " sandboxed), or emr (a Spark job on EMR Serverless, ICEFLOE_EMR_*: prints the job and"
+        " where its Parquet result will be)",
     )
 
     files = commands.add_parser("files", help="the files of a table at a snapshot")
@@ -927,6 +928,8 @@ def _count(n: int, noun: str, plural: str | None = None) -> str:
 def _query(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
     if args.format == "parquet" and not args.output:
         raise InvalidInputError("--format parquet needs --output FILE")
+    if args.engine == "emr":
+        return _query_on_emr(runtime, args, out)
     if args.engine == "spark":
         if args.tenant is not None:
             raise InvalidInputError("--tenant needs the duckdb engine (its sandbox scopes tenants)")
@@ -951,6 +954,55 @@ def _query(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
     finally:
         engine.close()
     write_result(result.rows, fmt=args.format, out=out, output=args.output)
+    return 0
+
+
+def _query_on_emr(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
+    """Start a query job on EMR Serverless (see :mod:`icefloe.emr_query`); it writes its
+    result as Parquet, so only ``--format table`` or ``json`` (of the job) apply."""
+    import boto3
+
+    from icefloe.compaction.emr import EmrJobConfig
+    from icefloe.emr_query import EmrQueryLauncher
+
+    if args.tenant is not None:
+        raise InvalidInputError("--tenant needs the duckdb engine (its sandbox scopes tenants)")
+    if args.format not in ("table", "json") or args.output:
+        raise InvalidInputError(
+            "--engine emr writes its result as Parquet under the results location:"
+            " --format csv/parquet and --output do not apply"
+        )
+    config = EmrJobConfig.from_env(os.environ)
+    if config is None:
+        raise InvalidInputError(
+            "--engine emr needs ICEFLOE_EMR_APPLICATION_ID, ICEFLOE_EMR_JOB_ROLE_ARN,"
+            " ICEFLOE_EMR_ENTRY_POINT and ICEFLOE_EMR_ENVIRONMENT_ARCHIVE (the stack's outputs)"
+        )
+    settings = runtime.settings
+    client = boto3.client("emr-serverless", region_name=settings.aws_region)
+    launched = EmrQueryLauncher(
+        meta=runtime.meta,
+        objects=runtime.objects,
+        client=client,
+        config=config,
+        results_uri=settings.results_location.uri,
+    ).launch(args.sql, snapshot_id=args.snapshot)
+    data = {
+        "job_id": launched.job_id,
+        "job_run_id": launched.job_run_id,
+        "snapshots": launched.snapshots,
+        "result_uri": launched.result_uri,
+    }
+    _emit(
+        out,
+        args.format,
+        data,
+        lambda: (
+            f"started query job {launched.job_id} (EMR job run {launched.job_run_id}) over "
+            + ", ".join(f"{t} at snapshot {s}" for t, s in launched.snapshots.items())
+            + f"\nits result will be Parquet under {launched.result_uri}"
+        ),
+    )
     return 0
 
 

@@ -15,7 +15,6 @@ by EMRFS; local Spark reads local warehouses (it has no S3 connector of its own 
 
 from __future__ import annotations
 
-import re
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -32,6 +31,8 @@ from icefloe.spec.types import is_list
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+
+    from icefloe.emr_query import SparkQueryRequest
 
 # DuckDB's types as Spark SQL types (what icefloe's files hold, read back faithfully).
 _SPARK_TYPES = {
@@ -186,14 +187,34 @@ def query_with_spark(
     Spark SQL is not sandboxed as DuckDB queries are: it can read files by path
     (``parquet.`/path` ``) and has no result caps. It is for trusted users on their own
     machine or job, where Spark's memory and scale are the point."""
-    statement = sql.strip().rstrip(";")
-    if not re.match(r"(?is)^\s*(select|with)\b", statement):
-        raise InvalidInputError("query refused: the Spark engine runs one SELECT (or WITH ...)")
-    names = sorted(analyze(statement).tables)
-    if snapshot_id is not None and len(names) != 1:
-        raise InvalidInputError("a snapshot id pins one table; use as_of for several")
-    for name in names:
-        frame = read_table(spark, name, snapshot_id=snapshot_id, as_of=as_of, runtime=runtime)
-        frame.createOrReplaceTempView(name)
-    result: pa.Table = spark.sql(statement).toArrow()
+    from icefloe.emr_query import pin_snapshots
+
+    snapshots = pin_snapshots(runtime.meta, sql, snapshot_id=snapshot_id, as_of=as_of)
+    result: pa.Table = query_frame(spark, sql, runtime=runtime, snapshots=snapshots).toArrow()
     return result
+
+
+def query_frame(
+    spark: SparkSession, sql: str, *, runtime: Runtime, snapshots: dict[str, int]
+) -> DataFrame:
+    """One SELECT over views of the tables it names, each at its snapshot in ``snapshots``
+    (see :func:`icefloe.emr_query.pin_snapshots`), as a Spark DataFrame."""
+    from icefloe.emr_query import select_statement
+
+    statement = select_statement(sql)
+    for name in sorted(analyze(statement).tables):
+        if name not in snapshots:
+            raise InvalidInputError(f"table {name!r} has no pinned snapshot")
+        frame = read_table(spark, name, snapshot_id=snapshots[name], runtime=runtime)
+        frame.createOrReplaceTempView(name)
+    return spark.sql(statement)
+
+
+def run_query_request(spark: SparkSession, request: SparkQueryRequest, *, runtime: Runtime) -> int:
+    """Run a query job's request and write its result as Parquet at ``request.result_uri``
+    (which must not exist yet: a job run again fails rather than mixing results); returns
+    the result's row count."""
+    frame = query_frame(spark, request.sql, runtime=runtime, snapshots=request.snapshots)
+    frame.write.mode("errorifexists").parquet(request.result_uri)
+    rows: int = spark.read.parquet(request.result_uri).count()
+    return rows

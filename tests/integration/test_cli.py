@@ -915,3 +915,49 @@ def test_merge_compact_and_gc_show_progress_on_a_terminal_and_none_in_json(
     # And gc, one step per table
     assert run("gc", "--retention", "0s")[0] == 0
     assert "collecting [" in terminal.getvalue() and "1/1 tables" in terminal.getvalue()
+
+
+def test_query_on_emr_starts_a_job_pinned_at_the_head_and_says_where_its_result_goes(
+    cli_env: str,
+    tmp_path: Path,
+    moto_endpoint: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # Given a table with rows, and no EMR settings
+    run("init")
+    create_events()
+    source = tmp_path / "rows.ndjson"
+    source.write_text(json.dumps({"ts": "2026-03-01T01:00:00", "event": "view"}) + "\n")
+    assert run("insert", "events", str(source))[0] == 0
+    sql = "SELECT count(*) AS n FROM events"
+    capsys.readouterr()
+    assert run("query", sql, "--engine", "emr")[0] == 1
+    assert "ICEFLOE_EMR_APPLICATION_ID" in capsys.readouterr().err
+
+    # When the stack's EMR settings are given (moto standing in for EMR Serverless)
+    for name, value in FAKE_AWS_ENVIRONMENT.items():
+        monkeypatch.setenv(name, value)
+    for name in UNSET_AWS_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_ENDPOINT_URL_EMR_SERVERLESS", moto_endpoint)
+    emr = boto3.client("emr-serverless", endpoint_url=moto_endpoint, region_name=REGION)
+    application = emr.create_application(name="q", releaseLabel="emr-7.0.0", type="SPARK")
+    monkeypatch.setenv("ICEFLOE_EMR_APPLICATION_ID", application["applicationId"])
+    monkeypatch.setenv("ICEFLOE_EMR_JOB_ROLE_ARN", "arn:aws:iam::123456789012:role/job")
+    monkeypatch.setenv("ICEFLOE_EMR_ENTRY_POINT", "s3://artifacts/emr/compact_job.py")
+    monkeypatch.setenv("ICEFLOE_EMR_ENVIRONMENT_ARCHIVE", "s3://artifacts/emr/env.tar.gz")
+    code, out = run("query", sql, "--engine", "emr", "--format", "json")
+
+    # Then a job run was started over the head snapshot, its result under the results location
+    assert code == 0
+    started = json.loads(out)
+    assert started["snapshots"] == {"events": 1}
+    assert started["result_uri"] == str(tmp_path / "home" / "results" / "spark" / started["job_id"])
+    job_run = emr.get_job_run(
+        applicationId=application["applicationId"], jobRunId=started["job_run_id"]
+    )["jobRun"]
+    assert job_run["jobDriver"]["sparkSubmit"]["entryPoint"] == "s3://artifacts/emr/query_job.py"
+    # And a result file format does not apply: the job writes Parquet
+    assert run("query", sql, "--engine", "emr", "--format", "csv")[0] == 1
+    assert "writes its result as Parquet" in capsys.readouterr().err

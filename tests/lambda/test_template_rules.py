@@ -285,18 +285,25 @@ def test_the_compaction_job_sees_the_warehouse_and_meta_store_of_the_functions()
     assert driver_env["AWS_REGION"] == {"Ref": "AWS::Region"}
 
 
-def test_the_compaction_job_role_touches_only_the_warehouse_its_artifacts_and_its_logs() -> None:
+def test_the_job_role_touches_only_the_warehouse_its_artifacts_logs_and_spark_results() -> None:
+    # Big-scan query jobs write Parquet under results/spark/<job id>/, never elsewhere under
+    # results/ (where the query function's links live).
     allowed = {
         "${DataBucket.Arn}/${WarehousePrefix}/*",
         "${DataBucket.Arn}/${ArtifactsPrefix}/*",
         "${DataBucket.Arn}/${ArtifactsPrefix}/logs/*",
+        "${DataBucket.Arn}/results/spark/*",
     }
     writes = set()
     for statement in _s3_statements(JOB_ROLE):
         if _actions(statement) == {"s3:ListBucket"}:
             assert statement["Resource"] == {"Fn::GetAtt": ["DataBucket", "Arn"]}
             prefixes = statement["Condition"]["StringLike"]["s3:prefix"]
-            assert prefixes == [{"Ref": "WarehousePrefix"}, {"Fn::Sub": "${WarehousePrefix}/*"}]
+            assert prefixes == [
+                {"Ref": "WarehousePrefix"},
+                {"Fn::Sub": "${WarehousePrefix}/*"},
+                "results/spark/*",
+            ]
             continue
         for resource in _resources(statement):
             assert resource["Fn::Sub"] in allowed, resource

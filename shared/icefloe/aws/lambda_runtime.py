@@ -59,6 +59,18 @@ def settings_from_environment(environ: Mapping[str, str] | None = None) -> Setti
     return _settings_and_secret(os.environ if environ is None else environ)[0]
 
 
+def job_settings(environ: Mapping[str, str] | None = None) -> Settings:
+    """Settings of a Spark job's driver (EMR Serverless): :func:`settings_from_environment`,
+    refusing to fall back on an embedded Postgres, which there would be an empty database."""
+    settings = settings_from_environment(environ)
+    if settings.database_url is None:
+        raise ConfigError(
+            f"no meta store configured: set {SECRET_ARN_VARIABLE} or ICEFLOE_DATABASE_URL"
+            " (spark.emr-serverless.driverEnv.* on EMR Serverless)"
+        )
+    return settings
+
+
 def _settings_and_secret(env: Mapping[str, str]) -> tuple[Settings, SecretDsn | None]:
     settings, secret = with_database_secret(Settings.from_env(env), env)
     if settings.database_url is None and env.get("AWS_LAMBDA_FUNCTION_NAME"):

@@ -78,6 +78,38 @@ class EmrJobConfig:
             job_timeout_minutes=int(timeout),
         )
 
+    def job_run_request(
+        self,
+        *,
+        token: str,
+        name: str,
+        entry_point: str,
+        arguments: list[str],
+        tags: dict[str, str],
+    ) -> dict[str, Any]:
+        """``start_job_run`` arguments for one job of this application (``token`` is the
+        idempotent client token: a job's id)."""
+        request: dict[str, Any] = {
+            "applicationId": self.application_id,
+            "clientToken": token,
+            "executionRoleArn": self.execution_role_arn,
+            "name": name,
+            "executionTimeoutMinutes": self.job_timeout_minutes,
+            "jobDriver": {
+                "sparkSubmit": {
+                    "entryPoint": entry_point,
+                    "entryPointArguments": arguments,
+                    "sparkSubmitParameters": self.spark_submit_parameters(),
+                }
+            },
+            "tags": tags,
+        }
+        if self.log_uri:
+            request["configurationOverrides"] = {
+                "monitoringConfiguration": {"s3MonitoringConfiguration": {"logUri": self.log_uri}}
+            }
+        return request
+
     def spark_submit_parameters(self) -> str:
         """The packaged Python environment as the driver's and executors' Python."""
         return " ".join(
@@ -169,25 +201,10 @@ class EmrCompactionLauncher:
 
     def job_run_request(self, manifest: CompactionManifest) -> dict[str, Any]:
         """The ``start_job_run`` arguments for ``manifest``."""
-        request: dict[str, Any] = {
-            "applicationId": self._config.application_id,
-            "clientToken": manifest.job_id,
-            "executionRoleArn": self._config.execution_role_arn,
-            "name": f"icefloe {manifest.table} {manifest.job_id}",
-            "executionTimeoutMinutes": self._config.job_timeout_minutes,
-            "jobDriver": {
-                "sparkSubmit": {
-                    "entryPoint": self._config.entry_point,
-                    "entryPointArguments": ["--manifest", manifest.key],
-                    "sparkSubmitParameters": self._config.spark_submit_parameters(),
-                }
-            },
-            "tags": {"icefloe:table": manifest.table, "icefloe:job": manifest.job_id},
-        }
-        if self._config.log_uri:
-            request["configurationOverrides"] = {
-                "monitoringConfiguration": {
-                    "s3MonitoringConfiguration": {"logUri": self._config.log_uri}
-                }
-            }
-        return request
+        return self._config.job_run_request(
+            token=manifest.job_id,
+            name=f"icefloe {manifest.table} {manifest.job_id}",
+            entry_point=self._config.entry_point,
+            arguments=["--manifest", manifest.key],
+            tags={"icefloe:table": manifest.table, "icefloe:job": manifest.job_id},
+        )

@@ -27,3 +27,8 @@ def build_layer() -> ModuleType:
 @pytest.fixture(scope="module")
 def package_report() -> ModuleType:
     return load_script("package_report", "lambda")
+
+
+@pytest.fixture(scope="module")
+def query_job() -> ModuleType:
+    return load_script("query_job", "emr")

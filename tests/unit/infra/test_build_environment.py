@@ -215,12 +215,13 @@ def s3(monkeypatch: pytest.MonkeyPatch) -> Iterator[object]:
         yield client
 
 
-def test_an_upload_puts_the_entry_point_and_the_archive_under_the_prefix(
+def test_an_upload_puts_the_entry_points_and_the_archive_under_the_prefix(
     build_environment: ModuleType, s3: object, tmp_path: Path
 ) -> None:
     # Given built artifacts (their content does not matter to the upload)
     entry_point = tmp_path / "compact_job.py"
     entry_point.write_text("print('job')\n", encoding="utf-8")
+    (tmp_path / "query_job.py").write_text("print('query')\n", encoding="utf-8")
     archive = tmp_path / "icefloe-env.tar.gz"
     archive.write_bytes(b"\x1f\x8b archive bytes")
 
@@ -232,12 +233,14 @@ def test_an_upload_puts_the_entry_point_and_the_archive_under_the_prefix(
         client=s3,
     )
 
-    # Then both are under the prefix, and the settings printed point at them
+    # Then all three are under the prefix (the query job's entry point beside the compaction
+    # job's, where the launcher looks for it), and the settings printed point at them
     client = boto3.client("s3", region_name=REGION)
     listed = client.list_objects_v2(Bucket="icefloe-artifacts")["Contents"]
     assert sorted(o["Key"] for o in listed) == [
         "icefloe/emr/compact_job.py",
         "icefloe/emr/icefloe-env.tar.gz",
+        "icefloe/emr/query_job.py",
     ]
     body = client.get_object(Bucket="icefloe-artifacts", Key="icefloe/emr/icefloe-env.tar.gz")
     assert body["Body"].read() == archive.read_bytes()

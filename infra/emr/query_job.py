@@ -1,0 +1,122 @@
+"""EMR Serverless entry point of a big-scan query job.
+
+    python query_job.py --request <key relative to the warehouse>
+
+``icefloe query --engine emr`` starts it (``icefloe.emr_query``) with the key of the request
+it wrote, e.g. ``events/jobs/query-0123abcd.json``: the SELECT, the snapshot it pinned for
+each table, and where to write the result. Settings come from the driver's environment, as
+for the compaction job (``compact_job.py``, beside this file).
+
+The job reads each table at its pinned snapshot, runs the SELECT and writes the result as
+Parquet at the request's result URI, then prints one JSON line (job id, result URI, rows).
+Exit status: 0 when the result is written; 1 when the query failed (an error in the SQL, a
+result already there, ...: the traceback is in the driver's log); 2 when the job could not
+start (bad arguments, no meta store, the request missing or invalid).
+
+It holds no rule of the system, only the wiring.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from icefloe.aws.lambda_runtime import job_settings
+from icefloe.emr_query import SparkQueryRequest
+from icefloe.errors import ConfigError, InvalidInputError, ObjectNotFoundError
+from icefloe.metastore.store import MetaStore
+from icefloe.runtime import Runtime
+from icefloe.storage import ObjectStore, object_store_from_settings, validate_key
+
+logger = logging.getLogger("icefloe.query_job")
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_CANNOT_START = 2
+
+
+class RequestError(Exception):
+    """The job's request cannot be used: missing, not a request, or not where it says."""
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="query_job.py", description="Run one icefloe big-scan query job (PySpark)."
+    )
+    parser.add_argument(
+        "--request",
+        required=True,
+        type=_request_key,
+        help="key of the job's request relative to the warehouse, e.g. events/jobs/<id>.json",
+    )
+    return parser.parse_args(argv)
+
+
+def _request_key(value: str) -> str:
+    try:
+        key = validate_key(value)
+    except InvalidInputError as e:
+        raise argparse.ArgumentTypeError(str(e)) from e
+    if not key.endswith(".json"):
+        raise argparse.ArgumentTypeError(f"{value!r} is not a request key (<table>/jobs/<id>.json)")
+    return key
+
+
+def load_request(objects: ObjectStore, key: str) -> SparkQueryRequest:
+    try:
+        text = objects.get(key)
+    except ObjectNotFoundError as e:
+        raise RequestError(f"no query request under {objects.uri(key)}") from e
+    try:
+        request = SparkQueryRequest.from_json(text)
+    except InvalidInputError as e:
+        raise RequestError(f"{objects.uri(key)}: {e}") from e
+    if request.key != key:
+        raise RequestError(
+            f"{objects.uri(key)} describes job {request.job_id!r}, whose key is {request.key!r}"
+        )
+    return request
+
+
+def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO,
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s %(message)s",
+    )
+    try:
+        settings = job_settings(environ)
+        objects = object_store_from_settings(settings)
+        request = load_request(objects, args.request)
+    except (ConfigError, RequestError) as e:
+        logger.error("query job cannot start: %s", e)
+        return EXIT_CANNOT_START
+    assert settings.database_url is not None
+    meta = MetaStore(settings.database_url, schema=settings.database_schema, max_connections=2)
+    with Runtime(settings=settings, meta=meta, objects=objects) as runtime:
+        try:
+            rows = _run(runtime, request)
+        except Exception:
+            logger.exception("query job %s failed", request.job_id)
+            return EXIT_FAILED
+    print(json.dumps({"job_id": request.job_id, "result_uri": request.result_uri, "rows": rows}))
+    return EXIT_OK
+
+
+def _run(runtime: Runtime, request: SparkQueryRequest) -> int:
+    from pyspark.sql import SparkSession
+
+    from icefloe.spark import run_query_request
+
+    # No master: spark-submit on EMR (or a local spark-submit) decides where the job runs.
+    spark: Any = SparkSession.builder.appName(f"icefloe {request.job_id}").getOrCreate()
+    return run_query_request(spark, request, runtime=runtime)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

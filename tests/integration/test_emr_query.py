@@ -1,0 +1,160 @@
+"""Big scans on EMR Serverless (issue: interop): a query job is started under moto with the
+snapshots it pins, recorded and settled like a compaction job, and its entry point, run on
+local Spark, writes as Parquet exactly what the query engine answers at those snapshots."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pyarrow.parquet as pq
+import pytest
+
+from icefloe.compaction.emr import EmrJobConfig
+from icefloe.compaction.tracking import settle_job
+from icefloe.emr_query import EmrQueryLauncher, SparkQueryRequest, pin_snapshots
+from icefloe.errors import InvalidInputError
+from icefloe.metastore.jobs import JobStore
+from support.aws import FAKE_AWS_ENVIRONMENT, MOTO_EMR_RELEASE_LABEL, UNSET_AWS_VARIABLES
+from support.infra_scripts import load_script
+from support.merge_lake import Lake
+
+pytestmark = pytest.mark.integration
+
+SQL = "SELECT event, count(*) AS n, min(ts) AS first FROM events GROUP BY event"
+REGION = "us-east-1"
+
+
+@pytest.fixture
+def emr(moto_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> Any:
+    for name, value in FAKE_AWS_ENVIRONMENT.items():
+        monkeypatch.setenv(name, value)
+    for name in UNSET_AWS_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    return boto3.client("emr-serverless", endpoint_url=moto_endpoint, region_name=REGION)
+
+
+def launcher(lake: Lake, emr: Any, results: Path) -> EmrQueryLauncher:
+    application = emr.create_application(
+        name="icefloe-test", releaseLabel=MOTO_EMR_RELEASE_LABEL, type="SPARK"
+    )["applicationId"]
+    return EmrQueryLauncher(
+        meta=lake.meta,
+        objects=lake.objects,
+        client=emr,
+        config=EmrJobConfig(
+            application_id=application,
+            execution_role_arn="arn:aws:iam::123456789012:role/icefloe-job",
+            entry_point="s3://artifacts/icefloe/compact_job.py",
+            environment_archive="s3://artifacts/icefloe/icefloe-env.tar.gz",
+        ),
+        results_uri=str(results),
+    )
+
+
+def test_a_query_job_is_started_tracked_and_writes_the_pinned_answer(
+    lake: Lake,
+    emr: Any,
+    spark: Any,
+    postgres_dsn: str,
+    schema_name: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # Given a table with merged and unmerged files
+    lake.create()
+    lake.insert_batches("events", batches=4, rows=40, days=3)
+    lake.merge("events")
+    lake.insert_batches("events", batches=2, rows=20, days=3, seed=30)
+    pinned = lake.head()
+
+    # When a query job is started, and the table moves on before it runs
+    launched = launcher(lake, emr, tmp_path / "results").launch(SQL)
+    lake.insert_batches("events", batches=2, rows=25, days=3, seed=60)
+    assert lake.head() != pinned
+
+    # Then EMR runs the query entry point beside the compaction job's, with the request's key
+    run = emr.get_job_run(applicationId=launched_application(emr), jobRunId=launched.job_run_id)
+    driver = run["jobRun"]["jobDriver"]["sparkSubmit"]
+    request_key = f"events/jobs/{launched.job_id}.json"
+    assert driver["entryPoint"] == "s3://artifacts/icefloe/query_job.py"
+    assert driver["entryPointArguments"] == ["--request", request_key]
+    assert launched.snapshots == {"events": pinned}
+    request = SparkQueryRequest.from_json(lake.objects.get(request_key))
+    assert request.snapshots == {"events": pinned} and request.sql == SQL
+    # And the job is in the books, with no claim (a query changes nothing)
+    job = JobStore(lake.meta).get(launched.job_id)
+    assert job.job_run_id == launched.job_run_id and job.state == "SUBMITTED"
+    assert job.claim_tokens == () and job.manifest_key == request_key
+
+    # When its entry point runs (on local Spark, with the settings EMR's driver would have)
+    query_job = load_script("query_job", "emr")
+    status = query_job.main(
+        ["--request", request_key],
+        {
+            "ICEFLOE_HOME": str(tmp_path / "home"),
+            "ICEFLOE_WAREHOUSE": str(tmp_path / "warehouse"),
+            "ICEFLOE_DATABASE_URL": postgres_dsn,
+            "ICEFLOE_DATABASE_SCHEMA": schema_name,
+        },
+    )
+
+    # Then the result is the engine's answer at the pinned snapshot, not at the head
+    assert status == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert summary["result_uri"] == launched.result_uri
+    written = pq.read_table(launched.result_uri).to_pylist()
+    expected = lake.rows(SQL, snapshot_id=pinned)
+    assert summary["rows"] == len(expected)
+    assert canonical(written) == canonical(expected)
+    assert canonical(written) != canonical(lake.rows(SQL))
+
+    # And the job settles as compaction jobs do (nothing to release, nothing to delete)
+    settled = settle_job(meta=lake.meta, objects=lake.objects, job=job, state="SUCCESS")
+    assert (settled.claims_released, settled.outputs_deleted) == (0, 0)
+    assert JobStore(lake.meta).get(launched.job_id).settled_at is not None
+
+    # And a job run again does not mix its result with the first one's
+    assert (
+        query_job.main(
+            ["--request", request_key],
+            {
+                "ICEFLOE_HOME": str(tmp_path / "home"),
+                "ICEFLOE_WAREHOUSE": str(tmp_path / "warehouse"),
+                "ICEFLOE_DATABASE_URL": postgres_dsn,
+                "ICEFLOE_DATABASE_SCHEMA": schema_name,
+            },
+        )
+        == 1
+    )
+    assert canonical(pq.read_table(launched.result_uri).to_pylist()) == canonical(expected)
+
+
+def launched_application(emr: Any) -> str:
+    return str(emr.list_applications()["applications"][0]["id"])
+
+
+def canonical(rows: list[dict[str, Any]]) -> list[str]:
+    return sorted(repr(sorted((k, str(v)) for k, v in row.items())) for row in rows)
+
+
+def test_what_a_query_job_refuses_before_starting(lake: Lake) -> None:
+    lake.create()
+    with pytest.raises(InvalidInputError, match="no committed rows"):
+        pin_snapshots(lake.meta, "SELECT * FROM events")
+    lake.insert_batches("events", batches=1, rows=5, days=1)
+    with pytest.raises(InvalidInputError, match="one SELECT"):
+        pin_snapshots(lake.meta, "DELETE FROM events")
+    with pytest.raises(InvalidInputError, match="names no table"):
+        pin_snapshots(lake.meta, "SELECT 1")
+
+
+def test_a_request_must_be_one(lake: Lake) -> None:
+    with pytest.raises(InvalidInputError, match="not a query job request"):
+        SparkQueryRequest.from_json(b'{"job_id": "q"}')
+    with pytest.raises(InvalidInputError, match="names no table"):
+        SparkQueryRequest.from_json(
+            json.dumps({"job_id": "q", "sql": "SELECT 1", "snapshots": {}, "result_uri": "x"})
+        )
