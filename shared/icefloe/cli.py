@@ -304,11 +304,21 @@ def build_parser() -> argparse.ArgumentParser:
         "iceberg",
         help="commit the head snapshot's files to an Iceberg v2 table (icefloe.NAME)",
         epilog="By default the catalog is pyiceberg's SQL catalog in a SQLite file under"
-        " ICEFLOE_HOME/iceberg; --catalog-uri takes any SQLAlchemy URI (Postgres too). Read"
-        " the result with pyiceberg, DuckDB's iceberg_scan(METADATA), Spark, Trino or Athena.",
+        " ICEFLOE_HOME/iceberg; --catalog-uri takes any SQLAlchemy URI (Postgres too);"
+        " --catalog glue registers the table in the AWS Glue Data Catalog (S3 warehouses),"
+        " where Athena and Trino find it. Read the result with pyiceberg, DuckDB's"
+        " iceberg_scan(METADATA), Spark, Trino or Athena.",
     )
     iceberg.add_argument("name", help="the table")
+    iceberg.add_argument(
+        "--catalog", choices=("sql", "glue"), default="sql", help="where the table is registered"
+    )
     iceberg.add_argument("--catalog-uri", help="a SQLAlchemy URI of the SQL catalog")
+    iceberg.add_argument(
+        "--namespace",
+        default="icefloe",
+        help="the Iceberg namespace (the Glue database) of the table (default: icefloe)",
+    )
     iceberg.add_argument(
         "--metadata-location",
         help="where Iceberg metadata files go (a file:// or s3:// URI; default: beside the"
@@ -606,13 +616,33 @@ def _table_alter(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int
 def _publish_iceberg(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
     from icefloe.iceberg import local_catalog, publish_iceberg, sql_catalog
 
-    if args.catalog_uri:
-        location = args.metadata_location or f"{runtime.settings.warehouse.uri.rstrip('/')}/iceberg"
-        catalog = sql_catalog(args.catalog_uri, warehouse=location)
+    settings = runtime.settings
+    beside_warehouse = f"{settings.warehouse.uri.rstrip('/')}/iceberg"
+    if args.catalog == "glue":
+        from icefloe.iceberg_glue import glue_catalog
+
+        if settings.warehouse.scheme != "s3":
+            raise InvalidInputError(
+                "--catalog glue needs an S3 warehouse (ICEFLOE_WAREHOUSE=s3://...): Glue's"
+                " readers cannot reach local files"
+            )
+        catalog = glue_catalog(
+            warehouse=args.metadata_location or beside_warehouse,
+            region=settings.aws_region,
+            s3_endpoint_url=settings.s3_endpoint_url,
+        )
+    elif args.catalog_uri:
+        catalog = sql_catalog(
+            args.catalog_uri, warehouse=args.metadata_location or beside_warehouse
+        )
     else:
-        catalog = local_catalog(runtime.settings.home, warehouse=args.metadata_location)
+        catalog = local_catalog(settings.home, warehouse=args.metadata_location)
     result = publish_iceberg(
-        meta=runtime.meta, objects=runtime.objects, table=args.name, catalog=catalog
+        meta=runtime.meta,
+        objects=runtime.objects,
+        table=args.name,
+        catalog=catalog,
+        namespace=args.namespace,
     )
 
     def text() -> str:

@@ -111,9 +111,15 @@ def sql_catalog(uri: str, *, warehouse: str) -> Catalog:
 
 
 def publish_iceberg(
-    *, meta: MetaStore, objects: ObjectStore, table: str, catalog: Catalog
+    *,
+    meta: MetaStore,
+    objects: ObjectStore,
+    table: str,
+    catalog: Catalog,
+    namespace: str = NAMESPACE,
 ) -> PublishResult:
-    """Publish ``table``'s head snapshot to ``catalog`` as ``icefloe.<table>``."""
+    """Publish ``table``'s head snapshot to ``catalog`` as ``<namespace>.<table>`` (in Glue,
+    the namespace is the database)."""
     info = meta.get_table(table)
     with meta.pin(table) as pinned:
         snapshot_id = pinned.snapshot_id
@@ -122,7 +128,7 @@ def publish_iceberg(
     # A snapshot's files never change: listed after the pin, they are still exactly its own.
     live = meta.files(table, snapshot_id=snapshot_id) if snapshot_id else []
     schema = iceberg_schema(spec)
-    iceberg = _load_or_create(catalog, spec, schema, info.table_id)
+    iceberg = _load_or_create(catalog, namespace, spec, schema, info.table_id)
     # Older Iceberg snapshots still name files of the versions published before, and readers
     # map them through the one name mapping too: it must cover those versions as well.
     versions = {f.spec_version for f in live} | _published_versions(iceberg)
@@ -156,7 +162,7 @@ def publish_iceberg(
                 with tx.update_snapshot().fast_append() as append:
                     for df in new_files:
                         append.append_data_file(df)
-    iceberg = catalog.load_table((NAMESPACE, table))
+    iceberg = catalog.load_table((namespace, table))
     current = iceberg.current_snapshot()
     return PublishResult(
         table=table,
@@ -274,11 +280,13 @@ def _transform(field: IcefloePartitionField) -> Any:
     }[field.transform]
 
 
-def _load_or_create(catalog: Catalog, spec: TableSpec, schema: Schema, table_id: int) -> Table:
+def _load_or_create(
+    catalog: Catalog, namespace: str, spec: TableSpec, schema: Schema, table_id: int
+) -> Table:
     from pyiceberg.exceptions import NoSuchTableError
 
-    identifier = (NAMESPACE, spec.name)
-    catalog.create_namespace_if_not_exists(NAMESPACE)
+    identifier = (namespace, spec.name)
+    catalog.create_namespace_if_not_exists(namespace)
     try:
         table = catalog.load_table(identifier)
     except NoSuchTableError:
@@ -296,8 +304,20 @@ def _load_or_create(catalog: Catalog, spec: TableSpec, schema: Schema, table_id:
     if published_id != str(table_id):
         # The icefloe table was dropped and created again under the same name: start over.
         catalog.drop_table(identifier)
-        return _load_or_create(catalog, spec, schema, table_id)
+        return _load_or_create(catalog, namespace, spec, schema, table_id)
+    if _partition_fields(table.spec()) != _partition_fields(iceberg_partition_spec(spec)):
+        # icefloe never changes a table's partitioning: this is another table of that name
+        # (another deployment's meta store, whose table ids start at 1 too).
+        raise IcebergPublishError(
+            f"{namespace}.{spec.name} in the catalog is partitioned otherwise than icefloe's"
+            f" table {spec.name!r}: it was published from another meta store; publish to"
+            " another namespace"
+        )
     return table
+
+
+def _partition_fields(partition_spec: PartitionSpec) -> list[tuple[int, str, str]]:
+    return [(f.source_id, str(f.transform), f.name) for f in partition_spec.fields]
 
 
 def _published_versions(table: Table) -> set[int]:

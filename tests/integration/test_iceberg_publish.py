@@ -20,10 +20,13 @@ from icefloe.iceberg import (
     local_catalog,
     publish_iceberg,
 )
+from icefloe.ingest import Inserter
 from icefloe.janitor import Janitor
 from icefloe.lifecycle import alter_table, delete_rows
 from icefloe.lifecycle.alter import add_column, drop_column, rename_column, widen_column
-from icefloe.spec import SizeTargets
+from icefloe.metastore.store import MetaStore
+from icefloe.spec import SizeTargets, TableSpec
+from icefloe.storage import LocalObjectStore
 from support.merge_lake import START, Lake
 
 pytestmark = pytest.mark.integration
@@ -236,3 +239,33 @@ def test_a_table_dropped_and_created_again_is_published_afresh(lake: Lake, tmp_p
     # The old table's files are not carried over: the Iceberg table starts over
     assert (result.files_added, result.files_removed, result.files_live) == (1, 0, 1)
     check_same_rows(lake, tmp_path, result, COLUMNS)
+
+
+def test_a_table_of_the_same_name_from_another_meta_store_is_refused_not_mixed(
+    lake: Lake, tmp_path: Path, postgres_dsn: str, schema_name: str
+) -> None:
+    # Given events published from this meta store (partitioned by day)
+    lake.create(schema=SCHEMA)
+    insert_batches(lake, batches=1, rows=10, days=1)
+    catalog = local_catalog(tmp_path)
+    publish_iceberg(meta=lake.meta, objects=lake.objects, table="events", catalog=catalog)
+
+    # When another meta store (its table ids start at 1 too) publishes its own, unpartitioned
+    # events to the same namespace
+    other = MetaStore(postgres_dsn, schema=f"{schema_name}_other")
+    try:
+        other.migrate()
+        other.create_table(TableSpec.create(name="events", schema=SCHEMA))
+        objects = LocalObjectStore(tmp_path / "other")
+        inserter = Inserter(meta=other, objects=objects)
+        inserter.insert_rows("events", [{"ts": "2026-03-01T10:00:00Z", "event": "view"}])
+        inserter.close()
+        assert other.get_table("events").table_id == lake.meta.get_table("events").table_id
+
+        # Then it is refused by name, and the published table is left as it was
+        before = catalog.load_table((NAMESPACE, "events")).metadata_location
+        with pytest.raises(IcebergPublishError, match="from another meta store"):
+            publish_iceberg(meta=other, objects=objects, table="events", catalog=catalog)
+        assert catalog.load_table((NAMESPACE, "events")).metadata_location == before
+    finally:
+        other.close()
