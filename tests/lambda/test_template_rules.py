@@ -578,3 +578,30 @@ def test_only_the_query_function_may_assume_the_tenant_read_role_which_reads_onl
     assert _resources(grant) == [{"Fn::GetAtt": ["TenantReadRole", "Arn"]}]
     environment = FUNCTIONS["QueryFunction"].environment
     assert TEMPLATE.logical_id_of(environment["ICEFLOE_TENANT_READ_ROLE_ARN"]) == "TenantReadRole"
+
+
+def test_the_iceberg_glue_option_scopes_its_policy_to_its_database() -> None:
+    # Both exist only when the parameter names a database
+    for logical_id in ("IcebergDatabase", "IcebergPublisherPolicy"):
+        assert TEMPLATE.resources[logical_id]["Condition"] == "HasIcebergGlueDatabase"
+    assert TEMPLATE.raw["Conditions"]["HasIcebergGlueDatabase"] == {
+        "Fn::Not": [{"Fn::Equals": [{"Ref": "IcebergGlueDatabase"}, ""]}]
+    }
+    statements = TEMPLATE.resources["IcebergPublisherPolicy"]["Properties"]["PolicyDocument"][
+        "Statement"
+    ]
+    for statement in statements:
+        assert all("*" not in a for a in _actions(statement)), statement
+        for resource in _resources(statement):
+            text = resource["Fn::Sub"]
+            if _actions(statement) & {"glue:CreateTable", "glue:UpdateTable"}:
+                # The catalog, the database, and its tables: never another database
+                assert text.endswith((":catalog", ":database/${IcebergGlueDatabase}",
+                                      ":table/${IcebergGlueDatabase}/*")), text  # fmt: skip
+            elif "s3:PutObject" in _actions(statement):
+                assert text == "${DataBucket.Arn}/${WarehousePrefix}/iceberg/*"
+            else:
+                assert _actions(statement) == {"s3:GetObject"}
+                assert text == "${DataBucket.Arn}/${WarehousePrefix}/*/data/*"
+    # Nothing in the stack may use it: it is for whoever publishes
+    assert not _granting("glue:")
