@@ -44,7 +44,7 @@ PROBE = (
 def _build_layer_module() -> Any:
     sys.path.insert(0, str(REPO_ROOT / "infra" / "lambda"))
     try:
-        import build_layer
+        import build_layer  # type: ignore[import-not-found]  # infra/lambda, put on the path
     finally:
         sys.path.pop(0)
     return build_layer

