@@ -36,10 +36,7 @@ def emr(moto_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> Any:
     return boto3.client("emr-serverless", endpoint_url=moto_endpoint, region_name=REGION)
 
 
-def launcher(lake: Lake, emr: Any, results: Path) -> EmrQueryLauncher:
-    application = emr.create_application(
-        name="icefloe-test", releaseLabel=MOTO_EMR_RELEASE_LABEL, type="SPARK"
-    )["applicationId"]
+def launcher(lake: Lake, emr: Any, results: Path, application: str) -> EmrQueryLauncher:
     return EmrQueryLauncher(
         meta=lake.meta,
         objects=lake.objects,
@@ -71,12 +68,15 @@ def test_a_query_job_is_started_tracked_and_writes_the_pinned_answer(
     pinned = lake.head()
 
     # When a query job is started, and the table moves on before it runs
-    launched = launcher(lake, emr, tmp_path / "results").launch(SQL)
+    application = emr.create_application(
+        name="icefloe-test", releaseLabel=MOTO_EMR_RELEASE_LABEL, type="SPARK"
+    )["applicationId"]
+    launched = launcher(lake, emr, tmp_path / "results", application).launch(SQL)
     lake.insert_batches("events", batches=2, rows=25, days=3, seed=60)
     assert lake.head() != pinned
 
     # Then EMR runs the query entry point beside the compaction job's, with the request's key
-    run = emr.get_job_run(applicationId=launched_application(emr), jobRunId=launched.job_run_id)
+    run = emr.get_job_run(applicationId=application, jobRunId=launched.job_run_id)
     driver = run["jobRun"]["jobDriver"]["sparkSubmit"]
     request_key = f"events/jobs/{launched.job_id}.json"
     assert driver["entryPoint"] == "s3://artifacts/icefloe/query_job.py"
@@ -130,10 +130,6 @@ def test_a_query_job_is_started_tracked_and_writes_the_pinned_answer(
         == 1
     )
     assert canonical(pq.read_table(launched.result_uri).to_pylist()) == canonical(expected)
-
-
-def launched_application(emr: Any) -> str:
-    return str(emr.list_applications()["applications"][0]["id"])
 
 
 def canonical(rows: list[dict[str, Any]]) -> list[str]:
