@@ -160,6 +160,12 @@ class EmrQueryLauncher:
             )
             response = self._client.start_job_run(**self.job_run_request(request))
         except Exception as e:
+            # The job record stays, unstarted: the janitor settles it as abandoned, as it does
+            # a compaction job that never started.
+            try:
+                self._objects.delete_many([request.key])
+            except Exception:  # outside the data prefix: harmless if left
+                logger.exception("could not delete query request %s", request.key)
             if isinstance(e, IcefloeError):
                 raise
             code = getattr(e, "response", {}).get("Error", {}).get("Code", type(e).__name__)

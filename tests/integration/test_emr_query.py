@@ -5,6 +5,7 @@ local Spark, writes as Parquet exactly what the query engine answers at those sn
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,12 @@ import pytest
 
 from icefloe.compaction.emr import EmrJobConfig
 from icefloe.compaction.tracking import settle_job
-from icefloe.emr_query import EmrQueryLauncher, SparkQueryRequest, pin_snapshots
+from icefloe.emr_query import (
+    EmrQueryLauncher,
+    QueryJobStartError,
+    SparkQueryRequest,
+    pin_snapshots,
+)
 from icefloe.errors import InvalidInputError
 from icefloe.metastore.jobs import JobStore
 from support.aws import FAKE_AWS_ENVIRONMENT, MOTO_EMR_RELEASE_LABEL, UNSET_AWS_VARIABLES
@@ -154,3 +160,20 @@ def test_a_request_must_be_one(lake: Lake) -> None:
         SparkQueryRequest.from_json(
             json.dumps({"job_id": "q", "sql": "SELECT 1", "snapshots": {}, "result_uri": "x"})
         )
+
+
+def test_a_job_emr_refuses_to_start_is_a_clear_error_and_leaves_no_request(
+    lake: Lake, emr: Any, tmp_path: Path
+) -> None:
+    # Given a table, and an application id EMR does not know
+    lake.create()
+    lake.insert_batches("events", batches=1, rows=5, days=1)
+
+    # When a query job is started on it
+    with pytest.raises(QueryJobStartError, match="could not start the query job"):
+        launcher(lake, emr, tmp_path / "results", "00unknownapp00").launch(SQL)
+
+    # Then no request is left beside the manifests, and no job run was recorded as started
+    assert not list(lake.objects.list_prefix("events/jobs/"))
+    (job,) = [j for j in JobStore(lake.meta).unsettled(older_than=timedelta(0))]
+    assert job.job_run_id is None

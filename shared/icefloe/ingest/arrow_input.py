@@ -21,7 +21,7 @@ from icefloe.ingest.sources import InsertLimits
 from icefloe.spec import Column, TableSpec
 
 # The Arrow type the DuckDB conversion gives each column type it can be skipped for.
-_ARROW_TYPES: dict[str, pa.DataType] = {
+ARROW_TYPES: dict[str, pa.DataType] = {
     "BOOLEAN": pa.bool_(),
     "TINYINT": pa.int8(),
     "SMALLINT": pa.int16(),
@@ -66,7 +66,7 @@ def proven_clean(
         return None  # an unknown column: the conversion names it
     columns: dict[str, pa.ChunkedArray] = {}
     for col in spec.columns:
-        target = _ARROW_TYPES.get(col.type)
+        target = ARROW_TYPES.get(col.type)
         if col.name not in names:
             if not col.nullable or target is None:
                 return None

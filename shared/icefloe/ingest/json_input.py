@@ -38,27 +38,18 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
-from icefloe.ingest.arrow_input import proven_clean
+from icefloe.ingest.arrow_input import ARROW_TYPES, proven_clean
 from icefloe.ingest.sources import InsertLimits
 from icefloe.spec import Column, TableSpec
 
-# What pyarrow's reader parses each column type as. Timestamps and dates are read as strings
-# and converted after their form is checked. FLOAT is left out: DuckDB rounds the text to a
-# float once, pyarrow through a double (twice), and the two can differ in the last bit.
+# What pyarrow's reader parses each column type as: the Arrow input's types, but timestamps
+# and dates as strings (converted after their form is checked). FLOAT is left out: DuckDB
+# rounds the text to a float once, pyarrow through a double (twice), and the two can differ
+# in the last bit. JSON columns are DuckDB's to read.
 _READ_TYPES: dict[str, pa.DataType] = {
-    "BOOLEAN": pa.bool_(),
-    "TINYINT": pa.int8(),
-    "SMALLINT": pa.int16(),
-    "INTEGER": pa.int32(),
-    "BIGINT": pa.int64(),
-    "UTINYINT": pa.uint8(),
-    "USMALLINT": pa.uint16(),
-    "UINTEGER": pa.uint32(),
-    "UBIGINT": pa.uint64(),
-    "DOUBLE": pa.float64(),
-    "VARCHAR": pa.string(),
-    "DATE": pa.string(),
-    "TIMESTAMP": pa.string(),
+    kind: pa.string() if kind in ("DATE", "TIMESTAMP") else arrow_type
+    for kind, arrow_type in ARROW_TYPES.items()
+    if kind not in ("FLOAT", "JSON")
 }
 _DATE = r"\d{4}-\d{2}-\d{2}"
 _TIME = r"[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,6})?)?"
@@ -126,7 +117,9 @@ def _utf8(data: bytes) -> bool:
     return True
 
 
-def read_typed(path: Path, spec: TableSpec, *, infer_rest: bool) -> pa.Table | None:
+def read_typed(
+    path: Path, spec: TableSpec, *, infer_rest: bool, threads: bool = False
+) -> pa.Table | None:
     """The columns as pyarrow reads them (timestamps and dates still text), or None when it
     refuses the batch. With ``infer_rest`` every other field is inferred and comes back as a
     column too (the JSON columns, and any unknown field); without, they are skipped."""
@@ -137,8 +130,6 @@ def read_typed(path: Path, spec: TableSpec, *, infer_rest: bool) -> pa.Table | N
         explicit_schema=schema, unexpected_field_behavior="infer" if infer_rest else "ignore"
     )
     try:
-        # Threads pay for themselves from about a megabyte; below, they cost more than they save.
-        threads = path.stat().st_size > _CONCURRENT_FROM_BYTES
         return pj.read_json(
             str(path), read_options=pj.ReadOptions(use_threads=threads), parse_options=options
         )
@@ -202,6 +193,7 @@ def load_ndjson_fast(
     path: Path,
     spec: TableSpec,
     *,
+    size_bytes: int,
     limits: InsertLimits,
     partition_sources: frozenset[str],
     duck: JsonColumnReader,
@@ -213,11 +205,13 @@ def load_ndjson_fast(
     # DuckDB reads the JSON columns (releasing the GIL) while the lines are checked and
     # pyarrow parses the rest; pyarrow only ever sees lines that start with an object.
     json_future = None
-    if json_columns and path.stat().st_size > _CONCURRENT_FROM_BYTES:
+    # Threads pay for themselves from about a megabyte; below, they cost more than they save.
+    threads = size_bytes > _CONCURRENT_FROM_BYTES
+    if json_columns and threads:
         json_future = _READERS.submit(duck.json_columns, json_columns)
     try:
         lines = object_lines(path)
-        typed = _read_known(path, spec, duck) if lines else None
+        typed = _read_known(path, spec, duck, threads=threads) if lines else None
     finally:
         json_table = json_future.result() if json_future is not None else None
     if json_columns and json_future is None and typed is not None:
@@ -263,14 +257,16 @@ def json_text_clean(text: pa.ChunkedArray, col: Column, *, limits: InsertLimits)
     return True
 
 
-def _read_known(path: Path, spec: TableSpec, duck: JsonColumnReader) -> pa.Table | None:
+def _read_known(
+    path: Path, spec: TableSpec, duck: JsonColumnReader, *, threads: bool
+) -> pa.Table | None:
     """The typed columns, if no record has a field the table lacks; None otherwise.
 
     pyarrow infers the other fields first: any that is not a JSON column is unknown. When a
     JSON column's values change shape between records (an object, then a string), inference
     fails; the fields are then skipped and DuckDB checks that none is unknown."""
     typed_names = [c.name for c in spec.columns if c.type != "JSON"]
-    inferred = read_typed(path, spec, infer_rest=True)
+    inferred = read_typed(path, spec, infer_rest=True, threads=threads)
     if inferred is not None:
         if len(inferred.column_names) > len(typed_names) + _json_count(spec):
             return None
@@ -280,7 +276,7 @@ def _read_known(path: Path, spec: TableSpec, duck: JsonColumnReader) -> pa.Table
         return inferred.drop_columns(extra)
     if not _json_count(spec):
         return None  # pyarrow refused a typed value: the slow path names it
-    skipped = read_typed(path, spec, infer_rest=False)
+    skipped = read_typed(path, spec, infer_rest=False, threads=threads)
     if skipped is None or not duck.only_known_fields():
         return None
     return skipped

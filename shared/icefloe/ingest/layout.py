@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from icefloe.duck import ident
+from icefloe.ingest.arrow_input import ARROW_TYPES
 from icefloe.ingest.row_ids import ROW_ID_COLUMN
 from icefloe.spec import PartitionField, PartitionValue, TableSpec, bucket_of, partition_start
 from icefloe.spec.types import is_string
@@ -89,18 +90,9 @@ def _partition_keys(con: duckdb.DuckDBPyConnection, spec: TableSpec, table: pa.T
 _ARROW_UNITS = ("year", "month", "day", "hour")
 _US = pa.timestamp("us")
 _ARROW_KEY_TYPES = {
-    "TIMESTAMP": _US,
-    "DATE": pa.date32(),
-    "VARCHAR": pa.string(),
-    "BOOLEAN": pa.bool_(),
-    "TINYINT": pa.int8(),
-    "SMALLINT": pa.int16(),
-    "INTEGER": pa.int32(),
-    "BIGINT": pa.int64(),
-    "UTINYINT": pa.uint8(),
-    "USMALLINT": pa.uint16(),
-    "UINTEGER": pa.uint32(),
-    "UBIGINT": pa.uint64(),
+    kind: arrow_type
+    for kind, arrow_type in ARROW_TYPES.items()
+    if kind not in ("FLOAT", "DOUBLE", "JSON")  # floats and JSON text: DuckDB's expressions
 }
 
 

@@ -137,6 +137,7 @@ def _load_ndjson_fast(
     table = load_ndjson_fast(
         batch.path,
         spec,
+        size_bytes=batch.size_bytes,
         limits=limits,
         partition_sources=_identity_sources(spec),
         duck=_DuckJsonColumns(con, spec, batch, limits),
