@@ -62,7 +62,7 @@ from benchmarks.common import (
     status_kib,
     write_results,
 )
-from icefloe.aws.lambda_runtime import merge_limits_from_environment
+from icefloe.settings import load_settings
 from icefloe.compaction import CompactionManifest, claim_partitions, compact_with_spark
 from icefloe.config import WarehouseLocation
 from icefloe.datafiles import encode_parquet, new_data_key, new_file_record, with_json_columns
@@ -477,7 +477,7 @@ def lambda_cap(sizes: list[dict[str, Any]], spills: list[dict[str, Any]]) -> dic
     model: dict[str, Any] = {"spill_bytes_per_decoded_byte": None}
     by_disk: dict[str, Any] = {}
     for mb in (LAMBDA_MEMORY_MB, LAMBDA_LARGE_MEMORY_MB):
-        lam = merge_limits_from_environment({"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": str(mb)})
+        lam = load_settings({"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": str(mb)}).merge.limits
         entry: dict[str, Any] = {"duckdb_memory_limit": lam.memory_limit, "threads": lam.threads}
         if k > 0:
             decoded = (limits[0] + spilled[0] / k) / high["bytes_in"]

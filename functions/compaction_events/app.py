@@ -16,7 +16,6 @@ invocation twice, and the janitor settles any job whose event never got through.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -24,7 +23,7 @@ from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from icefloe.aws.lambda_runtime import runtime_from_environment
+from icefloe.aws.lambda_runtime import container_settings, runtime_from_environment
 from icefloe.aws.observability import route_core_logs, route_core_spans
 from icefloe.compaction.tracking import handle_job_state_change
 
@@ -36,7 +35,6 @@ route_core_spans(tracer)
 
 SOURCE = "aws.emr-serverless"
 DETAIL_TYPE = "EMR Serverless Job Run State Change"
-APPLICATION_VARIABLE = "ICEFLOE_EMR_APPLICATION_ID"
 IGNORED: dict[str, Any] = {"ignored": True}
 
 
@@ -92,7 +90,7 @@ def _job_state_change(event: object) -> Mapping[str, Any] | None:
     if not isinstance(detail, Mapping):
         return None
     # The rule matches this application only; this guards direct invokes and rule edits.
-    application = os.environ.get(APPLICATION_VARIABLE) or None
+    application = container_settings().emr.application_id
     if application is not None and detail.get("applicationId") != application:
         return None
     return detail

@@ -8,7 +8,6 @@ when the input is refused. SQS: one commit per table per delivered batch, and
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -16,7 +15,7 @@ from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from icefloe.aws.lambda_runtime import inserter_from_environment
+from icefloe.aws.lambda_runtime import container_settings, inserter_from_environment
 from icefloe.aws.observability import route_core_logs, route_core_spans
 from icefloe.errors import BatchRejectedError, IcefloeError, InvalidInputError, NotFoundError
 from icefloe.ingest.insert import InsertResult
@@ -109,7 +108,7 @@ def _handle_sqs(records: object) -> dict[str, Any]:
     outcome = insert_queue_messages(
         inserter_from_environment(),
         messages,
-        default_table=os.environ.get("ICEFLOE_DEFAULT_TABLE") or None,
+        default_table=container_settings().insert.default_table,
     )
     _report(outcome)
     return {

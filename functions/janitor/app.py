@@ -16,7 +16,6 @@ settled once they outlive their claims' lease.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from datetime import timedelta
 from functools import cache
@@ -27,7 +26,7 @@ from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from icefloe.aws.lambda_runtime import runtime_from_environment
+from icefloe.aws.lambda_runtime import container_settings, runtime_from_environment
 from icefloe.aws.observability import route_core_logs, route_core_spans
 from icefloe.errors import InvalidInputError, NotFoundError
 from icefloe.janitor import DEFAULT_MAX_FILES, Janitor, JanitorReport, parse_duration
@@ -45,7 +44,6 @@ tracer = Tracer()
 route_core_spans(tracer)
 
 DIRECT_KEYS = frozenset({"table", "retention", "orphan_grace", "dry_run", "max_files"})
-EMR_APPLICATION_VARIABLE = "ICEFLOE_EMR_APPLICATION_ID"
 
 
 class JanitorRequest(TypedDict):
@@ -72,7 +70,7 @@ def lambda_handler(event: Any, context: LambdaContext) -> dict[str, Any]:
     try:
         request = _parse(event)
         runtime = runtime_from_environment()
-        application = os.environ.get(EMR_APPLICATION_VARIABLE) or None
+        application = container_settings().emr.application_id
         janitor = Janitor(
             meta=runtime.meta,
             objects=runtime.objects,

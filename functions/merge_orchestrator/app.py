@@ -16,7 +16,6 @@ deferred.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from functools import cache
 from typing import TYPE_CHECKING, Any
@@ -26,14 +25,13 @@ from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from icefloe.aws.lambda_runtime import merge_lease_from_environment, runtime_from_environment
+from icefloe.aws.lambda_runtime import container_settings, runtime_from_environment
 from icefloe.aws.observability import route_core_logs, route_core_spans
-from icefloe.compaction.emr import EmrCompactionLauncher, EmrJobConfig
+from icefloe.compaction.emr import EmrCompactionLauncher
 from icefloe.errors import ConfigError, InvalidInputError, NotFoundError
 from icefloe.lifecycle import DeleteRequest, DeleteStarted, reconcile_deletes, start_delete
 from icefloe.merge import MergeOrchestrator, OrchestratorSummary, SqsTaskSender
 from icefloe.query.s3_access import configure_s3_from_settings
-from icefloe.query.sandbox import QueryLimits
 from icefloe.spec import validate_table_name
 
 if TYPE_CHECKING:
@@ -108,7 +106,7 @@ def _parse(event: object) -> str | DeleteRequest | None:
 
 
 def _queue_url() -> str:
-    queue_url = os.environ.get(QUEUE_URL_VARIABLE)
+    queue_url = container_settings().merge_queue_url
     if not queue_url:
         raise ConfigError(f"{QUEUE_URL_VARIABLE} is not set: the merge queue is unknown")
     return queue_url
@@ -124,7 +122,7 @@ def _start_delete(request: DeleteRequest) -> DeleteStarted:
         where=request.where,
         sender=SqsTaskSender(client=_sqs(settings.aws_region), queue_url=_queue_url()),
         configure=lambda con: configure_s3_from_settings(con, settings),
-        limits=QueryLimits.from_env(os.environ),
+        limits=container_settings().query,
     )
 
 
@@ -137,7 +135,7 @@ def _reconcile_deletes() -> None:
 def _orchestrator() -> MergeOrchestrator:
     runtime = runtime_from_environment()
     queue_url = _queue_url()
-    emr = EmrJobConfig.from_env(os.environ)  # None: heavy groups are only counted (deferred)
+    emr = container_settings().emr.job_config()  # None: heavy groups are only counted
     heavy = (
         None
         if emr is None
@@ -151,7 +149,7 @@ def _orchestrator() -> MergeOrchestrator:
     return MergeOrchestrator(
         meta=runtime.meta,
         sender=SqsTaskSender(client=_sqs(runtime.settings.aws_region), queue_url=queue_url),
-        lease=merge_lease_from_environment(),
+        lease=container_settings().merge.lease,
         heavy=heavy,
     )
 

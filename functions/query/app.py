@@ -7,7 +7,6 @@ a stack trace; failures of the system (meta store or S3 down) raise.
 
 from __future__ import annotations
 
-import os
 from functools import cache
 from typing import Any
 
@@ -15,10 +14,10 @@ from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from icefloe.aws.lambda_runtime import runtime_from_environment
+from icefloe.aws.lambda_runtime import container_settings, runtime_from_environment
 from icefloe.aws.observability import route_core_logs, route_core_spans
 from icefloe.errors import InvalidInputError, NotFoundError
-from icefloe.query import QueryEngine, QueryLimits
+from icefloe.query import QueryEngine
 from icefloe.query.s3_access import S3Endpoint
 from icefloe.query.service import QueryRequest, answer_query
 from icefloe.storage import ObjectStore, open_object_store
@@ -37,7 +36,7 @@ def _services() -> tuple[QueryEngine, ObjectStore]:
     engine = QueryEngine(
         meta=runtime.meta,
         objects=runtime.objects,
-        limits=QueryLimits.from_env(os.environ),
+        limits=container_settings().query,
         isolation="child_process",
         s3=S3Endpoint.from_settings(settings),
         tenant_read_role=settings.tenant_read_role_arn,

@@ -36,6 +36,7 @@ from icefloe.compaction import CompactionManifest, CompactionResult, compact_wit
 from icefloe.errors import ConfigError, IcefloeError, InvalidInputError, ObjectNotFoundError
 from icefloe.metastore.store import MetaStore
 from icefloe.runtime import Runtime
+from icefloe.settings import load_settings
 from icefloe.storage import ObjectStore, object_store_from_settings, validate_key
 
 logger = logging.getLogger("icefloe.compact_job")
@@ -140,7 +141,7 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
         format="%(asctime)s %(levelname)s %(name)s %(message)s",
     )
     try:
-        settings = job_settings(environ)
+        settings = job_settings(load_settings(environ))
         objects = object_store_from_settings(settings)
         manifest = load_manifest(objects, args.manifest)
     except (ConfigError, ManifestError) as e:

@@ -30,6 +30,7 @@ from icefloe.emr_query import SparkQueryRequest
 from icefloe.errors import ConfigError, InvalidInputError, ObjectNotFoundError
 from icefloe.metastore.store import MetaStore
 from icefloe.runtime import Runtime
+from icefloe.settings import load_settings
 from icefloe.storage import ObjectStore, object_store_from_settings, validate_key
 
 logger = logging.getLogger("icefloe.query_job")
@@ -90,7 +91,7 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
         format="%(asctime)s %(levelname)s %(name)s %(message)s",
     )
     try:
-        settings = job_settings(environ)
+        settings = job_settings(load_settings(environ))
         objects = object_store_from_settings(settings)
         request = load_request(objects, args.request)
     except (ConfigError, RequestError) as e:

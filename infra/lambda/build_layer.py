@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import fnmatch
-import os
 import shlex
 import shutil
 import subprocess
@@ -78,7 +77,7 @@ def find_python(version: str = PYTHON_VERSION) -> str | None:
     """A ``python<version>`` that runs: on PATH, else one pyenv installed (a pyenv shim answers
     for its selected version only, so it may exist and still fail)."""
     candidates = [shutil.which(f"python{version}")]
-    pyenv_root = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv")
+    pyenv_root = _pyenv_root()
     candidates += [
         str(p) for p in sorted(pyenv_root.glob(f"versions/{version}*/bin/python{version}"))
     ]
@@ -89,6 +88,17 @@ def find_python(version: str = PYTHON_VERSION) -> str | None:
         if probe.returncode == 0:
             return candidate
     return None
+
+
+def _pyenv_root() -> Path:
+    """Where pyenv keeps its versions: ``pyenv root`` (which honours ``PYENV_ROOT``) when pyenv
+    is on PATH, else its default."""
+    pyenv = shutil.which("pyenv")
+    if pyenv is not None:
+        answer = subprocess.run([pyenv, "root"], capture_output=True, text=True, check=False)
+        if answer.returncode == 0 and answer.stdout.strip():
+            return Path(answer.stdout.strip())
+    return Path.home() / ".pyenv"
 
 
 @dataclass(frozen=True)

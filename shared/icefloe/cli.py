@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import difflib
 import json
-import os
 import re
 import signal
 import sys
@@ -37,11 +36,12 @@ from icefloe.metastore.deletes import DeleteJobStore
 from icefloe.metastore.embedded import embedded_status, stop_embedded
 from icefloe.metastore.models import FILE_SIZE_BUCKETS, PartitionShape, TableInfo
 from icefloe.progress import Progress
-from icefloe.query import QueryEngine, QueryLimits
+from icefloe.query import QueryEngine
 from icefloe.query.output import write_result
 from icefloe.query.s3_access import S3Endpoint, configure_s3_from_settings
 from icefloe.runtime import Runtime
 from icefloe.sample_events import sample_events, sample_events_spec
+from icefloe.settings import MergeSettings, load_settings
 from icefloe.spec import TableSpec, format_partition_by, format_schema
 from icefloe.spec.evolution import SchemaChange
 from icefloe.spec.presets import PRESETS, preset
@@ -352,8 +352,13 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
         print(completion_script(parser, args.shell), file=out)
         return 0
     try:
+        # The one read of the environment: commands that need more than the runtime (query
+        # limits, merge settings, EMR) find the whole tree in args.settings.
+        args.settings = load_settings()
         # A deployed stack's meta store is reachable through its secret, as for its functions.
-        settings, secret = with_database_secret(Settings.from_env(), os.environ)
+        settings, secret = with_database_secret(
+            args.settings.core, secret_arn=args.settings.database_secret_arn
+        )
         if args.command == "db":
             return _db(settings, args, out)
         with Runtime.open(settings, max_connections=2, dsn=secret) as runtime:
@@ -753,17 +758,13 @@ def _demo(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
 def _merge(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
     if args.name is not None:
         runtime.meta.get_table(args.name)  # a clear error for a wrong name
-    from icefloe.aws.lambda_runtime import (
-        merge_lease_from_environment,
-        merge_limits_from_environment,
-    )
-
     # The same ICEFLOE_MERGE_* settings as the worker function (limits, lease).
+    merge: MergeSettings = args.settings.merge
     worker = MergeWorker(
         meta=runtime.meta,
         objects=runtime.objects,
-        limits=merge_limits_from_environment(),
-        lease=merge_lease_from_environment(),
+        limits=merge.limits,
+        lease=merge.lease,
         configure=_duckdb_configurer(runtime),
     )
     started = time.perf_counter()
@@ -974,7 +975,7 @@ def _query(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
     engine = QueryEngine(
         meta=runtime.meta,
         objects=runtime.objects,
-        limits=QueryLimits.from_env(os.environ),
+        limits=args.settings.query,
         isolation="child_process",
         s3=S3Endpoint.from_settings(runtime.settings),
         tenant_read_role=runtime.settings.tenant_read_role_arn,
@@ -992,7 +993,6 @@ def _query_on_emr(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> in
     result as Parquet, so only ``--format table`` or ``json`` (of the job) apply."""
     import boto3
 
-    from icefloe.compaction.emr import EmrJobConfig
     from icefloe.emr_query import EmrQueryLauncher
 
     if args.tenant is not None:
@@ -1002,7 +1002,7 @@ def _query_on_emr(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> in
             "--engine emr writes its result as Parquet under the results location:"
             " --format csv/parquet and --output do not apply"
         )
-    config = EmrJobConfig.from_env(os.environ)
+    config = args.settings.emr.job_config()
     if config is None:
         raise InvalidInputError(
             "--engine emr needs ICEFLOE_EMR_APPLICATION_ID, ICEFLOE_EMR_JOB_ROLE_ARN,"

@@ -15,7 +15,6 @@ stay available for finer control.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -23,7 +22,6 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from icefloe.config import Settings
 from icefloe.errors import TableExistsError
 from icefloe.ingest import Inserter, InsertResult, format_from_suffix
 from icefloe.janitor import Janitor, JanitorReport
@@ -41,6 +39,7 @@ from icefloe.metastore.models import Snapshot, TableInfo, TableStatus
 from icefloe.query import QueryEngine
 from icefloe.query.s3_access import configure_s3_from_settings
 from icefloe.runtime import Runtime
+from icefloe.settings import IcefloeSettings, process_environment
 from icefloe.spec import TableSpec
 from icefloe.spec.evolution import RenameColumn, SchemaChange
 
@@ -73,9 +72,9 @@ def connect(
         "database_url": database_url,
         "database_schema": database_schema,
     }
-    environ = dict(os.environ)
+    environ = process_environment()
     environ.update({_VARIABLES[k]: str(v) for k, v in given.items() if v is not None})
-    runtime = Runtime.open(Settings.from_env(environ), max_connections=4)
+    runtime = Runtime.open(IcefloeSettings.from_environ(environ).core, max_connections=4)
     try:
         runtime.meta.migrate()
     except BaseException:

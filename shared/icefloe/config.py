@@ -1,13 +1,13 @@
-"""Configuration: one immutable object, built once from the environment and injected.
+"""The core's configuration: where the meta store and the data live. One immutable object,
+built once and injected.
 
-Nothing in the core reads ``os.environ`` except :meth:`Settings.from_env`.
+:mod:`icefloe.settings` reads it from the environment, with the rest of icefloe's settings;
+nothing here reads the environment.
 """
 
 from __future__ import annotations
 
-import os
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -35,17 +35,15 @@ class WarehouseLocation:
         if value.startswith("s3://"):
             bucket, _, prefix = value[len("s3://") :].partition("/")
             if not _BUCKET_NAME.match(bucket):
-                raise ConfigError(f"ICEFLOE_WAREHOUSE: invalid S3 bucket name {bucket!r}")
+                raise ConfigError(f"invalid S3 bucket name {bucket!r}")
             prefix = prefix.strip("/")
             if any(part in ("", ".", "..") for part in prefix.split("/")) and prefix:
-                raise ConfigError(f"ICEFLOE_WAREHOUSE: invalid S3 prefix {prefix!r}")
+                raise ConfigError(f"invalid S3 prefix {prefix!r}")
             return cls(scheme="s3", bucket=bucket, prefix=prefix)
         if "://" in value:
-            raise ConfigError(
-                f"ICEFLOE_WAREHOUSE: unsupported scheme in {value!r} (use s3:// or a path)"
-            )
+            raise ConfigError(f"unsupported scheme in {value!r} (use s3:// or a path)")
         if not value:
-            raise ConfigError("ICEFLOE_WAREHOUSE: empty path")
+            raise ConfigError("empty path")
         return cls(scheme="file", path=Path(value).expanduser().resolve())
 
     @property
@@ -93,27 +91,3 @@ class Settings:
     @property
     def embedded_database_dir(self) -> Path:
         return self.home / "postgres"
-
-    @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
-        """Build settings from ``ICEFLOE_*`` variables (and the AWS region variables)."""
-        env = os.environ if environ is None else environ
-        home = Path(env.get("ICEFLOE_HOME") or DEFAULT_HOME).expanduser().resolve()
-        warehouse_value = env.get("ICEFLOE_WAREHOUSE") or str(home / "warehouse")
-        endpoint = env.get("ICEFLOE_S3_ENDPOINT_URL") or None
-        if endpoint is not None and not re.match(r"^https?://", endpoint):
-            raise ConfigError(
-                f"ICEFLOE_S3_ENDPOINT_URL: {endpoint!r} must start with http:// or https://"
-            )
-        return cls(
-            home=home,
-            warehouse=WarehouseLocation.parse(warehouse_value),
-            database_url=env.get("ICEFLOE_DATABASE_URL") or None,
-            database_schema=env.get("ICEFLOE_DATABASE_SCHEMA") or DEFAULT_SCHEMA,
-            s3_endpoint_url=endpoint,
-            aws_region=env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or "us-east-1",
-            results=WarehouseLocation.parse(env["ICEFLOE_RESULTS"])
-            if env.get("ICEFLOE_RESULTS")
-            else None,
-            tenant_read_role_arn=env.get("ICEFLOE_TENANT_READ_ROLE_ARN") or None,
-        )

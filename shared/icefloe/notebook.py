@@ -19,13 +19,13 @@ from datetime import datetime
 import duckdb
 
 from icefloe import duck
-from icefloe.config import Settings
 from icefloe.duck import ident
 from icefloe.errors import ConfigError
 from icefloe.metastore.models import TableInfo
 from icefloe.query.engine import QueryEngine
 from icefloe.query.views import TimeRange, files_source, view_sql
 from icefloe.runtime import Runtime
+from icefloe.settings import load_settings
 from icefloe.spec import TableSpec
 
 
@@ -40,7 +40,7 @@ class Lake:
 
     @classmethod
     def from_env(cls) -> Lake:
-        return cls(Runtime.open(Settings.from_env(), max_connections=2))
+        return cls(Runtime.open(load_settings().core, max_connections=2))
 
     def close(self) -> None:
         self._runtime.close()

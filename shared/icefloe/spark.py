@@ -20,12 +20,12 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from icefloe.config import Settings
 from icefloe.errors import InvalidInputError
 from icefloe.query import QueryEngine
 from icefloe.query.sql_refs import analyze
 from icefloe.query.views import TimeRange
 from icefloe.runtime import Runtime
+from icefloe.settings import load_settings
 from icefloe.spec import TableSpec
 from icefloe.spec.types import is_list
 
@@ -84,7 +84,7 @@ def read_table(
     """``table`` at a snapshot (the head, ``snapshot_id``, or the last at ``as_of``), rows of
     ``[start, end)`` of its time partition column when given."""
     own = runtime is None
-    lake = Runtime.open(Settings.from_env(), max_connections=1) if runtime is None else runtime
+    lake = Runtime.open(load_settings().core, max_connections=1) if runtime is None else runtime
     try:
         current = lake.meta.get_table(table).spec
         window = TimeRange(start, end) if start or end else None

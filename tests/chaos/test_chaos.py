@@ -25,12 +25,12 @@ from pathlib import Path
 
 import pytest
 
-from icefloe.config import Settings
 from icefloe.janitor import Janitor
 from icefloe.lifecycle import delete_rows
 from icefloe.metastore.embedded import stop_embedded
 from icefloe.query import QueryEngine
 from icefloe.runtime import Runtime
+from icefloe.settings import load_settings
 from icefloe.spec import SizeTargets, TableSpec
 from support.chaos_worker import DOOMED, ROWS_PER_BATCH, SCHEMA, TABLE
 
@@ -139,7 +139,7 @@ def test_killed_processes_lose_and_duplicate_nothing_and_the_lake_heals(tmp_path
         [str(WORKER.parents[1]), *filter(None, [os.environ.get("PYTHONPATH")])]
     )
     _cli(env, "init")
-    settings = Settings.from_env({"ICEFLOE_HOME": str(home)})
+    settings = load_settings({"ICEFLOE_HOME": str(home)}).core
     with Runtime.open(settings) as runtime:
         runtime.meta.create_table(
             TableSpec.create(

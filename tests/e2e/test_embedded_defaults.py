@@ -80,9 +80,9 @@ def test_the_server_stops_after_its_last_live_user_even_when_a_user_was_killed(
             sys.executable,
             "-c",
             "import sys, time\n"
-            "from icefloe.config import Settings\n"
+            "from icefloe.settings import load_settings\n"
             "from icefloe.metastore.embedded import embedded_database_url\n"
-            "embedded_database_url(Settings.from_env().embedded_database_dir)\n"
+            "embedded_database_url(load_settings().core.embedded_database_dir)\n"
             "print('ready', flush=True)\n"
             "time.sleep(600)\n",
         ],

@@ -23,6 +23,7 @@ from icefloe.merge import MergeWorker, merge_locally
 from icefloe.query import QueryEngine
 from icefloe.query.s3_access import configure_s3_from_settings
 from icefloe.runtime import Runtime
+from icefloe.settings import load_settings
 from icefloe.spec import SizeTargets, TableSpec
 from support.aws import FAKE_AWS_ENVIRONMENT, UNSET_AWS_VARIABLES
 
@@ -56,7 +57,7 @@ def s3_settings(
     s3 = boto3.client("s3", endpoint_url=moto_endpoint, region_name="us-east-1")
     if BUCKET not in [b["Name"] for b in s3.list_buckets()["Buckets"]]:
         s3.create_bucket(Bucket=BUCKET)
-    return Settings.from_env()
+    return load_settings().core
 
 
 def insert(inserter: Inserter, batches: int, first_day: int) -> None:

@@ -9,10 +9,10 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from icefloe.config import Settings
 from icefloe.ingest import Inserter
 from icefloe.notebook import Lake
 from icefloe.runtime import Runtime
+from icefloe.settings import load_settings
 from icefloe.spec import TableSpec
 
 pytestmark = pytest.mark.integration
@@ -20,13 +20,13 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture
 def lake(postgres_dsn: str, schema_name: str, tmp_path: Path) -> Iterator[tuple[Lake, Inserter]]:
-    settings = Settings.from_env(
+    settings = load_settings(
         {
             "ICEFLOE_HOME": str(tmp_path),
             "ICEFLOE_DATABASE_URL": postgres_dsn,
             "ICEFLOE_DATABASE_SCHEMA": schema_name,
         }
-    )
+    ).core
     runtime = Runtime.open(settings)
     runtime.meta.migrate()
     runtime.meta.create_table(

@@ -12,7 +12,6 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pytest
 
-from icefloe.config import Settings
 from icefloe.datafiles import encode_parquet
 from icefloe.errors import ConfigError
 from icefloe.query.s3_access import (
@@ -24,6 +23,7 @@ from icefloe.query.s3_access import (
     pyarrow_s3_filesystem,
 )
 from icefloe.query.sandbox import QueryLimits, lock_down
+from icefloe.settings import load_settings
 
 pytestmark = pytest.mark.integration
 
@@ -182,7 +182,7 @@ def test_missing_credentials_are_a_config_error(
 
 def test_a_local_warehouse_needs_no_s3(tmp_path: object, no_aws_credentials: None) -> None:
     con = duckdb.connect()
-    configure_s3_from_settings(con, Settings.from_env({"ICEFLOE_HOME": str(tmp_path)}))
+    configure_s3_from_settings(con, load_settings({"ICEFLOE_HOME": str(tmp_path)}).core)
     assert con.execute("SELECT count(*) FROM duckdb_secrets()").fetchone() == (0,)
 
 
@@ -191,14 +191,14 @@ def test_an_s3_warehouse_gets_the_settings_region_and_endpoint(
 ) -> None:
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    settings = Settings.from_env(
+    settings = load_settings(
         {
             "ICEFLOE_HOME": str(tmp_path),
             "ICEFLOE_WAREHOUSE": f"s3://{BUCKET}/t",
             "ICEFLOE_S3_ENDPOINT_URL": snapshot.endpoint,
             "AWS_REGION": "eu-central-1",
         }
-    )
+    ).core
     con = duckdb.connect()
     configure_s3_from_settings(con, settings)
     (description,) = con.execute("SELECT secret_string FROM duckdb_secrets()").fetchone() or ("",)

@@ -11,13 +11,13 @@ import duckdb
 import pyarrow as pa
 import pytest
 
-from icefloe.config import Settings
 from icefloe.datafiles import encode_parquet
 from icefloe.ingest import Inserter
 from icefloe.query import QueryEngine
 from icefloe.query.s3_access import S3Credentials, configure_s3, configure_s3_from_settings
 from icefloe.runtime import Runtime
 from icefloe.sample_events import EVENTS_SCHEMA, sample_events
+from icefloe.settings import load_settings
 from icefloe.spec import SizeTargets, TableSpec
 from support.byte_counter import CountingProxy
 
@@ -95,7 +95,7 @@ def test_through_the_engine_a_point_query_on_the_leading_sort_key_reads_fewer_by
     for key, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}.items():
         monkeypatch.setenv(key, value)
     monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
-    settings = Settings.from_env(
+    settings = load_settings(
         {
             "ICEFLOE_HOME": str(tmp_path),
             "ICEFLOE_WAREHOUSE": "s3://ranges/engine",
@@ -103,7 +103,7 @@ def test_through_the_engine_a_point_query_on_the_leading_sort_key_reads_fewer_by
             "ICEFLOE_DATABASE_URL": postgres_dsn,
             "ICEFLOE_DATABASE_SCHEMA": schema_name,
         }
-    )
+    ).core
     s3 = boto3.client("s3", endpoint_url=moto_endpoint, region_name="us-east-1")
     if "ranges" not in [b["Name"] for b in s3.list_buckets()["Buckets"]]:
         s3.create_bucket(Bucket="ranges")

@@ -25,6 +25,7 @@ from icefloe.query.s3_access import (
 )
 from icefloe.query.tenant_access import session_name
 from icefloe.runtime import Runtime
+from icefloe.settings import load_settings
 from icefloe.spec import TableSpec
 from icefloe.storage import LocalObjectStore
 
@@ -55,7 +56,7 @@ def s3_env(
     if "lake-bucket" not in [b["Name"] for b in s3.list_buckets()["Buckets"]]:
         s3.create_bucket(Bucket="lake-bucket")
     s3.put_object(Bucket="lake-bucket", Key="elsewhere/secret.csv", Body=b"secret\n42\n")
-    return Settings.from_env()
+    return load_settings().core
 
 
 def test_insert_and_query_over_s3_with_the_sandbox_on(s3_env: Settings) -> None:

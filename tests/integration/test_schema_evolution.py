@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 
-from icefloe.config import Settings
 from icefloe.errors import InvalidInputError, SpecError
 from icefloe.ingest import Inserter
 from icefloe.lifecycle import alter_table, delete_rows, rollback_table
@@ -22,6 +21,7 @@ from icefloe.merge.tasks import MergeTask
 from icefloe.notebook import Lake as NotebookLake
 from icefloe.query import QueryEngine
 from icefloe.runtime import Runtime
+from icefloe.settings import load_settings
 from icefloe.spec import SizeTargets, TableSpec
 from icefloe.spec.evolution import SchemaChange
 from support.merge_lake import Lake
@@ -359,13 +359,13 @@ def test_a_custom_merge_query_that_no_longer_fits_refuses_the_change(lake: Lake)
 def test_the_notebook_client_reads_the_evolved_and_the_pinned_schema(
     postgres_dsn: str, schema_name: str, tmp_path: Path
 ) -> None:
-    settings = Settings.from_env(
+    settings = load_settings(
         {
             "ICEFLOE_HOME": str(tmp_path),
             "ICEFLOE_DATABASE_URL": postgres_dsn,
             "ICEFLOE_DATABASE_SCHEMA": schema_name,
         }
-    )
+    ).core
     runtime = Runtime.open(settings)
     runtime.meta.migrate()
     inserter = Inserter(meta=runtime.meta, objects=runtime.objects)

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from icefloe.config import Settings
 from icefloe.runtime import Runtime
+from icefloe.settings import load_settings
 from icefloe.spark import read_table, spark_type
 from support.merge_lake import START, Lake
 
@@ -42,7 +42,7 @@ def test_spark_reads_exactly_the_snapshot_the_engine_reads(
     lake.merge("events")
     lake.insert_batches("events", batches=2, rows=20, days=3, seed=30)
     runtime = Runtime(
-        settings=Settings.from_env({"ICEFLOE_HOME": str(tmp_path)}),
+        settings=load_settings({"ICEFLOE_HOME": str(tmp_path)}).core,
         meta=lake.meta,
         objects=lake.objects,
     )
@@ -71,7 +71,7 @@ def test_an_empty_table_is_an_empty_frame_with_the_schema(
 ) -> None:
     lake.create()
     runtime = Runtime(
-        settings=Settings.from_env({"ICEFLOE_HOME": str(tmp_path)}),
+        settings=load_settings({"ICEFLOE_HOME": str(tmp_path)}).core,
         meta=lake.meta,
         objects=lake.objects,
     )

@@ -14,14 +14,16 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from icefloe.aws import lambda_runtime
 from icefloe.aws.lambda_runtime import (
+    container_settings,
     inserter_from_environment,
     reset_for_tests,
+    resolve_database,
     runtime_from_environment,
-    settings_from_environment,
 )
 from icefloe.aws.secrets import SecretDsn
 from icefloe.errors import ConfigError
 from icefloe.metastore.store import MetaStore
+from icefloe.settings import load_settings
 from support.aws import FAKE_AWS_ENVIRONMENT, REGION, UNSET_AWS_VARIABLES
 
 pytestmark = pytest.mark.integration
@@ -84,8 +86,8 @@ def test_a_database_url_wins_over_the_secret(secrets: Any, tmp_path: Path) -> No
         ICEFLOE_DATABASE_URL="postgresql://u:p@db.example/meta",
         ICEFLOE_DATABASE_SECRET_ARN="arn:aws:secretsmanager:us-east-1:123456789012:secret:nope",
     )
-    settings = settings_from_environment(env)  # the secret does not exist: it is not read
-    assert settings.database_url == "postgresql://u:p@db.example/meta"
+    core, secret = resolve_database(load_settings(env))  # the secret does not exist: not read
+    assert core.database_url == "postgresql://u:p@db.example/meta" and secret is None
 
 
 def test_in_lambda_a_missing_database_configuration_is_an_error_not_an_embedded_server(
@@ -93,8 +95,9 @@ def test_in_lambda_a_missing_database_configuration_is_an_error_not_an_embedded_
 ) -> None:
     env = environment(tmp_path, "icefloe", AWS_LAMBDA_FUNCTION_NAME="icefloe-insert")
     with pytest.raises(ConfigError, match="ICEFLOE_DATABASE_SECRET_ARN"):
-        settings_from_environment(env)
-    assert settings_from_environment(environment(tmp_path, "icefloe")).database_url is None
+        resolve_database(load_settings(env))
+    core, _ = resolve_database(load_settings(environment(tmp_path, "icefloe")))
+    assert core.database_url is None  # off Lambda: the embedded Postgres
 
 
 def test_the_inserters_duckdb_is_bounded_by_the_functions_memory(
@@ -105,8 +108,14 @@ def test_the_inserters_duckdb_is_bounded_by_the_functions_memory(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # In Lambda (2,048 MB, the insert function's size): half for DuckDB, one thread per vCPU.
-    monkeypatch.setenv("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "2048")
-    runtime_from_environment(environment(tmp_path, meta.schema, ICEFLOE_DATABASE_URL=postgres_dsn))
+    runtime_from_environment(
+        environment(
+            tmp_path,
+            meta.schema,
+            ICEFLOE_DATABASE_URL=postgres_dsn,
+            AWS_LAMBDA_FUNCTION_MEMORY_SIZE="2048",
+        )
+    )
     con = inserter_from_environment()._duck
     settings = dict(
         con.execute(
@@ -118,13 +127,16 @@ def test_the_inserters_duckdb_is_bounded_by_the_functions_memory(
     assert settings["memory_limit"] == "976.5 MiB"
 
 
-def test_duckdb_shares_follow_lambda_memory_and_are_none_elsewhere() -> None:
-    share = lambda_runtime.lambda_duckdb_share
-    assert share(0.5, {"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "2048"}) == ("1024MB", 1)
-    assert share(0.6, {"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "10240"}) == ("6144MB", 6)
-    assert share(0.5, {"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "3538"}) == ("1769MB", 2)
-    assert share(0.5, {}) is None
-    assert share(0.5, {"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "lots"}) is None
+def test_the_settings_are_read_once_per_container(tmp_path: Path) -> None:
+    reset_for_tests()
+    try:
+        first = container_settings(environment(tmp_path, "icefloe", ICEFLOE_QUERY_THREADS="3"))
+        assert first.query.threads == 3
+        # A later call, whatever it passes, gets the container's settings.
+        assert container_settings(environment(tmp_path, "icefloe")) is first
+        assert container_settings() is first
+    finally:
+        reset_for_tests()
 
 
 def test_a_rotated_secret_is_read_again_when_a_new_connection_is_refused(

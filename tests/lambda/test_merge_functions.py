@@ -20,8 +20,6 @@ import pytest
 
 from icefloe.aws import lambda_runtime
 from icefloe.aws.lambda_runtime import (
-    merge_lease_from_environment,
-    merge_limits_from_environment,
     merge_worker_from_environment,
     reset_for_tests,
     runtime_from_environment,
@@ -521,36 +519,6 @@ def worker_app_invoke(
 
 
 # -- the container's merge worker -------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("memory_mb", "memory_limit", "threads"),
-    [("3008", "1804MB", 2), ("10240", "6144MB", 6), ("1769", "1061MB", 1), ("128", "76MB", 1)],
-)
-def test_merge_limits_follow_the_function_memory(
-    memory_mb: str, memory_limit: str, threads: int
-) -> None:
-    limits = merge_limits_from_environment({"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": memory_mb})
-    assert (limits.memory_limit, limits.threads) == (memory_limit, threads)
-    assert limits.temp_directory is not None and limits.temp_directory.name == "icefloe-merge"
-
-
-def test_merge_limits_and_lease_can_be_overridden_and_bad_values_are_refused() -> None:
-    env = {
-        "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "3008",
-        "ICEFLOE_MERGE_MEMORY_LIMIT": "1GB",
-        "ICEFLOE_MERGE_THREADS": "3",
-    }
-    limits = merge_limits_from_environment(env)
-    assert (limits.memory_limit, limits.threads) == ("1GB", 3)
-    assert merge_lease_from_environment({}).total_seconds() == 1800
-    assert merge_lease_from_environment({"ICEFLOE_MERGE_LEASE_SECONDS": "960"}).seconds == 960
-    with pytest.raises(ConfigError, match="ICEFLOE_MERGE_MEMORY_LIMIT"):
-        merge_limits_from_environment({"ICEFLOE_MERGE_MEMORY_LIMIT": "lots"})
-    with pytest.raises(ConfigError, match="ICEFLOE_MERGE_THREADS"):
-        merge_limits_from_environment({"ICEFLOE_MERGE_THREADS": "0"})
-    with pytest.raises(ConfigError, match="ICEFLOE_MERGE_LEASE_SECONDS"):
-        merge_lease_from_environment({"ICEFLOE_MERGE_LEASE_SECONDS": "-5"})
 
 
 def test_the_merge_worker_is_built_once_per_container(stack: Stack) -> None:

@@ -19,7 +19,6 @@ import time
 from datetime import datetime, timedelta
 
 from icefloe.compaction.local import compact_locally
-from icefloe.config import Settings
 from icefloe.errors import IcefloeError
 from icefloe.ingest import Inserter
 from icefloe.janitor import Janitor
@@ -27,6 +26,7 @@ from icefloe.lifecycle import alter_table, delete_rows
 from icefloe.lifecycle.alter import add_column, drop_column, rename_column
 from icefloe.merge import MergeWorker, merge_locally
 from icefloe.runtime import Runtime
+from icefloe.settings import load_settings
 from icefloe.spec.evolution import SchemaChange
 
 TABLE = "chaos"
@@ -115,7 +115,7 @@ def _alter(runtime: Runtime) -> None:
 
 def main(argv: list[str]) -> None:
     role = argv[0]
-    with Runtime.open(Settings.from_env(), max_connections=3) as runtime:
+    with Runtime.open(load_settings().core, max_connections=3) as runtime:
         print("READY", flush=True)
         while True:
             try:

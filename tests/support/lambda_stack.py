@@ -184,9 +184,16 @@ class DeployedFunctions:
 
     environments: dict[str, dict[str, str]]  # function logical id -> its environment
     monkeypatch: pytest.MonkeyPatch
+    # The function whose container this process plays now: a container reads its settings
+    # once, so invoking another function starts a new container.
+    container_of: str | None = field(default=None, kw_only=True)
 
     def invoke(self, app: ModuleType, function: FunctionDecl, event: object) -> dict[str, Any]:
-        """Invoke ``function``'s handler with its environment as deployed."""
+        """Invoke ``function``'s handler with its environment as deployed, in a container of
+        its own."""
+        if self.container_of != function.logical_id:
+            reset_for_tests()
+            self.container_of = function.logical_id
         set_environment(self.monkeypatch, self.environments[function.logical_id])
         return invoke(app, event, lambda_context(function))
 

@@ -23,8 +23,6 @@ from icefloe.errors import ConfigError, MetaStoreUnavailableError
 
 logger = logging.getLogger(__name__)
 
-SECRET_ARN_VARIABLE = "ICEFLOE_DATABASE_SECRET_ARN"
-
 DEFAULT_PORT = 5432
 REQUIRED_RDS_KEYS = ("host", "username", "password")
 
@@ -76,16 +74,15 @@ class SecretDsn:
 
 
 def with_database_secret(
-    settings: Settings, environ: Mapping[str, str]
+    settings: Settings, *, secret_arn: str | None
 ) -> tuple[Settings, SecretDsn | None]:
-    """``settings`` with the meta store's DSN read from the secret ``ICEFLOE_DATABASE_SECRET_ARN``
-    names, when no ``ICEFLOE_DATABASE_URL`` is set (a DSN given outright wins), and that secret
+    """``settings`` with the meta store's DSN read from the secret ``secret_arn`` (the
+    ``ICEFLOE_DATABASE_SECRET_ARN`` setting), when no ``ICEFLOE_DATABASE_URL`` is set (a DSN given outright wins), and that secret
     as the meta store's :class:`SecretDsn` (``None`` when no secret is read).
 
     The functions and the command line share it: ``icefloe init`` and ``icefloe table create``
     reach a deployed stack's meta store through the same secret as its functions.
     """
-    secret_arn = environ.get(SECRET_ARN_VARIABLE) or None
     if settings.database_url is not None or secret_arn is None:
         return settings, None
     source = SecretDsn(secret_arn, region=settings.aws_region)

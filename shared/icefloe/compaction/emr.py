@@ -10,22 +10,20 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 from icefloe.compaction.manifest import CompactionManifest, PartitionGroup
 from icefloe.compaction.planning import DEFAULT_COMPACTION_LEASE
-from icefloe.errors import ConfigError, IcefloeError
+from icefloe.errors import IcefloeError
 from icefloe.merge.planner import MergeGroup
 from icefloe.metastore.jobs import JobStore
 from icefloe.metastore.store import MetaStore
 from icefloe.storage import ObjectStore
 
 logger = logging.getLogger(__name__)
-
-ENV_PREFIX = "ICEFLOE_EMR_"
 
 
 class CompactionStartError(IcefloeError):
@@ -42,41 +40,6 @@ class EmrJobConfig:
     environment_archive: str  # s3://.../icefloe-env.tar.gz
     log_uri: str | None = None
     job_timeout_minutes: int = 300
-
-    @classmethod
-    def from_env(cls, environ: Mapping[str, str]) -> EmrJobConfig | None:
-        """None when no application is configured (heavy groups are then only reported)."""
-        application = environ.get(f"{ENV_PREFIX}APPLICATION_ID") or None
-        if application is None:
-            return None
-        missing = [
-            name
-            for name in ("JOB_ROLE_ARN", "ENTRY_POINT", "ENVIRONMENT_ARCHIVE")
-            if not environ.get(ENV_PREFIX + name)
-        ]
-        if missing:
-            raise ConfigError(
-                f"{ENV_PREFIX}APPLICATION_ID is set but {ENV_PREFIX}{missing[0]} is not"
-            )
-        timeout = environ.get(f"{ENV_PREFIX}JOB_TIMEOUT_MINUTES") or "300"
-        if not timeout.isdigit() or int(timeout) < 1:
-            raise ConfigError(
-                f"{ENV_PREFIX}JOB_TIMEOUT_MINUTES: {timeout!r} is not a positive integer"
-            )
-        if int(timeout) * 60 >= DEFAULT_COMPACTION_LEASE.total_seconds():
-            # A job still running when its claims' lease ends could see its files claimed again.
-            raise ConfigError(
-                f"{ENV_PREFIX}JOB_TIMEOUT_MINUTES: {timeout} minutes must stay below the"
-                f" compaction lease ({int(DEFAULT_COMPACTION_LEASE.total_seconds() // 60)} minutes)"
-            )
-        return cls(
-            application_id=application,
-            execution_role_arn=environ[ENV_PREFIX + "JOB_ROLE_ARN"],
-            entry_point=environ[ENV_PREFIX + "ENTRY_POINT"],
-            environment_archive=environ[ENV_PREFIX + "ENVIRONMENT_ARCHIVE"],
-            log_uri=environ.get(f"{ENV_PREFIX}LOG_URI") or None,
-            job_timeout_minutes=int(timeout),
-        )
 
     def job_run_request(
         self,

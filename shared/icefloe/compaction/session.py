@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -12,9 +10,11 @@ if TYPE_CHECKING:
 
 def local_spark_session(*, master: str = "local[*]", driver_memory: str = "2g") -> SparkSession:
     """Start (or reuse) a local Spark session whose Python workers run this interpreter."""
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
+
+    from icefloe.settings import use_this_python_for_spark
+
+    use_this_python_for_spark()
 
     session = (
         SparkSession.builder.master(master)

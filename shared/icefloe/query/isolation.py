@@ -244,7 +244,10 @@ def _memory(status: Path) -> tuple[int, int]:
 
 
 def _child_environment() -> dict[str, str]:
-    env = dict(os.environ)
+    # Imported here: the settings module imports the query package, which imports this one.
+    from icefloe.settings import process_environment
+
+    env = process_environment()
     # The child imports icefloe from wherever this process found it.
     package_root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -45,36 +45,6 @@ class QueryLimits:
     max_result_rows: int = 10_000_000
     # None: half the memory limit (the result is held while it is written out).
     max_result_bytes: int | None = None
-
-    @classmethod
-    def from_env(cls, environ: Mapping[str, str]) -> QueryLimits:
-        """``ICEFLOE_QUERY_MEMORY_LIMIT`` (e.g. ``2GB``), ``ICEFLOE_QUERY_THREADS`` and
-        ``ICEFLOE_QUERY_TIMEOUT_S``, ``ICEFLOE_QUERY_MAX_RESULT_ROWS`` and
-        ``ICEFLOE_QUERY_MAX_RESULT_BYTES``; in Lambda the defaults follow the function's
-        memory (65% of it for DuckDB, which leaves room for the watched query process's margin
-        and the handler's own process; one thread per 1,769 MB, which is one vCPU)."""
-        defaults = cls()
-        memory, threads = defaults.memory_limit, defaults.threads
-        lambda_mb = environ.get("AWS_LAMBDA_FUNCTION_MEMORY_SIZE")
-        if lambda_mb and lambda_mb.isdigit():
-            memory = f"{int(int(lambda_mb) * 0.65)}MB"
-            threads = max(1, min(6, round(int(lambda_mb) / 1769)))
-        result_bytes = environ.get("ICEFLOE_QUERY_MAX_RESULT_BYTES")
-        try:
-            return cls(
-                memory_limit=environ.get("ICEFLOE_QUERY_MEMORY_LIMIT") or memory,
-                threads=int(environ.get("ICEFLOE_QUERY_THREADS") or threads),
-                timeout_s=float(environ.get("ICEFLOE_QUERY_TIMEOUT_S") or defaults.timeout_s),
-                max_result_rows=int(
-                    environ.get("ICEFLOE_QUERY_MAX_RESULT_ROWS") or defaults.max_result_rows
-                ),
-                max_result_bytes=int(result_bytes) if result_bytes else None,
-            )
-        except ValueError as e:
-            raise ConfigError(
-                "ICEFLOE_QUERY_THREADS / ICEFLOE_QUERY_TIMEOUT_S / ICEFLOE_QUERY_MAX_RESULT_ROWS"
-                f" / ICEFLOE_QUERY_MAX_RESULT_BYTES: {e}"
-            ) from e
 
     @property
     def memory_bytes(self) -> int:

@@ -22,6 +22,7 @@ import sys, time
 from pathlib import Path
 from icefloe.compaction.local import compact_locally
 from icefloe.config import Settings
+from icefloe.settings import load_settings
 from icefloe.merge import MergeWorker
 from icefloe.metastore.store import MetaStore
 from icefloe.storage import LocalObjectStore
@@ -35,7 +36,7 @@ def pause(task):
     time.sleep(600)
 
 compact_locally(
-    meta=meta, objects=objects, settings=Settings.from_env({"ICEFLOE_HOME": root}),
+    meta=meta, objects=objects, settings=load_settings({"ICEFLOE_HOME": root}).core,
     table="events", engine="duckdb",
     worker=MergeWorker(meta=meta, objects=objects, before_commit=pause),
 )

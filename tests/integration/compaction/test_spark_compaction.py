@@ -18,11 +18,12 @@ from icefloe.compaction import (
     compact_with_spark,
 )
 from icefloe.compaction.manifest import CompactionManifest
-from icefloe.config import Settings, WarehouseLocation
+from icefloe.config import WarehouseLocation
 from icefloe.lifecycle import alter_table
 from icefloe.lifecycle.alter import add_column, drop_column, rename_column
 from icefloe.metastore.models import NewFile
 from icefloe.runtime import Runtime
+from icefloe.settings import load_settings
 from icefloe.spark import read_table
 from icefloe.spec import SizeTargets
 from support.merge_lake import Lake
@@ -205,12 +206,11 @@ def test_a_failed_local_compaction_settles_its_job_and_frees_its_claims(
     lake: Lake, spark: Any
 ) -> None:
     from icefloe.compaction.local import compact_locally
-    from icefloe.config import Settings
     from icefloe.metastore.jobs import JobStore
 
     lake.create(merge="sql:SELECT * FROM events", sizes=SizeTargets(min_files_to_merge=2))
     lake.insert_batches("events", batches=2, rows=10, days=1)
-    settings = Settings.from_env({"ICEFLOE_WAREHOUSE": str(lake.objects.root)})
+    settings = load_settings({"ICEFLOE_WAREHOUSE": str(lake.objects.root)}).core
     with pytest.raises(SparkMergeUnsupportedError):
         compact_locally(
             meta=lake.meta,
@@ -262,7 +262,7 @@ def test_spark_compacts_files_of_several_schema_versions_by_column_id(
     assert {f.spec_version for f in lake.meta.files("events")} == {2}
     # And Spark reads the head and the pinned old snapshot as the engine does
     runtime = Runtime(
-        settings=Settings.from_env({"ICEFLOE_HOME": str(tmp_path)}),
+        settings=load_settings({"ICEFLOE_HOME": str(tmp_path)}).core,
         meta=lake.meta,
         objects=lake.objects,
     )

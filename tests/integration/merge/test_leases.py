@@ -13,8 +13,8 @@ from psycopg import sql
 
 from icefloe.compaction import DEFAULT_COMPACTION_LEASE
 from icefloe.compaction.local import compact_locally
-from icefloe.config import Settings
 from icefloe.merge import MergeWorker, merge_locally
+from icefloe.settings import load_settings
 from support.merge_lake import Lake
 
 pytestmark = pytest.mark.integration
@@ -64,7 +64,7 @@ def test_a_local_duckdb_compaction_keeps_the_compaction_lease(
     result = compact_locally(
         meta=lake.meta,
         objects=lake.objects,
-        settings=Settings.from_env({"ICEFLOE_HOME": str(tmp_path)}),
+        settings=load_settings({"ICEFLOE_HOME": str(tmp_path)}).core,
         table="events",
         engine="duckdb",
         worker=lake.worker,  # a merge worker with the default 30-minute lease

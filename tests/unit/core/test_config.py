@@ -1,4 +1,4 @@
-"""Settings come from the environment once, with defaults for one machine."""
+"""Where the data lives: a warehouse location parsed from a path or an S3 URI."""
 
 from __future__ import annotations
 
@@ -6,61 +6,34 @@ from pathlib import Path
 
 import pytest
 
-from icefloe.config import Settings, WarehouseLocation
+from icefloe.config import WarehouseLocation
 from icefloe.errors import ConfigError
 
 
-def test_defaults_put_everything_under_icefloe_home(tmp_path: Path) -> None:
-    settings = Settings.from_env({"ICEFLOE_HOME": str(tmp_path / "home")})
-    assert settings.home == (tmp_path / "home").resolve()
-    assert settings.warehouse.scheme == "file"
-    assert settings.warehouse.path == settings.home / "warehouse"
-    assert settings.database_url is None
-    assert settings.embedded_database_dir == settings.home / "postgres"
-    assert settings.database_schema == "icefloe"
+def test_an_s3_uri_is_a_bucket_and_a_prefix_without_slashes_at_its_ends() -> None:
+    location = WarehouseLocation.parse("s3://my-bucket/lake/prod/")
+    assert location == WarehouseLocation(scheme="s3", bucket="my-bucket", prefix="lake/prod")
+    assert location.uri == "s3://my-bucket/lake/prod"
+    assert WarehouseLocation.parse("s3://my-bucket").uri == "s3://my-bucket"
 
 
-def test_s3_warehouse_and_endpoint_are_parsed() -> None:
-    settings = Settings.from_env(
-        {
-            "ICEFLOE_WAREHOUSE": "s3://my-bucket/lake/prod/",
-            "ICEFLOE_S3_ENDPOINT_URL": "http://127.0.0.1:9000",
-            "ICEFLOE_DATABASE_URL": "postgresql://u@h/db",
-            "AWS_REGION": "eu-west-1",
-        }
-    )
-    assert settings.warehouse == WarehouseLocation(
-        scheme="s3", bucket="my-bucket", prefix="lake/prod"
-    )
-    assert settings.warehouse.uri == "s3://my-bucket/lake/prod"
-    assert settings.s3_endpoint_url == "http://127.0.0.1:9000"
-    assert settings.aws_region == "eu-west-1"
+def test_a_path_is_made_absolute(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    location = WarehouseLocation.parse("lake")
+    assert location == WarehouseLocation(scheme="file", path=tmp_path.resolve() / "lake")
+    assert location.uri == str(tmp_path.resolve() / "lake")
 
 
 @pytest.mark.parametrize(
-    ("env", "names"),
+    ("value", "message"),
     [
-        ({"ICEFLOE_WAREHOUSE": "ftp://x/y"}, "ICEFLOE_WAREHOUSE"),
-        ({"ICEFLOE_WAREHOUSE": "s3://Bad_Bucket/x"}, "ICEFLOE_WAREHOUSE"),
-        ({"ICEFLOE_WAREHOUSE": "s3://bucket/a//b"}, "ICEFLOE_WAREHOUSE"),
-        ({"ICEFLOE_WAREHOUSE": "s3://bucket/a/../b"}, "ICEFLOE_WAREHOUSE"),
-        ({"ICEFLOE_S3_ENDPOINT_URL": "localhost:9000"}, "ICEFLOE_S3_ENDPOINT_URL"),
-        ({"ICEFLOE_DATABASE_SCHEMA": "x; drop"}, "ICEFLOE_DATABASE_SCHEMA"),
+        ("ftp://x/y", "unsupported scheme"),
+        ("s3://Bad_Bucket/x", "invalid S3 bucket name"),
+        ("s3://bucket/a//b", "invalid S3 prefix"),
+        ("s3://bucket/a/../b", "invalid S3 prefix"),
+        ("", "empty path"),
     ],
 )
-def test_bad_settings_name_the_variable(env: dict[str, str], names: str) -> None:
-    with pytest.raises(ConfigError, match=names):
-        Settings.from_env(env)
-
-
-def test_query_results_go_beside_the_warehouse_unless_configured(tmp_path: Path) -> None:
-    local = Settings.from_env({"ICEFLOE_HOME": str(tmp_path)})
-    assert local.results_location == WarehouseLocation(
-        scheme="file", path=tmp_path.resolve() / "results"
-    )
-    s3 = Settings.from_env({"ICEFLOE_WAREHOUSE": "s3://bucket/wh"})
-    assert s3.results_location == WarehouseLocation(scheme="s3", bucket="bucket", prefix="results")
-    chosen = Settings.from_env(
-        {"ICEFLOE_WAREHOUSE": "s3://bucket/wh", "ICEFLOE_RESULTS": "s3://out/q"}
-    )
-    assert chosen.results_location == WarehouseLocation(scheme="s3", bucket="out", prefix="q")
+def test_bad_locations_are_refused_saying_why(value: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        WarehouseLocation.parse(value)

@@ -174,10 +174,11 @@ def test_find_python_answers_only_with_an_interpreter_that_runs(
     versions.mkdir(parents=True)
     (shims / "python3.12").write_text("#!/bin/sh\nexit 127\n")
     (versions / "python3.12").write_text("#!/bin/sh\nexit 0\n")
-    for script in (shims / "python3.12", versions / "python3.12"):
+    # pyenv itself says where its versions are (`pyenv root`).
+    (shims / "pyenv").write_text(f"#!/bin/sh\necho {tmp_path / 'pyenv'}\n")
+    for script in (shims / "python3.12", versions / "python3.12", shims / "pyenv"):
         script.chmod(0o755)
     monkeypatch.setenv("PATH", f"{shims}:/usr/bin:/bin")
-    monkeypatch.setenv("PYENV_ROOT", str(tmp_path / "pyenv"))
     assert build_layer.find_python("3.12") == str(versions / "python3.12")
     (versions / "python3.12").write_text("#!/bin/sh\nexit 1\n")
     assert build_layer.find_python("3.12") is None

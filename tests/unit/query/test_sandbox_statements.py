@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from icefloe.errors import ConfigError
 from icefloe.query.sandbox import QueryLimits, QueryRefusedError, check_sql
 
 LIMITS = QueryLimits(max_sql_chars=500)
@@ -41,41 +40,5 @@ def test_other_statements_are_refused_by_name(sql: str, message: str) -> None:
         check_sql(sql, limits=LIMITS)
 
 
-def test_limits_come_from_the_environment_and_the_lambda_memory_size() -> None:
-    assert QueryLimits.from_env({}) == QueryLimits()
-    in_lambda = QueryLimits.from_env({"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "3538"})
-    assert (in_lambda.memory_limit, in_lambda.threads) == ("2299MB", 2)
-    configured = QueryLimits.from_env(
-        {
-            "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "3538",
-            "ICEFLOE_QUERY_MEMORY_LIMIT": "512MB",
-            "ICEFLOE_QUERY_THREADS": "1",
-            "ICEFLOE_QUERY_TIMEOUT_S": "2.5",
-            "ICEFLOE_QUERY_MAX_RESULT_ROWS": "1000",
-            "ICEFLOE_QUERY_MAX_RESULT_BYTES": "65536",
-        }
-    )
-    assert configured == QueryLimits(
-        memory_limit="512MB",
-        threads=1,
-        timeout_s=2.5,
-        max_result_rows=1000,
-        max_result_bytes=65536,
-    )
+def test_a_result_cap_defaults_to_half_the_memory_limit() -> None:
     assert QueryLimits(memory_limit="512MB").result_bytes == 256_000_000
-
-
-@pytest.mark.parametrize(
-    "environ",
-    [
-        {"ICEFLOE_QUERY_MEMORY_LIMIT": "lots"},
-        {"ICEFLOE_QUERY_THREADS": "zero"},
-        {"ICEFLOE_QUERY_THREADS": "0"},
-        {"ICEFLOE_QUERY_TIMEOUT_S": "-1"},
-        {"ICEFLOE_QUERY_MAX_RESULT_ROWS": "0"},
-        {"ICEFLOE_QUERY_MAX_RESULT_BYTES": "many"},
-    ],
-)
-def test_bad_limits_are_a_configuration_error(environ: dict[str, str]) -> None:
-    with pytest.raises(ConfigError):
-        QueryLimits.from_env(environ)

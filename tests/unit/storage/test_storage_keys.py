@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from icefloe.config import Settings, WarehouseLocation
+from icefloe.config import WarehouseLocation
 from icefloe.errors import InvalidInputError
+from icefloe.settings import load_settings
 from icefloe.storage import (
     LocalObjectStore,
     S3ObjectStore,
@@ -96,7 +97,7 @@ def test_an_s3_location_opens_an_s3_store_without_touching_the_network() -> None
 
 
 def test_settings_choose_the_store(tmp_path: Path) -> None:
-    settings = Settings.from_env({"ICEFLOE_HOME": str(tmp_path)})
+    settings = load_settings({"ICEFLOE_HOME": str(tmp_path)}).core
 
     store = object_store_from_settings(settings)
 
