@@ -598,8 +598,9 @@ def kill(_: object) -> None:
 @pytest.mark.parametrize(
     ("delete", "message"),
     [
-        ({"table": TABLE}, '"delete" must be {"table": str, "where": str}'),
-        ({"table": TABLE, "where": 3}, "must be strings"),
+        ({"table": TABLE}, "event 'delete' must have 'where'"),
+        ({"table": TABLE, "where": 3}, "event 'delete.where' must be a string"),
+        ({"table": TABLE, "where": "true", "and": 1}, "unknown keys in event 'delete' ['and']"),
         ({"table": TABLE, "where": "nope = 1"}, 'column "nope" not found'),
         ({"table": "missing", "where": "true"}, "no table named 'missing'"),
     ],

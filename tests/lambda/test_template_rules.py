@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 import subprocess
@@ -384,6 +385,36 @@ def test_every_function_handler_file_exists_and_imports(function: FunctionDecl) 
     assert function.handler_file.is_file(), function.handler_file
     module = import_handler_module(function)
     assert callable(getattr(module, function.handler_name, None)), function.handler
+
+
+# What a handler file may import: Powertools' typing, the function's module and its telemetry.
+# Everything the function decides lives in icefloe.aws.functions.<name>, where it is tested
+# like the rest of the core.
+HANDLER_IMPORTS = frozenset(
+    {
+        "__future__",
+        "typing",
+        "aws_lambda_powertools.utilities.typing",
+        "icefloe.aws.functions",
+        "icefloe.aws.observability",
+    }
+)
+
+
+@pytest.mark.parametrize("function", FUNCTIONS.values(), ids=list(FUNCTIONS))
+def test_every_handler_is_thin(function: FunctionDecl) -> None:
+    source = function.handler_file.read_text()
+    assert len(source.splitlines()) <= 60, f"{function.handler_file} is over 60 lines"
+    tree = ast.parse(source)
+    imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)} | {
+        alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import)
+        for alias in node.names
+    }
+    assert imported <= HANDLER_IMPORTS, imported - HANDLER_IMPORTS
+    functions = [node.name for node in tree.body if isinstance(node, ast.FunctionDef)]
+    assert functions == [function.handler_name, "reset_for_tests"]
 
 
 @pytest.mark.parametrize("function", FUNCTIONS.values(), ids=list(FUNCTIONS))

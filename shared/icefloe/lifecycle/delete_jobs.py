@@ -26,7 +26,7 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any, Protocol
@@ -41,7 +41,6 @@ from icefloe.metastore.store import MetaStore
 from icefloe.query import QueryEngine
 from icefloe.query.database import Configure
 from icefloe.query.sandbox import QueryLimits
-from icefloe.spec import validate_table_name
 from icefloe.storage import ObjectStore, discard_uncommitted
 from icefloe.tracing import span
 
@@ -105,15 +104,6 @@ class DeleteRequest:
 
     table: str
     where: str
-
-    @classmethod
-    def from_event(cls, value: object) -> DeleteRequest:
-        if not isinstance(value, Mapping) or set(value) != {"table", "where"}:
-            raise InvalidInputError('event "delete" must be {"table": str, "where": str}')
-        table, where = value["table"], value["where"]
-        if not isinstance(table, str) or not isinstance(where, str):
-            raise InvalidInputError('event "delete": "table" and "where" must be strings')
-        return cls(table=validate_table_name(table), where=where)
 
 
 class TaskSender(Protocol):

@@ -65,6 +65,21 @@ class TableMergePlan:
     bytes_claimed: int
     heavy_jobs: tuple[str, ...] = ()
 
+    def to_json(self) -> dict[str, object]:
+        return {
+            "table": self.table,
+            "live_files": self.live_files,
+            "groups_planned": self.groups_planned,
+            "groups_sent": self.groups_sent,
+            "groups_contended": self.groups_contended,
+            "groups_deferred": self.groups_deferred,
+            "groups_unsent": self.groups_unsent,
+            "groups_to_heavy": self.groups_to_heavy,
+            "heavy_jobs": list(self.heavy_jobs),
+            "files_claimed": self.files_claimed,
+            "bytes_claimed": self.bytes_claimed,
+        }
+
 
 @dataclass(frozen=True, slots=True)
 class OrchestratorSummary:
@@ -84,22 +99,7 @@ class OrchestratorSummary:
             "groups_planned": self.groups_planned,
             "groups_sent": self.groups_sent,
             "failed_tables": dict(self.failed_tables),
-            "tables": [
-                {
-                    "table": t.table,
-                    "live_files": t.live_files,
-                    "groups_planned": t.groups_planned,
-                    "groups_sent": t.groups_sent,
-                    "groups_contended": t.groups_contended,
-                    "groups_deferred": t.groups_deferred,
-                    "groups_unsent": t.groups_unsent,
-                    "groups_to_heavy": t.groups_to_heavy,
-                    "heavy_jobs": list(t.heavy_jobs),
-                    "files_claimed": t.files_claimed,
-                    "bytes_claimed": t.bytes_claimed,
-                }
-                for t in self.tables
-            ],
+            "tables": [t.to_json() for t in self.tables],
         }
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import io
 import json
 import uuid
-from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
@@ -18,13 +17,11 @@ import pyarrow as pa
 import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 
-from icefloe.errors import InvalidInputError
 from icefloe.query.engine import QueryEngine, QueryResult
 from icefloe.query.output import csv_safe, json_rows
 from icefloe.storage import ObjectStore
 
 ResultFormat = Literal["json", "csv", "parquet"]
-REQUEST_KEYS = frozenset({"sql", "snapshot_id", "as_of", "format", "max_rows", "tenant"})
 DEFAULT_MAX_INLINE_ROWS = 1_000
 # Lambda's synchronous response limit is 6 MB; leave room for the envelope.
 MAX_INLINE_BYTES = 4 * 2**20
@@ -38,44 +35,6 @@ class QueryRequest:
     format: ResultFormat = "json"
     max_rows: int = DEFAULT_MAX_INLINE_ROWS
     tenant: str | None = None
-
-    @classmethod
-    def parse(cls, event: object) -> QueryRequest:
-        """Validate a request object; every problem names the key at fault."""
-        if not isinstance(event, Mapping):
-            raise InvalidInputError('the request must be an object {"sql", ...}')
-        unknown = sorted(set(event) - REQUEST_KEYS)
-        if unknown:
-            raise InvalidInputError(
-                f"unknown request keys {unknown}; expected {sorted(REQUEST_KEYS)}"
-            )
-        sql = event.get("sql")
-        if not isinstance(sql, str) or not sql.strip():
-            raise InvalidInputError("'sql' must be a non-empty string")
-        fmt = event.get("format", "json")
-        if fmt not in ("json", "csv", "parquet"):
-            raise InvalidInputError("'format' must be one of json, csv, parquet")
-        snapshot_id = event.get("snapshot_id")
-        if snapshot_id is not None and (
-            not isinstance(snapshot_id, int) or isinstance(snapshot_id, bool) or snapshot_id < 1
-        ):
-            raise InvalidInputError("'snapshot_id' must be a positive integer")
-        as_of = event.get("as_of")
-        parsed_as_of = None
-        if as_of is not None:
-            try:
-                parsed_as_of = datetime.fromisoformat(str(as_of))
-            except ValueError as e:
-                raise InvalidInputError("'as_of' must be an ISO-8601 timestamp") from e
-            if parsed_as_of.tzinfo is None:
-                parsed_as_of = parsed_as_of.replace(tzinfo=UTC)
-        max_rows = event.get("max_rows", DEFAULT_MAX_INLINE_ROWS)
-        if not isinstance(max_rows, int) or isinstance(max_rows, bool) or max_rows < 0:
-            raise InvalidInputError("'max_rows' must be a non-negative integer")
-        tenant = event.get("tenant")
-        if tenant is not None and not isinstance(tenant, str):
-            raise InvalidInputError("'tenant' must be a string")
-        return cls(sql, snapshot_id, parsed_as_of, fmt, max_rows, tenant)
 
 
 @dataclass(frozen=True, slots=True)

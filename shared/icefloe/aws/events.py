@@ -1,0 +1,280 @@
+"""What the Lambda functions accept and answer: typed events checked against JSON Schemas.
+
+The schemas in ``icefloe/aws/schemas/`` are the contract of each direct invoke (insert, query,
+merge orchestrator, janitor) and of the error answer every function gives for input it
+refuses. They are the only rule set: an event is checked against its schema (compiled once per
+process by fastjsonschema) and then turned into a typed model; what a schema cannot say (a
+duration's value, an ISO-8601 time) is checked while building the model. A refusal is an
+:class:`~icefloe.errors.InvalidInputError` naming the key at fault, e.g. ``event 'rows' must be
+an array`` or ``unknown event keys ['idempotencyKey']; expected [...]``.
+
+JSON has one number type: an integer key accepts ``10.0`` as 10, as JSON Schema says.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from functools import cache
+from importlib import resources
+from typing import Any, Literal, cast
+
+import fastjsonschema
+
+from icefloe.errors import BatchRejectedError, InvalidInputError
+from icefloe.janitor import DEFAULT_MAX_FILES, parse_duration
+from icefloe.lifecycle import DeleteRequest
+from icefloe.query.service import DEFAULT_MAX_INLINE_ROWS, QueryRequest
+from icefloe.spec import validate_table_name
+
+SchemaName = Literal["insert", "query", "merge_orchestrator", "janitor", "error"]
+SCHEMAS: tuple[SchemaName, ...] = ("insert", "query", "merge_orchestrator", "janitor", "error")
+
+_TYPE_WORDS = {
+    "object": "an object",
+    "array": "an array",
+    "string": "a string",
+    "integer": "a whole number",
+    "number": "a number",
+    "boolean": "true or false",
+    "null": "null",
+}
+# Keys whose pattern stands for a rule the core states in its own words.
+_EXPLAINED_BY: dict[str, Callable[[str], object]] = {
+    "table": validate_table_name,
+    "retention": parse_duration,
+    "orphan_grace": parse_duration,
+}
+
+
+def load_schema(name: SchemaName) -> dict[str, Any]:
+    """The JSON Schema ``name`` as shipped in the package."""
+    text = resources.files("icefloe.aws").joinpath(f"schemas/{name}.schema.json").read_text()
+    schema: dict[str, Any] = json.loads(text)
+    return schema
+
+
+@cache
+def _validator(name: SchemaName) -> Callable[[object], object]:
+    validate: Callable[[object], object] = fastjsonschema.compile(
+        load_schema(name), use_default=False
+    )
+    return validate
+
+
+def check(name: SchemaName, value: object, *, noun: str = "event") -> None:
+    """Check ``value`` against the schema ``name``; refuse it naming the key at fault."""
+    try:
+        _validator(name)(value)
+    except fastjsonschema.JsonSchemaValueException as e:
+        raise _refusal(e, noun=noun) from None
+
+
+def is_scheduled(event: object) -> bool:
+    """An EventBridge scheduled event (or no event at all): the schedule means every table."""
+    return event is None or (
+        isinstance(event, Mapping) and "source" in event and "detail-type" in event
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class InsertInvoke:
+    """A direct invoke of the insert function (``insert.schema.json``)."""
+
+    table: str
+    rows: Sequence[Mapping[str, object]]
+    idempotency_key: str | None = None
+
+    @classmethod
+    def parse(cls, event: object) -> InsertInvoke:
+        check("insert", event)
+        fields = cast(Mapping[str, Any], event)
+        return cls(
+            table=fields["table"],
+            rows=fields["rows"],
+            idempotency_key=fields.get("idempotency_key"),
+        )
+
+
+def parse_query(event: object) -> QueryRequest:
+    """A direct invoke of the query function (``query.schema.json``) as a
+    :class:`QueryRequest`."""
+    check("query", event, noun="request")
+    fields = cast(Mapping[str, Any], event)
+    as_of = fields.get("as_of")
+    snapshot_id = fields.get("snapshot_id")
+    return QueryRequest(
+        sql=fields["sql"],
+        snapshot_id=None if snapshot_id is None else int(snapshot_id),
+        as_of=None if as_of is None else _timestamp(as_of, key="as_of"),
+        format=fields.get("format", "json"),
+        max_rows=int(fields.get("max_rows", DEFAULT_MAX_INLINE_ROWS)),
+        tenant=fields.get("tenant"),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class OrchestratorInvoke:
+    """What the merge orchestrator is asked (``merge_orchestrator.schema.json``): every table
+    (``table`` None), one table, or a delete to start."""
+
+    table: str | None = None
+    delete: DeleteRequest | None = None
+
+    @classmethod
+    def parse(cls, event: object) -> OrchestratorInvoke:
+        if is_scheduled(event):
+            return cls()
+        check("merge_orchestrator", event)
+        fields = cast(Mapping[str, Any], event)
+        delete = fields.get("delete")
+        if delete is not None:
+            return cls(delete=DeleteRequest(table=delete["table"], where=delete["where"]))
+        return cls(table=fields.get("table"))
+
+
+@dataclass(frozen=True, slots=True)
+class JanitorInvoke:
+    """What the janitor is asked (``janitor.schema.json``); ``None`` leaves the choice to each
+    table's own policy."""
+
+    table: str | None = None
+    retention: timedelta | None = None
+    orphan_grace: timedelta | None = None
+    dry_run: bool = False
+    max_files: int = DEFAULT_MAX_FILES
+
+    @classmethod
+    def parse(cls, event: object) -> JanitorInvoke:
+        if is_scheduled(event):
+            return cls()
+        check("janitor", event)
+        fields = cast(Mapping[str, Any], event)
+        max_files = fields.get("max_files")
+        return cls(
+            table=fields.get("table"),
+            retention=_duration(fields.get("retention")),
+            orphan_grace=_duration(fields.get("orphan_grace")),
+            dry_run=bool(fields.get("dry_run")),
+            max_files=DEFAULT_MAX_FILES if max_files is None else int(max_files),
+        )
+
+
+JOB_STATE_SOURCE = "aws.emr-serverless"
+JOB_STATE_DETAIL_TYPE = "EMR Serverless Job Run State Change"
+
+
+@dataclass(frozen=True, slots=True)
+class JobStateChange:
+    """An EMR Serverless job-state change of this stack's application (EventBridge)."""
+
+    application_id: str | None
+    job_run_id: str | None
+    state: str | None
+    event: dict[str, Any]
+
+    @classmethod
+    def parse(cls, event: object, *, application_id: str | None) -> JobStateChange | None:
+        """The change, or ``None`` for any other event: another source or detail-type, or
+        another application than ``application_id`` (the stack's rule matches its own only;
+        this guards direct invokes and rule edits)."""
+        if not isinstance(event, Mapping):
+            return None
+        if event.get("source") != JOB_STATE_SOURCE:
+            return None
+        if event.get("detail-type") != JOB_STATE_DETAIL_TYPE:
+            return None
+        detail = event.get("detail")
+        if not isinstance(detail, Mapping):
+            return None
+        if application_id is not None and detail.get("applicationId") != application_id:
+            return None
+        return cls(
+            application_id=_text(detail.get("applicationId")),
+            job_run_id=_text(detail.get("jobRunId")),
+            state=_text(detail.get("state")),
+            event=dict(event),
+        )
+
+    @staticmethod
+    def describe(event: object) -> dict[str, Any]:
+        """What a log line says of an event that was not settled."""
+        if not isinstance(event, Mapping):
+            return {"event_type": type(event).__name__}
+        detail = event.get("detail")
+        detail = detail if isinstance(detail, Mapping) else {}
+        return {
+            "source": event.get("source"),
+            "detail_type": event.get("detail-type"),
+            "application_id": detail.get("applicationId"),
+            "job_run_id": detail.get("jobRunId"),
+            "state": detail.get("state"),
+        }
+
+
+def error_answer(error: Exception) -> dict[str, Any]:
+    """The answer every function gives for input it refuses (``error.schema.json``)."""
+    problems = error.problems if isinstance(error, BatchRejectedError) else ()
+    return {
+        "error": {
+            "type": type(error).__name__,
+            "message": str(error),
+            "problems": [{"row": p.row, "field": p.field, "message": p.message} for p in problems],
+        }
+    }
+
+
+def _refusal(e: fastjsonschema.JsonSchemaValueException, *, noun: str) -> InvalidInputError:
+    path = [str(part) for part in (e.path or ["data"])[1:]]
+    where = f"{noun} {'.'.join(path)!r}" if path else noun
+    definition: Mapping[str, Any] = e.definition if isinstance(e.definition, Mapping) else {}
+    value = e.value
+    if e.rule == "type":
+        expected = e.rule_definition
+        kinds = [k for k in (expected if isinstance(expected, list) else [expected]) if k]
+        words = " or ".join(_TYPE_WORDS.get(str(kind), str(kind)) for kind in kinds)
+        return InvalidInputError(f"{where} must be {words}")
+    known = sorted(definition.get("properties", {}))
+    unknown = sorted(set(value) - set(known)) if isinstance(value, Mapping) else []
+    if e.rule in ("additionalProperties", "required") and unknown:
+        # A key missing beside an unknown one is most likely misspelt: say which.
+        keys = f"{noun} keys" if not path else f"keys in {where}"
+        return InvalidInputError(f"unknown {keys} {unknown}; expected {known}")
+    if e.rule == "required" and isinstance(value, Mapping):
+        missing = [key for key in definition.get("required", []) if key not in value]
+        return InvalidInputError(f"{where} must have {missing[0]!r}")
+    if e.rule == "minimum":
+        return InvalidInputError(f"{where} must be at least {e.rule_definition}")
+    if e.rule == "enum":
+        choices = ", ".join(str(choice) for choice in e.rule_definition)
+        return InvalidInputError(f"{where} must be one of {choices}")
+    if e.rule in ("minLength", "pattern") and path and path[-1] in _EXPLAINED_BY:
+        try:
+            _EXPLAINED_BY[path[-1]](value)
+        except InvalidInputError as explained:
+            if path[-1] == "table":
+                return explained  # an InvalidNameError, whose message names the table
+            return InvalidInputError(f"{where}: {explained}")
+    if e.rule in ("minLength", "pattern") and isinstance(value, str) and not value.strip():
+        return InvalidInputError(f"{where} must be a non-empty string")
+    if e.rule == "not":
+        return InvalidInputError(f"{where}: {e.rule_definition.get('description', e.message)}")
+    return InvalidInputError(f"{where} is not valid: {e.message}")
+
+
+def _duration(value: str | None) -> timedelta | None:
+    return None if value is None else parse_duration(value)
+
+
+def _timestamp(value: str, *, key: str) -> datetime:
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError as e:
+        raise InvalidInputError(f"request {key!r} must be an ISO-8601 timestamp") from e
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) else None

@@ -1,0 +1,8 @@
+"""What each Lambda function does, one module per function; ``functions/<name>/app.py`` only
+wires a module's ``handle`` to Powertools.
+
+Each ``handle(event, *, telemetry)`` parses its event into a typed model
+(:mod:`icefloe.aws.events`), calls the core, reports what happened (log lines and metrics),
+and answers. A refused event is answered with :func:`icefloe.aws.events.error_answer`; a
+failure of the system (meta store, object store, a queue) raises, so that Lambda retries.
+"""

@@ -1,0 +1,63 @@
+"""The query function: one SELECT over one snapshot, answered inline when small, else with a
+presigned link to the result under the results location.
+
+Refused or failing SQL is answered with :func:`icefloe.aws.events.error_answer`, carrying
+DuckDB's message, not a stack trace; failures of the system (meta store or S3 down) raise.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any
+
+from icefloe.aws import clients
+from icefloe.aws.events import error_answer, parse_query
+from icefloe.aws.lambda_runtime import container_settings, runtime_from_environment
+from icefloe.aws.observability import FunctionTelemetry
+from icefloe.errors import InvalidInputError, NotFoundError
+from icefloe.query import QueryEngine
+from icefloe.query.s3_access import S3Endpoint
+from icefloe.query.service import answer_query
+from icefloe.storage import ObjectStore, open_object_store
+
+
+@cache
+def _services() -> tuple[QueryEngine, ObjectStore]:
+    runtime = runtime_from_environment()
+    settings = runtime.settings
+    engine = QueryEngine(
+        meta=runtime.meta,
+        objects=runtime.objects,
+        limits=container_settings().query,
+        isolation="child_process",
+        s3=S3Endpoint.from_settings(settings),
+        tenant_read_role=settings.tenant_read_role_arn,
+    )
+    results = open_object_store(
+        settings.results_location, endpoint_url=settings.s3_endpoint_url, region=settings.aws_region
+    )
+    return engine, results
+
+
+def handle(event: object, *, telemetry: FunctionTelemetry) -> dict[str, Any]:
+    try:
+        request = parse_query(event)
+        engine, results = _services()
+        answer = answer_query(engine, request, results=results)
+    except (InvalidInputError, NotFoundError) as e:
+        telemetry.logger.warning("query refused", extra={"error": type(e).__name__})
+        telemetry.count("QueriesRefused", 1)
+        return error_answer(e)
+    telemetry.logger.info(
+        "query answered",
+        extra={"snapshots": answer.snapshots, "files_scanned": answer.files_scanned},
+    )
+    telemetry.count("QueryFilesScanned", answer.files_scanned)
+    telemetry.count_bytes("QueryBytesScanned", answer.bytes_scanned)
+    return answer.to_json()
+
+
+def reset_for_tests() -> None:
+    """Forget the container's engine and AWS clients (tests change the environment)."""
+    _services.cache_clear()
+    clients.reset_for_tests()
