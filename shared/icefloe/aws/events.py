@@ -92,7 +92,7 @@ class InsertInvoke:
         check("insert", event)
         fields = cast(Mapping[str, Any], event)
         return cls(
-            table=fields["table"],
+            table=validate_table_name(fields["table"]),
             rows=fields["rows"],
             idempotency_key=fields.get("idempotency_key"),
         )
@@ -131,8 +131,9 @@ class OrchestratorInvoke:
         fields = cast(Mapping[str, Any], event)
         delete = fields.get("delete")
         if delete is not None:
-            return cls(delete=DeleteRequest(table=delete["table"], where=delete["where"]))
-        return cls(table=fields.get("table"))
+            table = validate_table_name(delete["table"])
+            return cls(delete=DeleteRequest(table=table, where=delete["where"]))
+        return cls(table=_table(fields.get("table")))
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,7 +155,7 @@ class JanitorInvoke:
         fields = cast(Mapping[str, Any], event)
         max_files = fields.get("max_files")
         return cls(
-            table=fields.get("table"),
+            table=_table(fields.get("table")),
             retention=_duration(fields.get("retention")),
             orphan_grace=_duration(fields.get("orphan_grace")),
             dry_run=bool(fields.get("dry_run")),
@@ -262,6 +263,12 @@ def _refusal(e: fastjsonschema.JsonSchemaValueException, *, noun: str) -> Invali
     if e.rule == "not":
         return InvalidInputError(f"{where}: {e.rule_definition.get('description', e.message)}")
     return InvalidInputError(f"{where} is not valid: {e.message}")
+
+
+def _table(value: str | None) -> str | None:
+    # The schema's pattern says the same; the core's rule is applied too, so that a schema
+    # drifting from it is caught (tests/unit/core/test_events.py).
+    return None if value is None else validate_table_name(value)
 
 
 def _duration(value: str | None) -> timedelta | None:
