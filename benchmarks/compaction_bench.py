@@ -62,7 +62,6 @@ from benchmarks.common import (
     status_kib,
     write_results,
 )
-from icefloe.settings import load_settings
 from icefloe.compaction import CompactionManifest, claim_partitions, compact_with_spark
 from icefloe.config import WarehouseLocation
 from icefloe.datafiles import encode_parquet, new_data_key, new_file_record, with_json_columns
@@ -70,6 +69,7 @@ from icefloe.merge import MergeLimits, MergeTask, MergeWorker
 from icefloe.metastore.models import NewFile
 from icefloe.metastore.store import MetaStore
 from icefloe.sample_events import sample_events_spec
+from icefloe.settings import load_settings
 from icefloe.spec import SizeTargets, TableSpec
 from icefloe.storage import LocalObjectStore
 

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Literal
 
 import pyarrow as pa
 
@@ -54,6 +54,9 @@ logger = logging.getLogger(__name__)
 MAX_IDEMPOTENCY_KEY_CHARS = 512
 MAX_CONCURRENT_UPLOADS = 8
 MAX_CONCURRENT_ENCODES = 2
+
+# The phases InsertPhases times, in order; an ``on_phase`` callback hears each as it starts.
+InsertPhase = Literal["load", "write", "commit"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,19 +156,37 @@ class Inserter:
         )
 
     def insert_stream(
-        self, table: str, stream: BinaryIO, *, fmt: InputFormat, idempotency_key: str | None = None
+        self,
+        table: str,
+        stream: BinaryIO,
+        *,
+        fmt: InputFormat,
+        idempotency_key: str | None = None,
+        on_phase: Callable[[InsertPhase], None] | None = None,
     ) -> InsertResult:
+        """``on_phase`` hears each phase as it starts (the CLI's progress line)."""
         return self._insert(
             table,
             lambda: stage_stream(stream, fmt=fmt, limits=self.limits, directory=self._scratch),
             idempotency_key,
+            on_phase=on_phase,
         )
 
     def insert_file(
-        self, table: str, path: Path, *, fmt: InputFormat, idempotency_key: str | None = None
+        self,
+        table: str,
+        path: Path,
+        *,
+        fmt: InputFormat,
+        idempotency_key: str | None = None,
+        on_phase: Callable[[InsertPhase], None] | None = None,
     ) -> InsertResult:
+        """``on_phase`` hears each phase as it starts (the CLI's progress line)."""
         return self._insert(
-            table, lambda: stage_file(path, fmt=fmt, limits=self.limits), idempotency_key
+            table,
+            lambda: stage_file(path, fmt=fmt, limits=self.limits),
+            idempotency_key,
+            on_phase=on_phase,
         )
 
     def _insert(
@@ -174,6 +195,8 @@ class Inserter:
         stage: Callable[[], StagedBatch | ArrowBatch],
         idempotency_key: str | None,
         receipts: Sequence[str] = (),
+        *,
+        on_phase: Callable[[InsertPhase], None] | None = None,
     ) -> InsertResult:
         validate_table_name(table)
         if idempotency_key is not None:
@@ -190,7 +213,13 @@ class Inserter:
                     )
                     return InsertResult(table, earlier.snapshot_id, False, 0, (), 0)
             return self._write_and_commit(
-                info.spec, staged, idempotency_key, receipts, digest, info.table_id
+                info.spec,
+                staged,
+                idempotency_key,
+                receipts,
+                digest,
+                info.table_id,
+                on_phase=on_phase,
             )
         finally:
             staged.discard()
@@ -203,13 +232,17 @@ class Inserter:
         receipts: Sequence[str],
         digest: str | None = None,
         table_id: int | None = None,
+        *,
+        on_phase: Callable[[InsertPhase], None] | None = None,
     ) -> InsertResult:
         table = spec.name
+        tell = on_phase or (lambda _: None)
         written: list[str] = []
         try:
             with self._duck_lock:
                 con = self._duck.cursor()
                 try:
+                    tell("load")
                     started = time.perf_counter()
                     with span("icefloe.insert.load"):
                         rows = load_batch(con, spec, staged, limits=self.limits)
@@ -218,6 +251,7 @@ class Inserter:
                         pa.default_memory_pool().release_unused()
                         rows = rows.append_column(ROW_ID_COLUMN, new_row_ids(rows.num_rows))
                     loaded = time.perf_counter()
+                    tell("write")
                     with span("icefloe.insert.write"):
                         parts = list(partition_rows(con, spec, rows))
                         del rows  # the parts are slices of a sorted copy: free the input
@@ -225,6 +259,7 @@ class Inserter:
                     wrote = time.perf_counter()
                 finally:
                     con.close()
+            tell("commit")
             result = self._meta.commit_append(
                 table,
                 files=files,

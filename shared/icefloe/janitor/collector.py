@@ -166,10 +166,13 @@ class Janitor:
         dry_run: bool = False,
         max_files: int = DEFAULT_MAX_FILES,
         on_progress: Callable[[int, int], None] | None = None,
+        on_deleted: Callable[[int], None] | None = None,
     ) -> JanitorReport:
         """Collect ``table`` (or every table). ``retention`` and ``orphan_grace`` override each
         table's own; an orphan grace below :data:`ORPHAN_GRACE_FLOOR` is refused.
-        ``on_progress(done, total)`` hears of each table collected (0 of them first)."""
+        ``on_progress(done, total)`` hears of each table collected (0 of them first),
+        ``on_deleted(n)`` of each batch of ``n`` objects deleted (dead files, orphans, a
+        dropped table's files; none in a dry run)."""
         if retention is not None and retention < timedelta(0):
             raise InvalidInputError("retention must not be negative")
         if orphan_grace is not None and orphan_grace < ORPHAN_GRACE_FLOOR:
@@ -208,6 +211,7 @@ class Janitor:
                         orphan_grace=orphan_grace,
                         dry_run=dry_run,
                         max_files=max_files,
+                        on_deleted=on_deleted,
                     )
                 )
             except (MetaStoreUnavailableError, CommitOutcomeUnknownError):
@@ -220,7 +224,11 @@ class Janitor:
             if on_progress is not None:
                 on_progress(done, len(names))
         purged, purged_objects = self._purge_dropped(
-            dropped, retention=retention, dry_run=dry_run, max_files=max_files
+            dropped,
+            retention=retention,
+            dry_run=dry_run,
+            max_files=max_files,
+            on_deleted=on_deleted,
         )
         report = JanitorReport(
             dry_run=dry_run,
@@ -245,6 +253,7 @@ class Janitor:
         orphan_grace: timedelta | None,
         dry_run: bool,
         max_files: int,
+        on_deleted: Callable[[int], None] | None = None,
     ) -> TableCollection:
         policy = self._meta.get_table(table).spec.retention
         keep = (
@@ -270,13 +279,16 @@ class Janitor:
         deleted_files, deleted_bytes = (
             (len(dead), sum(f.size_bytes for f in dead))
             if dry_run
-            else self._delete_dead(table, dead)
+            else self._delete_dead(table, dead, on_deleted=on_deleted)
         )
         cutoff = self._sweep_cutoff(table, grace)
         orphans = list(self._orphans(table, cutoff=cutoff, limit=max_files))
         if orphans and not dry_run:
             for start in range(0, len(orphans), self._page_size):
-                self._objects.delete_many(o.key for o in orphans[start : start + self._page_size])
+                page = orphans[start : start + self._page_size]
+                self._objects.delete_many(o.key for o in page)
+                if on_deleted is not None:
+                    on_deleted(len(page))
         abandoned = self._objects.abandoned_writes(f"{table}/data/", started_before=cutoff)
         abandoned = abandoned[:max_files]
         discarded = 0 if dry_run else self._objects.discard_abandoned_writes(abandoned)
@@ -296,7 +308,13 @@ class Janitor:
             abandoned_writes_discarded=discarded,
         )
 
-    def _delete_dead(self, table: str, dead: Sequence[DataFile]) -> tuple[int, int]:
+    def _delete_dead(
+        self,
+        table: str,
+        dead: Sequence[DataFile],
+        *,
+        on_deleted: Callable[[int], None] | None = None,
+    ) -> tuple[int, int]:
         files = size = 0
         for start in range(0, len(dead), self._page_size):
             batch = dead[start : start + self._page_size]
@@ -305,6 +323,8 @@ class Janitor:
                 self._before_forget(batch)
             files += self._maintenance.forget_files(table, [f.file_id for f in batch])
             size += sum(f.size_bytes for f in batch)
+            if on_deleted is not None:
+                on_deleted(len(batch))
         return files, size
 
     def _purge_dropped(
@@ -314,6 +334,7 @@ class Janitor:
         retention: timedelta | None,
         dry_run: bool,
         max_files: int,
+        on_deleted: Callable[[int], None] | None = None,
     ) -> tuple[list[str], int]:
         """Delete the objects, then the rows, of dropped tables past their retention (a
         table's own, or ``retention``); at most ``max_files`` objects a run, the rest next."""
@@ -340,6 +361,8 @@ class Janitor:
                 self._objects.delete_many(path for _, path in page)
                 self._maintenance.forget_file_rows(table.table_id, [i for i, _ in page])
                 deleted += len(page)
+                if on_deleted is not None:
+                    on_deleted(len(page))
             if self._maintenance.table_paths(table.table_id, limit=1):
                 break  # this run's budget is spent; the next run goes on
             for job_id, manifest in self._maintenance.table_jobs(table.table_id):
