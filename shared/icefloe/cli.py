@@ -14,6 +14,7 @@ import re
 import signal
 import stat
 import sys
+import textwrap
 import time
 from collections.abc import Callable, Sequence
 from contextlib import suppress
@@ -44,7 +45,7 @@ from icefloe.query.output import write_result
 from icefloe.query.s3_access import S3Endpoint, configure_s3_from_settings
 from icefloe.runtime import Runtime
 from icefloe.sample_events import sample_events, sample_events_spec
-from icefloe.settings import MergeSettings, load_settings
+from icefloe.settings import VARIABLES, MergeSettings, load_settings
 from icefloe.spec import TableSpec, format_partition_by, format_schema
 from icefloe.spec.evolution import SchemaChange
 from icefloe.spec.presets import PRESETS, preset
@@ -63,7 +64,7 @@ icefloe: JSON events in, immutable Parquet files on object storage out, SQL over
 A Postgres meta store records which files are live in each snapshot; merges, deletes and
 garbage collection never disturb a reader."""
 
-EPILOG = """\
+EXAMPLES = """\
 examples:
   icefloe init
   icefloe table create events --schema "ts TIMESTAMP NOT NULL, event VARCHAR, user_id VARCHAR" \\
@@ -72,16 +73,21 @@ examples:
   icefloe query "SELECT event, count(*) FROM events GROUP BY event" --format json
   icefloe merge --wait && icefloe gc --retention 3d
   icefloe delete events --where "user_id = 'u42'" --dry-run
-  icefloe completion bash > /etc/bash_completion.d/icefloe
+  icefloe completion bash > /etc/bash_completion.d/icefloe"""
+
+# Every variable the CLI reads, from the settings' declarations (so the list never falls behind).
+ENVIRONMENT = textwrap.fill(
+    " ".join(v.name for v in VARIABLES if "cli" in v.read_by),
+    width=94,
+    initial_indent="  ",
+    subsequent_indent="  ",
+)
+
+EPILOG = f"""{EXAMPLES}
 
 environment:
-  ICEFLOE_HOME               local state: embedded Postgres, default warehouse (./.icefloe)
-  ICEFLOE_WAREHOUSE          a directory or s3://bucket/prefix
-  ICEFLOE_DATABASE_URL       a Postgres DSN (default: the embedded Postgres)
-  ICEFLOE_DATABASE_SCHEMA    the meta store's Postgres schema (default icefloe)
-  ICEFLOE_S3_ENDPOINT_URL    an S3-compatible endpoint
-  ICEFLOE_DATABASE_SECRET_ARN  a deployed stack's meta store, through its secret
-  (README.md, "Configuration", lists every variable)"""
+{ENVIRONMENT}
+  (python -m icefloe.settings, and the README's "Configuration", give each default and meaning)"""
 
 
 class _Parser(argparse.ArgumentParser):

@@ -16,6 +16,7 @@ from moto import mock_aws
 
 from icefloe.cli import build_parser, long_options, main, subcommands
 from icefloe.metastore.store import MetaStore
+from icefloe.settings import VARIABLES
 from support.aws import FAKE_AWS_ENVIRONMENT, REGION, UNSET_AWS_VARIABLES
 from support.files import new_file
 
@@ -733,7 +734,10 @@ def test_help_describes_icefloe_with_examples_and_the_environment(
         main(["--help"])
     text = capsys.readouterr().out
     assert text.startswith("usage: icefloe") and "``" not in text
-    assert "examples:\n  icefloe init" in text and "ICEFLOE_WAREHOUSE" in text
+    assert "examples:\n  icefloe init" in text
+    environment = text[text.index("environment:") :]
+    for variable in VARIABLES:  # every variable the CLI reads, and no other
+        assert (variable.name in environment) == ("cli" in variable.read_by), variable.name
 
 
 def test_status_of_one_table_shows_each_partition_and_the_file_size_histogram(
