@@ -72,10 +72,32 @@ def check(name: SchemaName, value: object, *, noun: str = "event") -> None:
         raise _refusal(e, noun=noun) from None
 
 
+# The keys of an EventBridge event (replay-name on a replayed one): nothing else, so that a
+# direct invoke carrying a "source" is checked, not taken for the schedule ({"dry_run": true,
+# "source": ...} would otherwise run for real over every table).
+EVENTBRIDGE_KEYS = frozenset(
+    {
+        "version",
+        "id",
+        "detail-type",
+        "source",
+        "account",
+        "time",
+        "region",
+        "resources",
+        "detail",
+        "replay-name",
+    }
+)
+
+
 def is_scheduled(event: object) -> bool:
     """An EventBridge scheduled event (or no event at all): the schedule means every table."""
     return event is None or (
-        isinstance(event, Mapping) and "source" in event and "detail-type" in event
+        isinstance(event, Mapping)
+        and "source" in event
+        and "detail-type" in event
+        and set(event) <= EVENTBRIDGE_KEYS
     )
 
 
@@ -248,6 +270,8 @@ def _refusal(e: fastjsonschema.JsonSchemaValueException, *, noun: str) -> Invali
         return InvalidInputError(f"{where} must have {missing[0]!r}")
     if e.rule == "minimum":
         return InvalidInputError(f"{where} must be at least {e.rule_definition}")
+    if e.rule == "maximum":
+        return InvalidInputError(f"{where} must be at most {e.rule_definition}")
     if e.rule == "enum":
         choices = ", ".join(str(choice) for choice in e.rule_definition)
         return InvalidInputError(f"{where} must be one of {choices}")

@@ -41,6 +41,7 @@ from icefloe.metastore.models import ColumnStats, DataFile, JsonScalar, NewFile
 from icefloe.metastore.store import MetaStore
 from icefloe.spec import AggregateMode, AppendMode, CustomMode, ReplaceMode, TableSpec
 from icefloe.storage import ObjectStore, discard_uncommitted, open_object_store
+from icefloe.tracing import span
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -117,8 +118,34 @@ def compact_with_spark(
     scratch: str | None = None,
     before_commit: Callable[[PartitionGroup], None] | None = None,
 ) -> CompactionResult:
-    """Run one compaction job (see the module docstring). ``before_commit`` is a test seam
-    that runs before each partition's commit."""
+    """Run one compaction job (see the module docstring), in an ``icefloe.compaction`` span.
+    ``before_commit`` is a test seam that runs before each partition's commit."""
+    with span("icefloe.compaction"):
+        return _compact(
+            spark,
+            meta=meta,
+            objects=objects,
+            location=location,
+            manifest=manifest,
+            endpoint_url=endpoint_url,
+            region=region,
+            scratch=scratch,
+            before_commit=before_commit,
+        )
+
+
+def _compact(
+    spark: SparkSession,
+    *,
+    meta: MetaStore,
+    objects: ObjectStore,
+    location: WarehouseLocation,
+    manifest: CompactionManifest,
+    endpoint_url: str | None,
+    region: str,
+    scratch: str | None,
+    before_commit: Callable[[PartitionGroup], None] | None,
+) -> CompactionResult:
     spec = meta.get_table(manifest.table).spec
     if isinstance(spec.merge, CustomMode):
         raise SparkMergeUnsupportedError(

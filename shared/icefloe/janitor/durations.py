@@ -19,7 +19,12 @@ def parse_duration(text: str) -> timedelta:
             f"duration {text!r}: expected a number and a unit (s, m, h, d, w), like 0s, 90m or 3d"
         )
     seconds = sum(int(n) * _UNITS[unit] for n, unit in _PART.findall(cleaned))
-    return timedelta(seconds=seconds)
+    try:
+        return timedelta(seconds=seconds)
+    except OverflowError as e:  # a refusal, not a crash: a function would retry it
+        raise InvalidInputError(
+            f"duration {text!r} is too long (at most {timedelta.max.days} days)"
+        ) from e
 
 
 def format_duration(value: timedelta) -> str:

@@ -5,6 +5,8 @@ on one partition that leaves the others committed."""
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
 
@@ -26,6 +28,7 @@ from icefloe.runtime import Runtime
 from icefloe.settings import load_settings
 from icefloe.spark import read_table
 from icefloe.spec import SizeTargets
+from icefloe.tracing import use_tracer
 from support.merge_lake import Lake
 
 pytestmark = pytest.mark.integration
@@ -147,14 +150,28 @@ def test_a_conflict_on_one_partition_leaves_the_others_committed_and_its_outputs
             lake.meta.release_claim(group.claim_token)
             lake.meta.commit("events", operation="delete", remove=[group.file_ids[0]])
 
-    result = compact_with_spark(
-        spark,
-        meta=lake.meta,
-        objects=lake.objects,
-        location=WarehouseLocation(scheme="file", path=lake.objects.root),
-        manifest=manifest,
-        before_commit=merged_elsewhere_meanwhile,
-    )
+    spans: list[str] = []
+
+    @contextmanager
+    def record(name: str) -> Iterator[None]:
+        spans.append(name)
+        yield
+
+    use_tracer(record)
+    try:
+        result = compact_with_spark(
+            spark,
+            meta=lake.meta,
+            objects=lake.objects,
+            location=WarehouseLocation(scheme="file", path=lake.objects.root),
+            manifest=manifest,
+            before_commit=merged_elsewhere_meanwhile,
+        )
+    finally:
+        use_tracer(None)
+
+    # The job is one span, with each partition's commit inside it
+    assert spans[0] == "icefloe.compaction" and spans.count("icefloe.commit") >= 2
 
     statuses = {p.partition_path: p.status for p in result.partitions}
     assert statuses[victim.partition_path] == "conflict"

@@ -27,7 +27,9 @@ def test_durations_parse(text: str, expected: timedelta) -> None:
     assert parse_duration(text) == expected
 
 
-@pytest.mark.parametrize("text", ["", "3", "d", "-1d", "1.5h", "3 days", "1h 30m", "soon"])
+@pytest.mark.parametrize(
+    "text", ["", "3", "d", "-1d", "1.5h", "3 days", "1h 30m", "soon", "99999999999999d"]
+)
 def test_malformed_durations_are_refused_naming_the_text(text: str) -> None:
     with pytest.raises(InvalidInputError, match="duration"):
         parse_duration(text)
