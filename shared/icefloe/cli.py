@@ -45,7 +45,7 @@ from icefloe.query.output import write_result
 from icefloe.query.s3_access import S3Endpoint, configure_s3_from_settings
 from icefloe.runtime import Runtime
 from icefloe.sample_events import sample_events, sample_events_spec
-from icefloe.settings import VARIABLES, MergeSettings, load_settings
+from icefloe.settings import VARIABLES, MergeSettings, load_settings, shown_settings
 from icefloe.spec import TableSpec, format_partition_by, format_schema
 from icefloe.spec.evolution import SchemaChange
 from icefloe.spec.presets import PRESETS, preset
@@ -122,6 +122,13 @@ def build_parser() -> argparse.ArgumentParser:
         "completion", help="print a shell completion script (bash or zsh)"
     )
     completion.add_argument("shell", choices=("bash", "zsh"))
+    _add_format(
+        commands.add_parser(
+            "settings",
+            help="each environment variable the CLI reads: its value (a DSN's password masked)"
+            " or its default; a bad value is an error naming it",
+        )
+    )
 
     table = commands.add_parser("table", help="create, list and show tables")
     table_commands = table.add_subparsers(dest="table_command", required=True, parser_class=_Parser)
@@ -377,6 +384,8 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
         # The one read of the environment: commands that need more than the runtime (query
         # limits, merge settings, EMR) find the whole tree in args.settings.
         args.settings = load_settings()
+        if args.command == "settings":  # before any secret or server: it must always answer
+            return _settings(args, out)
         # A deployed stack's meta store is reachable through its secret, as for its functions.
         settings, secret = with_database_secret(
             args.settings.core, secret_arn=args.settings.database_secret_arn
@@ -482,6 +491,19 @@ def _db(settings: Settings, args: argparse.Namespace, out: TextIO) -> int:
         )
 
     _emit(out, args.format, status, text)
+    return 0
+
+
+def _settings(args: argparse.Namespace, out: TextIO) -> int:
+    shown = shown_settings()
+
+    def text() -> str:
+        rows = [
+            [s.name, s.value if s.value is not None else f"(default) {s.default}"] for s in shown
+        ]
+        return _text_table(["variable", "value"], rows)
+
+    _emit(out, args.format, shown, text)
     return 0
 
 

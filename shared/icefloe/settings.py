@@ -406,6 +406,41 @@ def use_this_python_for_spark() -> None:
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
 
+@dataclass(frozen=True, slots=True)
+class SettingShown:
+    """One variable as ``icefloe settings`` shows it: its value (a DSN's password masked), or
+    ``None`` when unset and its default applies."""
+
+    name: str
+    value: str | None
+    default: str
+    meaning: str
+
+
+def shown_settings(
+    environ: Mapping[str, str] | None = None, *, reader: Reader = "cli"
+) -> list[SettingShown]:
+    """Every variable ``reader`` reads, as set in ``environ`` (the process's by default)."""
+    env = os.environ if environ is None else environ
+    return [
+        SettingShown(
+            name=variable.name,
+            value=_masked(variable.name, env.get(variable.name) or None),
+            default=variable.default.replace("`", ""),
+            meaning=variable.meaning.replace("`", ""),
+        )
+        for variable in VARIABLES
+        if reader in variable.read_by
+    ]
+
+
+def _masked(name: str, value: str | None) -> str | None:
+    if value is None or name != "ICEFLOE_DATABASE_URL":
+        return value
+    value = re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", value)
+    return re.sub(r"(password\s*=\s*)(\S+)", r"\1***", value)
+
+
 def reference_markdown() -> str:
     """The README's configuration table, generated from :data:`VARIABLES`."""
     lines = ["| variable | default | meaning | read by |", "| --- | --- | --- | --- |"]

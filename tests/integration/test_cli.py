@@ -965,3 +965,43 @@ def test_query_on_emr_starts_a_job_pinned_at_the_head_and_says_where_its_result_
     # And a result file format does not apply: the job writes Parquet
     assert run("query", sql, "--engine", "emr", "--format", "csv")[0] == 1
     assert "writes its result as Parquet" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("dsn", "shown"),
+    [
+        (
+            "postgresql://app:s3cr3t@db.example:5432/meta",
+            "postgresql://app:***@db.example:5432/meta",
+        ),
+        (
+            "host=db.example user=app password=s3cr3t dbname=meta",
+            "host=db.example user=app password=*** dbname=meta",
+        ),
+    ],
+)
+def test_settings_shows_each_variable_with_a_dsn_password_masked(
+    monkeypatch: pytest.MonkeyPatch, dsn: str, shown: str
+) -> None:
+    monkeypatch.setenv("ICEFLOE_DATABASE_URL", dsn)
+    monkeypatch.setenv("ICEFLOE_QUERY_THREADS", "3")
+    monkeypatch.delenv("ICEFLOE_RESULTS", raising=False)
+    code, text = run("settings", "--format", "json")
+    assert code == 0 and "s3cr3t" not in text
+    values = {entry["name"]: entry for entry in json.loads(text)}
+    assert set(values) == {v.name for v in VARIABLES if "cli" in v.read_by}
+    assert values["ICEFLOE_DATABASE_URL"]["value"] == shown
+    assert values["ICEFLOE_QUERY_THREADS"]["value"] == "3"
+    assert values["ICEFLOE_RESULTS"]["value"] is None and values["ICEFLOE_RESULTS"]["default"]
+    code, table = run("settings")
+    assert code == 0 and "s3cr3t" not in table
+    assert "(default) " in table and shown in table
+
+
+def test_settings_refuses_a_bad_value_naming_it(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("ICEFLOE_MERGE_THREADS", "many")
+    code, text = run("settings")
+    assert code != 0 and text == ""
+    assert "ICEFLOE_MERGE_THREADS: 'many' is not a positive whole number" in capsys.readouterr().err
