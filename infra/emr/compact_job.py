@@ -31,19 +31,21 @@ import sys
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from icefloe.aws.lambda_runtime import job_settings
 from icefloe.compaction import CompactionManifest, CompactionResult, compact_with_spark
+from icefloe.emr_job import (
+    EXIT_CANNOT_START,
+    EXIT_OK,
+    document_key,
+    job_settings,
+    start_job_logging,
+)
 from icefloe.errors import ConfigError, IcefloeError, InvalidInputError, ObjectNotFoundError
 from icefloe.metastore.store import MetaStore
 from icefloe.runtime import Runtime
-from icefloe.settings import load_settings
-from icefloe.storage import ObjectStore, object_store_from_settings, validate_key
+from icefloe.storage import ObjectStore, object_store_from_settings
 
 logger = logging.getLogger("icefloe.compact_job")
 
-EXIT_OK = 0
-EXIT_FAILED = 1
-EXIT_CANNOT_START = 2  # argparse's own status for usage errors
 # The driver commits partitions one at a time: one connection is enough, two leave room.
 MAX_CONNECTIONS = 2
 
@@ -68,19 +70,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 
 def _manifest_key(value: str) -> str:
-    if "://" in value:
-        raise argparse.ArgumentTypeError(
-            f"{value!r} is a URI; give the key relative to ICEFLOE_WAREHOUSE"
-        )
-    try:
-        key = validate_key(value)
-    except InvalidInputError as e:
-        raise argparse.ArgumentTypeError(str(e)) from e
-    if not key.endswith(".json"):
-        raise argparse.ArgumentTypeError(
-            f"{value!r} is not a manifest key (<table>/jobs/<id>.json)"
-        )
-    return key
+    return document_key(value, document="manifest")
 
 
 def load_manifest(objects: ObjectStore, key: str) -> CompactionManifest:
@@ -135,13 +125,9 @@ def result_lines(result: CompactionResult) -> Iterator[str]:
 def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> int:
     """Run the job; returns the exit status (see the module docstring)."""
     args = parse_args(argv)
-    logging.basicConfig(
-        level=logging.INFO,
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s %(message)s",
-    )
+    start_job_logging()
     try:
-        settings = job_settings(load_settings(environ))
+        settings = job_settings(environ)
         objects = object_store_from_settings(settings)
         manifest = load_manifest(objects, args.manifest)
     except (ConfigError, ManifestError) as e:

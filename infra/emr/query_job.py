@@ -25,19 +25,21 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from icefloe.aws.lambda_runtime import job_settings
+from icefloe.emr_job import (
+    EXIT_CANNOT_START,
+    EXIT_FAILED,
+    EXIT_OK,
+    document_key,
+    job_settings,
+    start_job_logging,
+)
 from icefloe.emr_query import SparkQueryRequest
 from icefloe.errors import ConfigError, InvalidInputError, ObjectNotFoundError
 from icefloe.metastore.store import MetaStore
 from icefloe.runtime import Runtime
-from icefloe.settings import load_settings
-from icefloe.storage import ObjectStore, object_store_from_settings, validate_key
+from icefloe.storage import ObjectStore, object_store_from_settings
 
 logger = logging.getLogger("icefloe.query_job")
-
-EXIT_OK = 0
-EXIT_FAILED = 1
-EXIT_CANNOT_START = 2
 
 
 class RequestError(Exception):
@@ -58,13 +60,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 
 def _request_key(value: str) -> str:
-    try:
-        key = validate_key(value)
-    except InvalidInputError as e:
-        raise argparse.ArgumentTypeError(str(e)) from e
-    if not key.endswith(".json"):
-        raise argparse.ArgumentTypeError(f"{value!r} is not a request key (<table>/jobs/<id>.json)")
-    return key
+    return document_key(value, document="request")
 
 
 def load_request(objects: ObjectStore, key: str) -> SparkQueryRequest:
@@ -85,13 +81,9 @@ def load_request(objects: ObjectStore, key: str) -> SparkQueryRequest:
 
 def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> int:
     args = parse_args(argv)
-    logging.basicConfig(
-        level=logging.INFO,
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s %(message)s",
-    )
+    start_job_logging()
     try:
-        settings = job_settings(load_settings(environ))
+        settings = job_settings(environ)
         objects = object_store_from_settings(settings)
         request = load_request(objects, args.request)
     except (ConfigError, RequestError) as e:

@@ -29,7 +29,7 @@ from icefloe.compaction.planning import DEFAULT_COMPACTION_LEASE
 from icefloe.config import DEFAULT_HOME, DEFAULT_SCHEMA, Settings, WarehouseLocation
 from icefloe.errors import ConfigError
 from icefloe.merge.worker import DEFAULT_LEASE, MergeLimits
-from icefloe.query.sandbox import QueryLimits
+from icefloe.query.sandbox import MEMORY_SIZE, QueryLimits
 
 T = TypeVar("T")
 
@@ -50,7 +50,6 @@ MERGE_MEMORY_SHARE = 0.6
 # of 1,000 messages can be hundreds of MB of JSON): DuckDB gets half the function.
 INSERT_MEMORY_SHARE = 0.5
 DEFAULT_EMR_JOB_TIMEOUT_MINUTES = 300
-_MEMORY = re.compile(r"^\d+(\.\d+)?\s*[KMGT]i?B$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -517,7 +516,7 @@ def _positive_number(value: str) -> float:
 
 
 def _memory(value: str) -> str:
-    if not _MEMORY.match(value):
+    if not MEMORY_SIZE.match(value):
         raise ConfigError(f"{value!r} is not a memory size like 512MB or 2GiB")
     return value
 

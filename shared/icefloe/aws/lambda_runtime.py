@@ -62,18 +62,6 @@ def resolve_database(settings: IcefloeSettings) -> tuple[Settings, SecretDsn | N
     return core, secret
 
 
-def job_settings(settings: IcefloeSettings) -> Settings:
-    """The core settings of a Spark job's driver (EMR Serverless): :func:`resolve_database`,
-    refusing to fall back on an embedded Postgres, which there would be an empty database."""
-    core, _ = resolve_database(settings)
-    if core.database_url is None:
-        raise ConfigError(
-            "no meta store configured: set ICEFLOE_DATABASE_SECRET_ARN or ICEFLOE_DATABASE_URL"
-            " (spark.emr-serverless.driverEnv.* on EMR Serverless)"
-        )
-    return core
-
-
 def runtime_from_environment(environ: Mapping[str, str] | None = None) -> Runtime:
     """The container's :class:`Runtime`, built from :func:`container_settings` on the first
     call; later calls return the same object, whatever ``environ`` they pass. A secret is

@@ -21,6 +21,9 @@ from icefloe.duck import string_literal
 from icefloe.errors import ConfigError, InvalidInputError, TableNotFoundError
 from icefloe.query.sql_refs import SqlRefs
 
+# A memory size as DuckDB takes it (KB = 1000, KiB = 1024): queries' and merges' limits.
+MEMORY_SIZE = re.compile(r"^\d+(\.\d+)?\s*[KMGT]i?B$")
+
 
 class QueryRefusedError(InvalidInputError):
     """The caller's SQL tries something the sandbox does not allow."""
@@ -62,7 +65,7 @@ class QueryLimits:
         )
 
     def __post_init__(self) -> None:
-        if not re.match(r"^\d+(\.\d+)?\s*[KMGT]i?B$", self.memory_limit):
+        if not MEMORY_SIZE.match(self.memory_limit):
             raise ConfigError(f"query memory limit {self.memory_limit!r} is not like 512MB or 2GB")
         if self.threads < 1 or self.timeout_s <= 0:
             raise ConfigError("query threads must be at least 1 and the timeout positive")

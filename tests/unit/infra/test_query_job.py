@@ -24,13 +24,22 @@ def environ(tmp_path: Path) -> dict[str, str]:
     }
 
 
-@pytest.mark.parametrize("value", ["events/jobs/query-1", "/" + KEY, "events/../x.json"])
+@pytest.mark.parametrize(
+    ("value", "words"),
+    [
+        ("events/jobs/query-1", "not a request key"),
+        ("/" + KEY, "object key"),
+        ("events/../x.json", "object key"),
+        ("s3://bucket/warehouse/" + KEY, "relative to ICEFLOE_WAREHOUSE"),
+    ],
+)
 def test_a_request_key_that_is_not_a_warehouse_json_key_is_a_usage_error(
-    query_job: ModuleType, value: str
+    query_job: ModuleType, capsys: pytest.CaptureFixture[str], value: str, words: str
 ) -> None:
     with pytest.raises(SystemExit) as exit_:
         query_job.parse_args(["--request", value])
     assert exit_.value.code == 2
+    assert words in capsys.readouterr().err
 
 
 def test_a_missing_request_is_exit_status_2_naming_where_it_looked(

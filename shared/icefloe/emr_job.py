@@ -1,0 +1,59 @@
+"""What the EMR Serverless entry points (``infra/emr/compact_job.py``, ``query_job.py``) share:
+exit codes, the key of the document that describes the job, logging, and the driver's settings.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Mapping
+
+from icefloe.aws.lambda_runtime import resolve_database
+from icefloe.config import Settings
+from icefloe.errors import ConfigError, InvalidInputError
+from icefloe.settings import load_settings
+from icefloe.storage import validate_key
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_CANNOT_START = 2  # argparse's own status for usage errors
+
+
+def document_key(value: str, *, document: str) -> str:
+    """An argparse type: ``value`` as the warehouse key of a job's JSON ``document`` (a
+    manifest, a query request)."""
+    if "://" in value:
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is a URI; give the key relative to ICEFLOE_WAREHOUSE"
+        )
+    try:
+        key = validate_key(value)
+    except InvalidInputError as e:
+        raise argparse.ArgumentTypeError(str(e)) from e
+    if not key.endswith(".json"):
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not a {document} key (<table>/jobs/<id>.json)"
+        )
+    return key
+
+
+def start_job_logging() -> None:
+    """Timestamped lines on stderr, which EMR Serverless keeps with the job's logs."""
+    logging.basicConfig(
+        level=logging.INFO,
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s %(message)s",
+    )
+
+
+def job_settings(environ: Mapping[str, str] | None = None) -> Settings:
+    """The driver's core settings, from ``environ`` (the process's by default) with the DSN
+    from the secret; an embedded Postgres, which there would be an empty database, is refused."""
+    core, _ = resolve_database(load_settings(environ))
+    if core.database_url is None:
+        raise ConfigError(
+            "no meta store configured: set ICEFLOE_DATABASE_SECRET_ARN or ICEFLOE_DATABASE_URL"
+            " (spark.emr-serverless.driverEnv.* on EMR Serverless)"
+        )
+    return core
