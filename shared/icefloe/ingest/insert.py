@@ -29,7 +29,7 @@ from icefloe.datafiles import (
     with_json_columns,
 )
 from icefloe.errors import CommitOutcomeUnknownError, InvalidInputError
-from icefloe.ingest.layout import PartitionSlice, partition_rows
+from icefloe.ingest.layout import Partition, sorted_rows, split_partitions
 from icefloe.ingest.load import load_batch
 from icefloe.ingest.row_ids import ROW_ID_COLUMN, new_row_ids
 from icefloe.ingest.sources import (
@@ -253,9 +253,9 @@ class Inserter:
                     loaded = time.perf_counter()
                     tell("write")
                     with span("icefloe.insert.write"):
-                        parts = list(partition_rows(con, spec, rows))
-                        del rows  # the parts are slices of a sorted copy: free the input
-                        files = self._write_partitions(spec, parts, written)
+                        parts = split_partitions(con, spec, rows)
+                        files = self._write_partitions(spec, rows, parts, written)
+                        del rows
                     wrote = time.perf_counter()
                 finally:
                     con.close()
@@ -292,13 +292,13 @@ class Inserter:
         )
 
     def _write_partitions(
-        self, spec: TableSpec, parts: list[PartitionSlice], written: list[str]
+        self, spec: TableSpec, rows: pa.Table, parts: list[Partition], written: list[str]
     ) -> list[NewFile]:
-        """Encode one file per partition, at most two at a time (pyarrow encodes without the
-        GIL; more at once would hold every partition's buffers together), and upload each as
-        soon as it is encoded, up to eight at a time (S3 puts are latency bound). A file's
-        bytes are dropped once uploaded. ``written`` receives every key that reached the
-        store, even if another partition failed."""
+        """Sort and encode one file per partition, at most two at a time (pyarrow sorts and
+        encodes without the GIL; more at once would hold every partition's sorted copy and
+        buffers together), and upload each as soon as it is encoded, up to eight at a time (S3
+        puts are latency bound). A file's bytes are dropped once uploaded. ``written``
+        receives every key that reached the store, even if another partition failed."""
         json_columns = [c.name for c in spec.columns if c.type == "JSON"]
         membership = membership_column(spec)
 
@@ -306,9 +306,9 @@ class Inserter:
             self._objects.put(key, data)
             written.append(key)
 
-        def encode(part: PartitionSlice, uploads: ThreadPoolExecutor | None) -> NewFile:
+        def encode(part: Partition, uploads: ThreadPoolExecutor | None) -> NewFile:
             encoded = encode_parquet(
-                with_json_columns(part.rows, json_columns),
+                with_json_columns(sorted_rows(spec, rows, part), json_columns),
                 row_group_sizes=spec.sizes.row_group_max_rows,
                 membership_column=membership,
             )

@@ -1,9 +1,10 @@
 """Split a batch by the table's partition transforms and sort each part by the sort keys.
 
-The transforms run as DuckDB expressions over the partition source columns (bucket hashing,
-which DuckDB lacks, runs once per distinct value in Python). Rows are ordered by partition, then
-by the file sort keys, then by ``_row_id`` (an Arrow sort on indices); each partition is one
-contiguous slice of the result.
+The keys are computed in Arrow when its kernels give what DuckDB gives (plain columns, time
+transforms), else as DuckDB expressions over the partition source columns (bucket hashing,
+which DuckDB lacks, runs once per distinct value in Python). A stable sort of the keys alone
+splits the batch; each partition's rows are then ordered by the file sort keys and ``_row_id``
+on their own, so partitions can be sorted (and encoded) side by side.
 """
 
 from __future__ import annotations
@@ -26,6 +27,17 @@ _VIEW = "__icefloe_batch"
 
 
 @dataclass(frozen=True, slots=True)
+class Partition:
+    """The rows of one partition: the partition's values, Hive path and time range start, and
+    the positions of its rows in the batch (in input order; None when it holds every row)."""
+
+    values: tuple[PartitionValue, ...]
+    path: str
+    start: datetime | None
+    positions: pa.Array | None
+
+
+@dataclass(frozen=True, slots=True)
 class PartitionSlice:
     """The rows of one partition, sorted, with the partition's values and Hive path."""
 
@@ -35,46 +47,69 @@ class PartitionSlice:
     rows: pa.Table
 
 
+def split_partitions(
+    con: duckdb.DuckDBPyConnection, spec: TableSpec, table: pa.Table
+) -> list[Partition]:
+    """The batch's partitions, in partition order (nulls first), each with its rows' positions.
+
+    Only the partition keys are sorted here (a stable sort, so each partition's positions stay
+    in input order); the rows themselves are ordered per partition by :func:`sorted_rows`,
+    which the writer runs for several partitions at once."""
+    fields = spec.partition_by
+    if not fields:
+        return [Partition(values=(), path=spec.partition_path(()), start=None, positions=None)]
+    keys = _partition_keys(con, spec, table)
+    names = keys.column_names
+    order = pc.sort_indices(
+        keys, options=pc.SortOptions(sort_keys=[(c, "ascending", "at_start") for c in names])
+    )
+    ordered_keys = keys.take(order)
+    starts = _run_starts(ordered_keys, names)
+    partitions = []
+    for n, start in enumerate(starts):
+        stop = starts[n + 1] if n + 1 < len(starts) else table.num_rows
+        values = tuple(_as_partition_value(ordered_keys.column(c)[start].as_py()) for c in names)
+        positions = None if len(starts) == 1 else order.slice(start, stop - start)
+        partitions.append(
+            Partition(
+                values=values,
+                path=spec.partition_path(values),
+                start=partition_start(fields, values),
+                positions=positions,
+            )
+        )
+    return partitions
+
+
+def sorted_rows(spec: TableSpec, table: pa.Table, partition: Partition) -> pa.Table:
+    """A partition's rows ordered by the file sort keys, then by ``_row_id``: an Arrow sort on
+    indices of the key columns and one ``take`` (several times faster than a DuckDB ORDER BY
+    over every column, which gives the same order, nulls first and strings by bytes)."""
+    order = [*spec.file_sort_keys, ROW_ID_COLUMN]
+    keys = table.select(order)
+    if partition.positions is not None:
+        keys = keys.take(partition.positions)
+    # Every orderable type (the spec refuses others as sort keys) sorts in Arrow as in DuckDB.
+    indices = pc.sort_indices(
+        keys, options=pc.SortOptions(sort_keys=[(c, "ascending", "at_start") for c in order])
+    )
+    if partition.positions is not None:
+        indices = partition.positions.take(indices)
+    # The row id stays 16 fixed bytes, as merges write it (a DuckDB sort made it a BLOB).
+    return table.take(indices)
+
+
 def partition_rows(
     con: duckdb.DuckDBPyConnection, spec: TableSpec, table: pa.Table
 ) -> Iterator[PartitionSlice]:
     """Yield one sorted slice per partition, in partition order."""
-    fields = spec.partition_by
-    part_names = [f"__p{i}" for i in range(len(fields))]
-    ordered = _ordered(con, spec, table, part_names)
-    starts = _run_starts(ordered, part_names)
-    rows = ordered.drop_columns(part_names)
-    for n, start in enumerate(starts):
-        stop = starts[n + 1] if n + 1 < len(starts) else ordered.num_rows
-        values = tuple(_as_partition_value(ordered.column(c)[start].as_py()) for c in part_names)
+    for partition in split_partitions(con, spec, table):
         yield PartitionSlice(
-            values=values,
-            path=spec.partition_path(values),
-            start=partition_start(fields, values),
-            rows=rows.slice(start, stop - start),
+            values=partition.values,
+            path=partition.path,
+            start=partition.start,
+            rows=sorted_rows(spec, table, partition),
         )
-
-
-def _ordered(
-    con: duckdb.DuckDBPyConnection, spec: TableSpec, table: pa.Table, part_names: list[str]
-) -> pa.Table:
-    """``table`` with its partition keys appended, ordered by them, then by the file sort keys,
-    then by ``_row_id``. DuckDB computes the keys (reading only their source columns); Arrow
-    sorts (a sort on indices and one ``take``: several times faster than a DuckDB ORDER BY
-    over every column, which it gives the same order, nulls first and strings by bytes)."""
-    with_keys = table
-    if part_names:
-        keys = _partition_keys(con, spec, table)
-        for name in part_names:
-            with_keys = with_keys.append_column(name, keys.column(name))
-    order = [*part_names, *spec.file_sort_keys, ROW_ID_COLUMN]
-    # Every orderable type (the spec refuses others as sort keys) sorts in Arrow as in DuckDB.
-    indices = pc.sort_indices(
-        with_keys.select(order),
-        options=pc.SortOptions(sort_keys=[(c, "ascending", "at_start") for c in order]),
-    )
-    # The row id stays 16 fixed bytes, as merges write it (a DuckDB sort made it a BLOB).
-    return with_keys.take(indices)
 
 
 def _partition_keys(con: duckdb.DuckDBPyConnection, spec: TableSpec, table: pa.Table) -> pa.Table:

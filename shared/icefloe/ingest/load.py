@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 import duckdb
 import orjson
@@ -78,27 +79,64 @@ def _load_arrow(
         if fast
         else None
     )
+    if clean is not None:
+        json_columns = json_columns_to_check(spec, table)
+        if not json_columns or _json_text_holds(con, spec, table, json_columns, limits):
+            # Checked JSON text is stored as it came: the input's own column.
+            clean.update({c.name: table.column(c.name) for c in json_columns})
+            return pa.table({name: clean[name] for name in spec.column_names})
     con.register(_ARROW_INPUT, table)
     try:
-        if clean is None:
-            return _load_typed(con, spec, _ARROW_INPUT, {}, "Arrow", limits)
-        json_columns = json_columns_to_check(spec, table)
-        if json_columns:
-            sqls = [
-                sql_column(
-                    c,
-                    source_type="VARCHAR",
-                    max_value_bytes=limits.max_value_bytes,
-                    max_json_depth=limits.max_json_depth,
-                    partition_source=c.name in partition_sources,
-                )
-                for c in json_columns
-            ]
-            checked = _convert(con, sqls, _ARROW_INPUT, {}, limits)
-            clean.update({c.name: checked.column(c.name) for c in json_columns})
+        # The conversion decides (and a refusal names the rows and fields at fault).
+        return _load_typed(con, spec, _ARROW_INPUT, {}, "Arrow", limits)
     finally:
         con.unregister(_ARROW_INPUT)
-    return pa.table({name: clean[name] for name in spec.column_names})
+
+
+# Rows of JSON text DuckDB checks in one query; a bigger batch is checked in slices, two at a
+# time (each query runs on its own cursor, without the GIL).
+_JSON_CHECK_SLICE_ROWS = 1 << 17
+_JSON_CHECK_THREADS = 2
+
+
+def _json_text_holds(
+    con: duckdb.DuckDBPyConnection,
+    spec: TableSpec,
+    table: pa.Table,
+    columns: list[Column],
+    limits: InsertLimits,
+) -> bool:
+    """Whether every value of the JSON text columns passes the conversion's checks (valid JSON,
+    no NaN or Infinity, size, depth). Only the error codes come back from DuckDB, not the
+    text: a value that passes is stored as it is. False when any row needs a message."""
+    partition_sources = _identity_sources(spec)
+    sqls = [
+        sql_column(
+            c,
+            source_type="VARCHAR",
+            max_value_bytes=limits.max_value_bytes,
+            max_json_depth=limits.max_json_depth,
+            partition_source=c.name in partition_sources,
+        )
+        for c in columns
+    ]
+    text = table.select([c.name for c in columns])
+    query = f"SELECT count(__errors) FROM ({_conversion_query(sqls, '__icefloe_json_text')})"
+
+    def passes(start: int) -> bool:
+        with con.cursor() as cursor:
+            cursor.register("__icefloe_json_text", text.slice(start, _JSON_CHECK_SLICE_ROWS))
+            try:
+                found = cursor.execute(query).fetchone()
+            except (duckdb.Error, UnicodeDecodeError):
+                return False
+        return found is not None and found[0] == 0
+
+    starts = range(0, text.num_rows, _JSON_CHECK_SLICE_ROWS)
+    if len(starts) == 1:
+        return passes(0)
+    with ThreadPoolExecutor(max_workers=_JSON_CHECK_THREADS) as pool:
+        return all(pool.map(passes, starts))
 
 
 def _refuse(problems: Sequence[RowProblem], *, total: int | None = None) -> BatchRejectedError:
@@ -378,18 +416,8 @@ def _convert(
     params: dict[str, str],
     limits: InsertLimits,
 ) -> pa.Table:
-    # Inner: each typed value and each presence flag once. Outer: error codes from those.
-    inner = ", ".join(
-        f"{s.value} AS {ident(s.column.name)}, {s.present} AS {s.present_alias}" for s in sqls
-    )
-    values = ", ".join(ident(s.column.name) for s in sqls)
-    errors = ", ".join(f"'{i}:' || ({s.error})" for i, s in enumerate(sqls))
-    query = (
-        f"SELECT {values}, NULLIF(concat_ws(',', {errors}), '') AS __errors"
-        f" FROM (SELECT {inner} FROM {source})"
-    )
     try:
-        table = con.execute(query, params).to_arrow_table()
+        table = con.execute(_conversion_query(sqls, source), params).to_arrow_table()
     except (duckdb.InvalidInputException, duckdb.ConversionException) as e:
         raise BatchRejectedError(f"batch refused: {e}") from e
     except UnicodeDecodeError as e:
@@ -403,6 +431,21 @@ def _convert(
         if problems:
             raise _refuse(problems, total=total)
     return table
+
+
+def _conversion_query(sqls: Sequence[ColumnSQL], source: str) -> str:
+    """Each column's typed value, and ``__errors``: NULL for a row that passes, else the
+    error codes of its bad fields."""
+    # Inner: each typed value and each presence flag once. Outer: error codes from those.
+    inner = ", ".join(
+        f"{s.value} AS {ident(s.column.name)}, {s.present} AS {s.present_alias}" for s in sqls
+    )
+    values = ", ".join(ident(s.column.name) for s in sqls)
+    errors = ", ".join(f"'{i}:' || ({s.error})" for i, s in enumerate(sqls))
+    return (
+        f"SELECT {values}, NULLIF(concat_ws(',', {errors}), '') AS __errors"
+        f" FROM (SELECT {inner} FROM {source})"
+    )
 
 
 class _NotUtf8Error(BatchRejectedError):

@@ -146,3 +146,31 @@ def test_a_bad_value_is_refused_naming_row_and_field(
     )
     result = load(table, fast=True)
     assert isinstance(result, str) and words in result
+
+
+@pytest.mark.parametrize("bad_row", [None, 5, 200_000, 299_999])
+def test_json_text_of_a_big_batch_is_checked_in_slices(bad_row: int | None) -> None:
+    # Given 300,000 rows (three slices of the JSON check), one of them NaN unless bad_row is None
+    texts = pa.array(['{"a": [1, "NaN"]}', "[]", '"inf"'] * 100_000)
+    if bad_row is not None:
+        texts = pa.concat_arrays(
+            [texts.slice(0, bad_row), pa.array(["NaN"]), texts.slice(bad_row + 1)]
+        )
+    table = pa.table(
+        {
+            "ts": pa.array([datetime(2026, 1, 1)] * 300_000, US),
+            "n": pa.array(range(300_000), pa.int32()),
+            "j": texts,
+        }
+    )
+
+    # When it is loaded through the fast path
+    result = load(table, fast=True)
+
+    # Then the bad row is named, or the text is stored exactly as it came
+    if bad_row is None:
+        assert isinstance(result, pa.Table)
+        assert result.column("j").combine_chunks().equals(texts)
+    else:
+        assert isinstance(result, str)
+        assert f"row {bad_row:,}, field 'j'" in result or f"row {bad_row}, field 'j'" in result
