@@ -143,9 +143,9 @@ def typed_columns(spec: TableSpec, table: pa.Table) -> pa.Table | None:
     for index, name in enumerate(table.column_names):
         kind = types[name]
         if kind == "TIMESTAMP":
-            converted = _timestamps(table.column(name))
+            converted = timestamps_from_text(table.column(name))
         elif kind == "DATE":
-            converted = _dates(table.column(name))
+            converted = dates_from_text(table.column(name))
         else:
             continue
         if converted is None:
@@ -154,7 +154,7 @@ def typed_columns(spec: TableSpec, table: pa.Table) -> pa.Table | None:
     return table
 
 
-def _timestamps(text: pa.ChunkedArray) -> pa.ChunkedArray | None:
+def timestamps_from_text(text: pa.ChunkedArray) -> pa.ChunkedArray | None:
     if text.null_count == len(text):
         return pa.chunked_array([pa.nulls(len(text), pa.timestamp("us"))])
     try:
@@ -168,7 +168,7 @@ def _timestamps(text: pa.ChunkedArray) -> pa.ChunkedArray | None:
     return None  # mixed zoned and local, or another form
 
 
-def _dates(text: pa.ChunkedArray) -> pa.ChunkedArray | None:
+def dates_from_text(text: pa.ChunkedArray) -> pa.ChunkedArray | None:
     if text.null_count == len(text):
         return pa.chunked_array([pa.nulls(len(text), pa.date32())])
     if not pc.all(pc.match_substring_regex(text, _PLAIN_DATE)).as_py():

@@ -21,6 +21,7 @@ from icefloe.errors import BatchRejectedError, RowProblem
 from icefloe.ingest.arrow_input import json_columns_to_check, proven_clean
 from icefloe.ingest.columns import ColumnSQL, expected, json_column, sql_column
 from icefloe.ingest.json_input import load_ndjson_fast
+from icefloe.ingest.rows_input import load_rows_fast
 from icefloe.ingest.sources import ArrowBatch, InsertLimits, StagedBatch
 from icefloe.spec import Column, TableSpec
 
@@ -49,6 +50,13 @@ def load_batch(
     if isinstance(batch, ArrowBatch):
         return _load_arrow(con, spec, batch.table, limits, fast=fast)
     if batch.format in _JSON_FORMATS:
+        if fast and batch.rows is not None:
+            table = load_rows_fast(
+                batch.rows, spec, limits=limits, partition_sources=_identity_sources(spec)
+            )
+            if table is not None:
+                _check_row_count(table.num_rows, limits)
+                return table
         if fast and _layout(batch) == "newline_delimited":
             table = _load_ndjson_fast(con, spec, batch, limits)
             if table is not None:

@@ -45,6 +45,9 @@ class StagedBatch:
     owned: bool
     # Known layout of a JSON file (DuckDB's read_json format); "auto" makes DuckDB sniff it.
     json_layout: Literal["auto", "array", "newline_delimited"] = "auto"
+    # The dicts a batch of rows was staged from (one per line), which may be converted
+    # without parsing the file (see :mod:`icefloe.ingest.rows_input`).
+    rows: Sequence[Mapping[str, object]] | None = None
 
     def discard(self) -> None:
         if self.owned:
@@ -118,6 +121,7 @@ def stage_rows(
             size_bytes=size,
             owned=True,
             json_layout="newline_delimited",
+            rows=rows,
         )
     staged = _stage_bytes(data, fmt="json", directory=directory)
     return replace(staged, json_layout="array")
