@@ -36,11 +36,12 @@ from icefloe.ingest.sources import (
     ArrowBatch,
     InputFormat,
     InsertLimits,
+    RowsBatch,
     StagedBatch,
     arrow_batch,
+    rows_batch,
     stage_bytes,
     stage_file,
-    stage_rows,
     stage_stream,
 )
 from icefloe.metastore.models import JsonScalar, NewFile
@@ -127,7 +128,7 @@ class Inserter:
         """
         return self._insert(
             table,
-            lambda: stage_rows(rows, limits=self.limits, directory=self._scratch),
+            lambda: rows_batch(rows, limits=self.limits, directory=self._scratch),
             idempotency_key,
             receipts,
         )
@@ -192,7 +193,7 @@ class Inserter:
     def _insert(
         self,
         table: str,
-        stage: Callable[[], StagedBatch | ArrowBatch],
+        stage: Callable[[], StagedBatch | RowsBatch | ArrowBatch],
         idempotency_key: str | None,
         receipts: Sequence[str] = (),
         *,
@@ -227,7 +228,7 @@ class Inserter:
     def _write_and_commit(
         self,
         spec: TableSpec,
-        staged: StagedBatch | ArrowBatch,
+        staged: StagedBatch | RowsBatch | ArrowBatch,
         idempotency_key: str | None,
         receipts: Sequence[str],
         digest: str | None = None,
@@ -347,10 +348,15 @@ class Inserter:
         return [f.result() for f in files]
 
 
-def batch_digest(staged: StagedBatch | ArrowBatch) -> str:
-    """A digest of a batch's bytes as staged (rows are serialized the same way every time); of
-    an Arrow table, its IPC stream (schema and values)."""
+def batch_digest(staged: StagedBatch | RowsBatch | ArrowBatch) -> str:
+    """A digest of a batch's bytes as staged (rows are serialized the same way every time, and
+    digested as their file, staged or not); of an Arrow table, its IPC stream (schema and
+    values)."""
     digest = hashlib.blake2b(digest_size=16)
+    if isinstance(staged, RowsBatch):
+        for chunk in staged.text_chunks():
+            digest.update(chunk)
+        return f"{staged.staged_format}:{digest.hexdigest()}"
     if isinstance(staged, ArrowBatch):
         sink = pa.BufferOutputStream()
         with pa.ipc.new_stream(sink, staged.table.schema) as writer:

@@ -21,8 +21,8 @@ from icefloe.errors import BatchRejectedError, RowProblem
 from icefloe.ingest.arrow_input import json_columns_to_check, proven_clean
 from icefloe.ingest.columns import ColumnSQL, expected, json_column, sql_column
 from icefloe.ingest.json_input import load_ndjson_fast
-from icefloe.ingest.rows_input import load_rows_fast
-from icefloe.ingest.sources import ArrowBatch, InsertLimits, StagedBatch
+from icefloe.ingest.rows_input import ROWS_PATH_MAX_BYTES, load_rows_fast
+from icefloe.ingest.sources import ArrowBatch, InsertLimits, RowsBatch, StagedBatch
 from icefloe.spec import Column, TableSpec
 
 MAX_PROBLEMS = 5
@@ -38,7 +38,7 @@ _BRACKET_OR_STRING = re.compile(r'"(?:\\.|[^"\\])*"|[\[\]{}]')
 def load_batch(
     con: duckdb.DuckDBPyConnection,
     spec: TableSpec,
-    batch: StagedBatch | ArrowBatch,
+    batch: StagedBatch | RowsBatch | ArrowBatch,
     *,
     limits: InsertLimits,
     fast: bool = True,
@@ -49,14 +49,16 @@ def load_batch(
     checks could prove it clean (the differential test compares the two)."""
     if isinstance(batch, ArrowBatch):
         return _load_arrow(con, spec, batch.table, limits, fast=fast)
-    if batch.format in _JSON_FORMATS:
-        if fast and batch.rows is not None:
+    if isinstance(batch, RowsBatch):
+        if fast and batch.size_bytes <= ROWS_PATH_MAX_BYTES:
             table = load_rows_fast(
                 batch.rows, spec, limits=limits, partition_sources=_identity_sources(spec)
             )
             if table is not None:
                 _check_row_count(table.num_rows, limits)
                 return table
+        batch = batch.staged()
+    if batch.format in _JSON_FORMATS:
         if fast and _layout(batch) == "newline_delimited":
             table = _load_ndjson_fast(con, spec, batch, limits)
             if table is not None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import os
 import tempfile
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import BinaryIO, Literal, cast
@@ -45,9 +45,6 @@ class StagedBatch:
     owned: bool
     # Known layout of a JSON file (DuckDB's read_json format); "auto" makes DuckDB sniff it.
     json_layout: Literal["auto", "array", "newline_delimited"] = "auto"
-    # The dicts a batch of rows was staged from (one per line), which may be converted
-    # without parsing the file (see :mod:`icefloe.ingest.rows_input`).
-    rows: Sequence[Mapping[str, object]] | None = None
 
     def discard(self) -> None:
         if self.owned:
@@ -90,10 +87,65 @@ def _temp_file(directory: Path | None, suffix: str) -> tuple[int, Path]:
     return fd, Path(name)
 
 
-def stage_rows(
+class RowsBatch:
+    """A batch of rows (dicts), checked and serialized, staged as a file only if a reader needs
+    one: the rows path (:mod:`icefloe.ingest.rows_input`) converts most small batches from the
+    dicts themselves. Its file, and its digest, are the ones :func:`stage_rows` gives."""
+
+    format: Literal["rows"] = "rows"
+
+    def __init__(
+        self, rows: Sequence[Mapping[str, object]], data: bytes, *, directory: Path | None
+    ) -> None:
+        self.rows = rows
+        self._data = data
+        self._directory = directory
+        self.as_lines = _separators_unambiguous(data, rows)
+        self._staged: StagedBatch | None = None
+
+    @property
+    def size_bytes(self) -> int:
+        return len(self._data)
+
+    @property
+    def staged_format(self) -> InputFormat:
+        return "ndjson" if self.as_lines else "json"
+
+    def text_chunks(self) -> Iterator[bytes]:
+        """The staged file's bytes, in chunks: one object per line, or orjson's array."""
+        if self.as_lines:
+            yield from _line_chunks(self._data)
+        else:
+            yield self._data
+
+    def staged(self) -> StagedBatch:
+        """The batch as a file (written on the first call)."""
+        if self._staged is None:
+            if self.as_lines:
+                fd, path = _temp_file(self._directory, ".ndjson")
+                with os.fdopen(fd, "wb") as f:
+                    size = _write_lines(f, self._data)
+                self._staged = StagedBatch(
+                    path=path,
+                    format="ndjson",
+                    size_bytes=size,
+                    owned=True,
+                    json_layout="newline_delimited",
+                )
+            else:
+                staged = _stage_bytes(self._data, fmt="json", directory=self._directory)
+                self._staged = replace(staged, json_layout="array")
+        return self._staged
+
+    def discard(self) -> None:
+        if self._staged is not None:
+            self._staged.discard()
+
+
+def rows_batch(
     rows: Sequence[Mapping[str, object]], *, limits: InsertLimits, directory: Path | None = None
-) -> StagedBatch:
-    """Serialize rows (dicts) as one JSON array, in one call into orjson's C code."""
+) -> RowsBatch:
+    """Check and serialize rows (dicts) as one JSON array, in one call into orjson's C code."""
     if not isinstance(rows, Sequence) or isinstance(rows, str | bytes):
         raise BatchRejectedError("rows must be a list of JSON objects")
     if len(rows) > limits.max_rows:
@@ -111,20 +163,15 @@ def stage_rows(
         _refuse_non_finite(rows, max_depth=limits.max_json_depth)
     if len(data) > limits.max_batch_bytes:
         raise _too_big(len(data), limits)
-    if _separators_unambiguous(data, rows):
-        fd, path = _temp_file(directory, ".ndjson")
-        with os.fdopen(fd, "wb") as f:
-            size = _write_lines(f, data)
-        return StagedBatch(
-            path=path,
-            format="ndjson",
-            size_bytes=size,
-            owned=True,
-            json_layout="newline_delimited",
-            rows=rows,
-        )
-    staged = _stage_bytes(data, fmt="json", directory=directory)
-    return replace(staged, json_layout="array")
+    return RowsBatch(rows, data, directory=directory)
+
+
+def stage_rows(
+    rows: Sequence[Mapping[str, object]], *, limits: InsertLimits, directory: Path | None = None
+) -> StagedBatch:
+    """Rows staged as a file: NDJSON when every row is an object (and no value hides the
+    array's separator), else the JSON array."""
+    return rows_batch(rows, limits=limits, directory=directory).staged()
 
 
 def _separators_unambiguous(data: bytes, rows: Sequence[object]) -> bool:
@@ -138,20 +185,26 @@ def _separators_unambiguous(data: bytes, rows: Sequence[object]) -> bool:
 
 
 def _write_lines(f: BinaryIO, data: bytes) -> int:
-    """Write the array ``data`` as one object per line, in chunks (a whole copy of a large
-    batch would double its memory); return the bytes written."""
+    """Write the array ``data`` as one object per line; return the bytes written."""
+    written = 0
+    for chunk in _line_chunks(data):
+        f.write(chunk)
+        written += len(chunk)
+    return written
+
+
+def _line_chunks(data: bytes) -> Iterator[bytes]:
+    """The array ``data`` as one object per line, in chunks of about a MiB (a whole copy of a
+    large batch would double its memory)."""
     view = memoryview(data)
-    start, end, written = 1, len(data) - 1, 0  # inside the brackets
+    start, end = 1, len(data) - 1  # inside the brackets
     while start < end:
         cut = data.find(b"},{", min(start + _COPY_CHUNK, end), end)
         stop = end if cut < 0 else cut + 1  # the chunk keeps its closing brace
-        chunk = bytes(view[start:stop]).replace(b"},{", b"}\n{") + b"\n"
-        f.write(chunk)
-        written += len(chunk)
+        yield bytes(view[start:stop]).replace(b"},{", b"}\n{") + b"\n"
         if cut < 0:
             break
         start = cut + 2  # the next object's opening brace
-    return written
 
 
 def _refuse_non_finite(rows: Sequence[Mapping[str, object]], *, max_depth: int) -> None:

@@ -17,9 +17,10 @@ import pytest
 
 from icefloe import duck
 from icefloe.errors import BatchRejectedError
+from icefloe.ingest.insert import batch_digest
 from icefloe.ingest.load import load_batch
 from icefloe.ingest.rows_input import load_rows_fast
-from icefloe.ingest.sources import InsertLimits, stage_rows
+from icefloe.ingest.sources import InsertLimits, rows_batch, stage_rows
 from icefloe.spec import TableSpec
 from support.random_values import MIXED_SPEC as SPEC
 from support.random_values import bad_value, good_value
@@ -131,20 +132,20 @@ def load(
     limits: InsertLimits = LIMITS,
 ) -> pa.Table | str:
     try:
-        staged = stage_rows(rows, limits=limits)  # type: ignore[arg-type]
+        batch = rows_batch(rows, limits=limits)  # type: ignore[arg-type]
     except BatchRejectedError as e:
         return f"refused while staging: {e}"
     try:
-        return load_batch(con, spec, staged, limits=limits, fast=fast)
+        return load_batch(con, spec, batch, limits=limits, fast=fast)
     except BatchRejectedError as e:
         return f"refused: {e}"
     finally:
-        staged.discard()
+        batch.discard()
 
 
 def answered_alone(rows: list[object], spec: TableSpec, limits: InsertLimits) -> bool:
     try:
-        stage_rows(rows, limits=limits).discard()  # type: ignore[arg-type]
+        rows_batch(rows, limits=limits)  # type: ignore[arg-type]
     except BatchRejectedError:
         return False
     sources = frozenset(f.source for f in spec.partition_by if f.transform == "identity")
@@ -210,3 +211,29 @@ def test_json_text_printed_otherwise_goes_to_the_json_paths(
     slow = load(con, rows, fast=False, spec=JSON_ONLY, limits=WIDE_LIMITS)
     assert isinstance(fast, pa.Table) and isinstance(slow, pa.Table)
     assert fast.to_pylist() == slow.to_pylist()
+
+
+@pytest.mark.parametrize(
+    "rows",
+    [
+        [{"a": 1}, {"a": 2}],
+        [{"a": "},{"}, {"a": 2}],  # staged as the array
+        [[1], {"a": 2}],
+        [{"n": n, "s": "x" * 100} for n in range(30_000)],  # several chunks of lines
+    ],
+    ids=["lines", "separator-in-a-value", "not-all-objects", "big"],
+)
+def test_rows_never_staged_digest_as_their_staged_file(rows: list[object]) -> None:
+    # Given a batch of rows, and the same rows staged as a file (as every insert did before)
+    batch = rows_batch(rows, limits=InsertLimits())  # type: ignore[arg-type]
+    staged = stage_rows(rows, limits=InsertLimits())  # type: ignore[arg-type]
+    try:
+        # Then an idempotency key's digest is the same either way
+        assert batch_digest(batch) == batch_digest(staged)
+        # And the file staged on demand is that file, deleted with the batch
+        on_demand = batch.staged().path
+        assert on_demand.read_bytes() == staged.path.read_bytes()
+    finally:
+        batch.discard()
+        staged.discard()
+    assert not on_demand.exists()
