@@ -21,7 +21,7 @@ from icefloe.errors import BatchRejectedError, RowProblem
 from icefloe.ingest.arrow_input import json_columns_to_check, proven_clean
 from icefloe.ingest.columns import ColumnSQL, expected, json_column, sql_column
 from icefloe.ingest.json_input import load_ndjson_fast
-from icefloe.ingest.rows_input import ROWS_PATH_MAX_BYTES, load_rows_fast
+from icefloe.ingest.rows_input import load_rows_fast
 from icefloe.ingest.sources import ArrowBatch, InsertLimits, RowsBatch, StagedBatch
 from icefloe.spec import Column, TableSpec
 
@@ -50,7 +50,7 @@ def load_batch(
     if isinstance(batch, ArrowBatch):
         return _load_arrow(con, spec, batch.table, limits, fast=fast)
     if isinstance(batch, RowsBatch):
-        if fast and batch.size_bytes <= ROWS_PATH_MAX_BYTES:
+        if fast:
             table = load_rows_fast(
                 batch.rows, spec, limits=limits, partition_sources=_identity_sources(spec)
             )

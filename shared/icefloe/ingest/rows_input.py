@@ -39,10 +39,6 @@ from icefloe.ingest.json_input import dates_from_text, json_text_clean, timestam
 from icefloe.ingest.sources import InsertLimits
 from icefloe.spec import Column, TableSpec
 
-# Up to this size (as staged text) the rows path is used. It runs in one thread; a bigger batch
-# is parsed as fast by the one-parse path, whose pyarrow and DuckDB reads run side by side
-# (measured on 100,000 sample events, 11 MiB: 167 ms either way; 10,000: 18 ms against 37).
-ROWS_PATH_MAX_BYTES = 4 << 20
 _INTEGERS = (
     "TINYINT",
     "SMALLINT",

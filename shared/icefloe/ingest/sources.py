@@ -87,10 +87,16 @@ def _temp_file(directory: Path | None, suffix: str) -> tuple[int, Path]:
     return fd, Path(name)
 
 
+# Up to this size a batch of rows keeps its serialized text until the insert ends. A bigger
+# batch drops it (the rows path needs only the dicts, and a million sample events are 117 MB of
+# text) and serializes the rows again if a JSON path needs the file after all.
+KEEP_TEXT_MAX_BYTES = 4 << 20
+
+
 class RowsBatch:
     """A batch of rows (dicts), checked and serialized, staged as a file only if a reader needs
-    one: the rows path (:mod:`icefloe.ingest.rows_input`) converts most small batches from the
-    dicts themselves. Its file, and its digest, are the ones :func:`stage_rows` gives."""
+    one: the rows path (:mod:`icefloe.ingest.rows_input`) converts most batches from the dicts
+    themselves. Its file, and its digest, are the ones :func:`stage_rows` gives."""
 
     format: Literal["rows"] = "rows"
 
@@ -98,33 +104,39 @@ class RowsBatch:
         self, rows: Sequence[Mapping[str, object]], data: bytes, *, directory: Path | None
     ) -> None:
         self.rows = rows
-        self._data = data
-        self._directory = directory
+        self.size_bytes = len(data)
         self.as_lines = _separators_unambiguous(data, rows)
+        self._data = data if self.size_bytes <= KEEP_TEXT_MAX_BYTES else None
+        self._directory = directory
         self._staged: StagedBatch | None = None
-
-    @property
-    def size_bytes(self) -> int:
-        return len(self._data)
 
     @property
     def staged_format(self) -> InputFormat:
         return "ndjson" if self.as_lines else "json"
 
+    def _text(self) -> bytes:
+        # orjson writes the same rows the same way every time.
+        return self._data if self._data is not None else orjson.dumps(self.rows)
+
     def text_chunks(self) -> Iterator[bytes]:
         """The staged file's bytes, in chunks: one object per line, or orjson's array."""
-        if self.as_lines:
-            yield from _line_chunks(self._data)
+        if self._staged is not None:
+            with self._staged.path.open("rb") as f:
+                while chunk := f.read(_COPY_CHUNK):
+                    yield chunk
+        elif self.as_lines:
+            yield from _line_chunks(self._text())
         else:
-            yield self._data
+            yield self._text()
 
     def staged(self) -> StagedBatch:
         """The batch as a file (written on the first call)."""
         if self._staged is None:
+            text = self._text()
             if self.as_lines:
                 fd, path = _temp_file(self._directory, ".ndjson")
                 with os.fdopen(fd, "wb") as f:
-                    size = _write_lines(f, self._data)
+                    size = _write_lines(f, text)
                 self._staged = StagedBatch(
                     path=path,
                     format="ndjson",
@@ -133,8 +145,9 @@ class RowsBatch:
                     json_layout="newline_delimited",
                 )
             else:
-                staged = _stage_bytes(self._data, fmt="json", directory=self._directory)
+                staged = _stage_bytes(text, fmt="json", directory=self._directory)
                 self._staged = replace(staged, json_layout="array")
+            self._data = None
         return self._staged
 
     def discard(self) -> None:

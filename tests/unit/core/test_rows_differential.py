@@ -220,8 +220,9 @@ def test_json_text_printed_otherwise_goes_to_the_json_paths(
         [{"a": "},{"}, {"a": 2}],  # staged as the array
         [[1], {"a": 2}],
         [{"n": n, "s": "x" * 100} for n in range(30_000)],  # several chunks of lines
+        [{"n": n, "s": "x" * 100} for n in range(50_000)],  # over 4 MiB: text dropped
     ],
-    ids=["lines", "separator-in-a-value", "not-all-objects", "big"],
+    ids=["lines", "separator-in-a-value", "not-all-objects", "chunks", "text-dropped"],
 )
 def test_rows_never_staged_digest_as_their_staged_file(rows: list[object]) -> None:
     # Given a batch of rows, and the same rows staged as a file (as every insert did before)
