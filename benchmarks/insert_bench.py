@@ -57,8 +57,8 @@ SCALES: dict[str, dict[str, Any]] = {
         "batches": {1_000: 7, 10_000: 5, 100_000: 3, 1_000_000: 1},
         "baseline_max": 100_000,
         "memory": 1_000_000,
-        "arrow": (1_000_000, 3),
-        "ndjson": (1_000_000, 3),
+        "arrow": (1_000_000, 5),
+        "ndjson": (1_000_000, 5),
         "small_batches": (200, 1_000),
     },
 }

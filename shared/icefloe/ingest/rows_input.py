@@ -86,7 +86,7 @@ def load_rows_fast(
             json_columns.append(col)
     table = pa.table(columns)
     for col in json_columns:
-        if not json_text_clean(table.column(col.name), col, limits=limits):
+        if not json_text_clean(table.column(col.name), col, limits=limits, written_by_orjson=True):
             return None
     clean = proven_clean(spec, table, limits=limits, partition_sources=partition_sources)
     if clean is None:

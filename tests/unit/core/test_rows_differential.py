@@ -72,6 +72,8 @@ def json_value(rng: random.Random, depth: int = 0) -> object:
             "tab\there",
             "line\nbreak",
             "1e5",
+            "banana",  # NaN's letters in a string: not a NaN
+            "Info",
             random_float(rng),
             random_float(rng),
             random_float(rng),
@@ -200,6 +202,7 @@ def test_json_text_is_the_text_duckdb_stores(con: duckdb.DuckDBPyConnection) -> 
         ({"small": 3.5e-6}, False),  # orjson prints 3.5e-6, DuckDB 0.0000035
         ({"c": "\x1f"}, False),  # orjson escapes \u001f, DuckDB \u001F
         ("just text", True),
+        ({"fruit": "banana", "level": "info", "Infinity": ["NaN"]}, True),
     ],
 )
 def test_json_text_printed_otherwise_goes_to_the_json_paths(
