@@ -63,7 +63,9 @@ def good_value(name: str, rng: random.Random, *, local: bool = False) -> object:
         return rng.choice((-0.0, 1e308, rng.gauss(0, 1e9), 5, 0.1, 1e-300))
     if name in ("s", "k"):
         return rng.choice(("", "a", "Zürich", "日本", "x" * 40, "\u00e9\u0301", "tab\there"))
-    return rng.choice(({"a": 1}, [1, [2]], "s", 3.5, {"b": {"c": None}}, [], {}))
+    return rng.choice(
+        ({"a": 1}, [1, [2]], "s", 3.5, {"b": {"c": None}}, [], {}, {"w": "finance"}, "Info")
+    )
 
 
 # Forms at the edge of what one parser or the other reads (each valid as a date and time).

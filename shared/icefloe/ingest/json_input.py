@@ -188,6 +188,10 @@ class JsonColumnReader(Protocol):
     def only_known_fields(self) -> bool:
         """Whether every record's fields are columns of the table."""
 
+    def json_text_holds(self, text: pa.Table, columns: list[Column]) -> bool:
+        """The conversion's own checks of JSON text that raised a doubt (letters of NaN in a
+        string, say): whether every value passes them."""
+
 
 def load_ndjson_fast(
     path: Path,
@@ -226,9 +230,10 @@ def load_ndjson_fast(
     for col in json_columns:  # proven_clean takes them as they are: checked here
         assert json_table is not None
         text = json_table.column(col.name)
-        if not json_text_clean(text, col, limits=limits):
-            return None
         typed = typed.append_column(col.name, text)
+    doubtful = [c for c in json_columns if not json_text_clean(typed[c.name], c, limits=limits)]
+    if doubtful and not duck.json_text_holds(typed.select([c.name for c in doubtful]), doubtful):
+        return None
     clean = proven_clean(spec, typed, limits=limits, partition_sources=partition_sources)
     if clean is None:
         return None

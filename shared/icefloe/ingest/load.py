@@ -234,6 +234,9 @@ class _DuckJsonColumns:
                 # not UTF-8 quotes them, and cannot always be decoded itself.)
                 return None
 
+    def json_text_holds(self, text: pa.Table, columns: list[Column]) -> bool:
+        return _json_text_holds(self._con, self._spec, text, columns, self._limits)
+
     def only_known_fields(self) -> bool:
         known = "[" + ", ".join(name_literal(c.name) for c in self._spec.columns) + "]"
         whole = _json_reader(

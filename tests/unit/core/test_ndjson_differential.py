@@ -221,3 +221,28 @@ def test_bytes_that_are_not_utf8_are_refused_naming_the_row(
     for fast in (True, False):
         result = load(con, path, fast=fast)
         assert isinstance(result, str) and "row 1" in result and "UTF-8" in result, result
+
+
+@pytest.mark.parametrize(
+    ("j", "refused"),
+    [
+        ('{"w": "finance", "level": "Info"}', False),  # NaN's and Inf's letters in strings
+        ('{"w": NaN}', True),
+        ("[1, -Infinity]", True),
+    ],
+)
+def test_json_text_with_the_letters_of_nan_is_checked_exactly(
+    j: str, refused: bool, con: duckdb.DuckDBPyConnection, tmp_path: Path
+) -> None:
+    # Given a batch whose JSON column spells NaN or Infinity, in a string or as a number
+    path = tmp_path / "batch.ndjson"
+    path.write_bytes(f'{{"ts": "2026-01-01T10:00:00Z", "n": 1, "j": {j}}}\n'.encode())
+
+    # When it is loaded: then the one parse answers alone for the strings, and both ways agree
+    assert answered_fast(con, path) is not refused
+    fast, slow = load(con, path, fast=True), load(con, path, fast=False)
+    if refused:
+        assert isinstance(slow, str) and fast == slow
+    else:
+        assert isinstance(fast, pa.Table) and isinstance(slow, pa.Table)
+        assert fast.to_pylist() == slow.to_pylist()
