@@ -124,7 +124,8 @@ class Inserter:
         """Insert JSON objects (dicts): a Lambda event's rows, a client's batch.
 
         ``receipts`` are the ids of the messages the rows came from; each is committed once
-        (see :meth:`MetaStore.commit_append`).
+        (see :meth:`MetaStore.commit_append`). The rows are read more than once during the
+        call (checked and serialized, then converted): they must not change until it returns.
         """
         return self._insert(
             table,

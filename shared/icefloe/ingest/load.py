@@ -8,6 +8,7 @@ and computes an error code per row. Only a refused batch goes back to Python, to
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
@@ -133,14 +134,21 @@ def _json_text_holds(
     text = table.select([c.name for c in columns])
     query = f"SELECT count(__errors) FROM ({_conversion_query(sqls, '__icefloe_json_text')})"
 
+    failed = threading.Event()  # one failing slice settles it: the rest are skipped
+
     def passes(start: int) -> bool:
+        if failed.is_set():
+            return False
         with con.cursor() as cursor:
             cursor.register("__icefloe_json_text", text.slice(start, _JSON_CHECK_SLICE_ROWS))
             try:
                 found = cursor.execute(query).fetchone()
             except (duckdb.Error, UnicodeDecodeError):
-                return False
-        return found is not None and found[0] == 0
+                found = None
+        if found is None or found[0] != 0:
+            failed.set()
+            return False
+        return True
 
     starts = range(0, text.num_rows, _JSON_CHECK_SLICE_ROWS)
     if len(starts) == 1:
