@@ -53,7 +53,11 @@ def load_batch(
     if isinstance(batch, RowsBatch):
         if fast:
             table = load_rows_fast(
-                batch.rows, spec, limits=limits, partition_sources=_identity_sources(spec)
+                batch.rows,
+                spec,
+                limits=limits,
+                partition_sources=_identity_sources(spec),
+                values_unchecked=batch.values_unchecked,
             )
             if table is not None:
                 _check_row_count(table.num_rows, limits)

@@ -21,9 +21,11 @@ It answers only when the conversion would give the same table:
 
 Otherwise (a table keeping unknown fields, a column type this path does not build, FLOAT
 among them as in the one-parse path) it returns None. The rows have passed the staging checks
-already: they serialize, nothing is nested too deeply, and no float anywhere is NaN or
-infinite. A differential test (``tests/unit/core/test_rows_differential.py``) holds this path
-to the conversion's answer over random rows.
+already: they serialize, and fit the size limit. NaN and infinities, which orjson writes as
+null, are looked for here when the batch's text holds a null: staging leaves that walk over
+every value, the slow part of a batch, to whichever path stages the file. A differential
+test (``tests/unit/core/test_rows_differential.py``) holds this path to the conversion's
+answer over random rows.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ import pyarrow.compute as pc
 
 from icefloe.ingest.arrow_input import ARROW_TYPES, proven_clean
 from icefloe.ingest.json_input import dates_from_text, json_text_clean, timestamps_from_text
-from icefloe.ingest.sources import InsertLimits
+from icefloe.ingest.sources import InsertLimits, value_problem
 from icefloe.spec import Column, TableSpec
 
 _INTEGERS = (
@@ -63,8 +65,14 @@ def load_rows_fast(
     *,
     limits: InsertLimits,
     partition_sources: frozenset[str],
+    values_unchecked: bool = False,
 ) -> pa.Table | None:
-    """The rows as the conversion would load them, or None when it must decide."""
+    """The rows as the conversion would load them, or None when it must decide.
+
+    ``values_unchecked``: the batch's text holds a null, and staging has not looked for NaN
+    and infinities (which orjson writes as null). The columns prove it here: a DOUBLE's
+    values are checked finite, the other typed columns take no float, and each JSON value
+    whose text holds a null is looked at."""
     if spec.extra_fields == "keep" or not rows:
         return None
     if not all(type(row) is dict for row in rows):
@@ -73,6 +81,7 @@ def load_rows_fast(
         return None
     columns: dict[str, pa.ChunkedArray] = {}
     json_columns: list[Column] = []
+    json_values: dict[str, list[object]] = {}
     for col in spec.columns:
         build = _BUILDERS.get(col.type)
         if build is None:
@@ -84,15 +93,25 @@ def load_rows_fast(
         columns[col.name] = built
         if col.type == "JSON":
             json_columns.append(col)
+            json_values[col.name] = values
     table = pa.table(columns)
     for col in json_columns:
-        if not json_text_clean(table.column(col.name), col, limits=limits, written_by_orjson=True):
+        text = table.column(col.name)
+        if not json_text_clean(text, col, limits=limits, written_by_orjson=True):
+            return None
+        if values_unchecked and not _finite(json_values[col.name], text, limits=limits):
             return None
     clean = proven_clean(spec, table, limits=limits, partition_sources=partition_sources)
     if clean is None:
         return None
     clean.update({c.name: table.column(c.name) for c in json_columns})
     return pa.table({name: clean[name] for name in spec.column_names})
+
+
+def _finite(values: list[object], text: pa.ChunkedArray, *, limits: InsertLimits) -> bool:
+    """Whether no JSON value holds a NaN or an infinity: only one whose text has a null can."""
+    suspects = pc.indices_nonzero(pc.match_substring(text, "null")).to_pylist()
+    return all(value_problem(values[i], max_depth=limits.max_json_depth) is None for i in suspects)
 
 
 def _strings(values: list[object]) -> pa.ChunkedArray | None:

@@ -101,9 +101,19 @@ class RowsBatch:
     format: Literal["rows"] = "rows"
 
     def __init__(
-        self, rows: Sequence[Mapping[str, object]], data: bytes, *, directory: Path | None
+        self,
+        rows: Sequence[Mapping[str, object]],
+        data: bytes,
+        *,
+        limits: InsertLimits,
+        directory: Path | None,
     ) -> None:
         self.rows = rows
+        # orjson writes NaN and infinities as null: only a batch with a null can hold one.
+        # Looking at every value (in Python, the slow part of a batch) waits until the batch
+        # is staged or digested; the rows path proves its own columns instead.
+        self.values_unchecked = b"null" in data
+        self._max_depth = limits.max_json_depth
         self.size_bytes = len(data)
         self.as_lines = _separators_unambiguous(data, rows)
         self._data = data if self.size_bytes <= KEEP_TEXT_MAX_BYTES else None
@@ -118,8 +128,17 @@ class RowsBatch:
         # orjson writes the same rows the same way every time.
         return self._data if self._data is not None else orjson.dumps(self.rows)
 
+    def check_values(self) -> None:
+        """Refuse NaN and infinities anywhere in the rows, and values nested too deeply,
+        naming the row and field (once; a batch without a null has none of the first)."""
+        if self.values_unchecked:
+            _refuse_non_finite(self.rows, max_depth=self._max_depth)
+            self.values_unchecked = False
+
     def text_chunks(self) -> Iterator[bytes]:
-        """The staged file's bytes, in chunks: one object per line, or orjson's array."""
+        """The staged file's bytes, in chunks: one object per line, or orjson's array. Its
+        values are checked first: a NaN and a null must not digest alike."""
+        self.check_values()
         if self._staged is not None:
             with self._staged.path.open("rb") as f:
                 while chunk := f.read(_COPY_CHUNK):
@@ -130,8 +149,9 @@ class RowsBatch:
             yield self._text()
 
     def staged(self) -> StagedBatch:
-        """The batch as a file (written on the first call)."""
+        """The batch as a file (written on the first call, once its values are checked)."""
         if self._staged is None:
+            self.check_values()
             text = self._text()
             if self.as_lines:
                 fd, path = _temp_file(self._directory, ".ndjson")
@@ -170,13 +190,9 @@ def rows_batch(
     except (orjson.JSONEncodeError, TypeError) as e:
         _refuse_non_finite(rows, max_depth=limits.max_json_depth)  # names a too deep value
         raise _locate_unserializable(rows, e) from e
-    if b"null" in data:
-        # orjson writes NaN and infinities as null; only a batch with a null can hold one,
-        # and only then is every value looked at (in Python, the slow part of a batch).
-        _refuse_non_finite(rows, max_depth=limits.max_json_depth)
     if len(data) > limits.max_batch_bytes:
         raise _too_big(len(data), limits)
-    return RowsBatch(rows, data, directory=directory)
+    return RowsBatch(rows, data, limits=limits, directory=directory)
 
 
 def stage_rows(
@@ -233,13 +249,13 @@ def _refuse_non_finite(rows: Sequence[Mapping[str, object]], *, max_depth: int) 
             kind = type(value)
             if kind is str or kind is int or value is None or kind is bool:
                 continue
-            message = _value_problem(value, max_depth=max_depth)
+            message = value_problem(value, max_depth=max_depth)
             if message is not None:
                 problem = RowProblem(row=index, field=str(field), message=message)
                 raise BatchRejectedError(f"batch refused: {problem}", problems=(problem,))
 
 
-def _value_problem(value: object, *, max_depth: int) -> str | None:
+def value_problem(value: object, *, max_depth: int) -> str | None:
     """Why one field's value cannot be stored, or None; iterative, whatever the nesting."""
     stack: list[tuple[object, int]] = [(value, 0)]
     while stack:

@@ -115,6 +115,12 @@ def random_rows(rng: random.Random) -> list[object]:
     elif roll < 0.5:
         name = rng.choice(names)
         target[name] = rng.choice((1.0, 2**53 + 1, -(2**53), 7, "7", [], {}))
+    elif roll < 0.58:
+        # NaN or an infinity (orjson writes null), alone or nested, beside nulls or not
+        name = rng.choice(("j", "j", "x", "s"))
+        target[name] = rng.choice(
+            (math.nan, -math.inf, {"a": [1, math.nan]}, [None, {"z": math.inf}], [None, 2.5])
+        )
     return rows
 
 
@@ -241,3 +247,11 @@ def test_rows_never_staged_digest_as_their_staged_file(rows: list[object]) -> No
         batch.discard()
         staged.discard()
     assert not on_demand.exists()
+
+
+def test_a_nan_is_refused_before_its_batch_is_digested() -> None:
+    # Given rows whose text holds a null where a NaN was (orjson writes NaN as null)
+    batch = rows_batch([{"n": 1, "j": {"a": math.nan}}], limits=InsertLimits())  # type: ignore[list-item]
+    # Then the batch cannot be digested like one that sent null: it is refused, naming the field
+    with pytest.raises(BatchRejectedError, match="row 0, field 'j': NaN and infinities"):
+        batch_digest(batch)
