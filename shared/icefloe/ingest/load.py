@@ -346,7 +346,7 @@ def _shape_query(
         kept = f"CASE WHEN len({extra_keys}) > 0 THEN to_json(map_from_entries({pairs})) END"
     return f"""
         SELECT {"row_number() OVER () - 1" if numbered else "0"} AS i,
-               json_type(j) <> 'OBJECT' AS not_object,
+               coalesce(json_type(j) <> 'OBJECT', true) AS not_object,  -- a null record too
                CASE WHEN json_type(j) = 'OBJECT' THEN {unknown} END AS unknown,
                CASE WHEN json_type(j) = 'OBJECT' THEN {kept} END AS overflow,
                coalesce(strlen(CAST(overflow AS VARCHAR)) > {limits.max_value_bytes}, false)

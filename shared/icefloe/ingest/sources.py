@@ -7,6 +7,8 @@ handles them all.
 
 from __future__ import annotations
 
+import dataclasses
+import enum
 import math
 import os
 import tempfile
@@ -267,11 +269,17 @@ def value_problem(value: object, *, max_depth: int) -> str | None:
             if not math.isfinite(item):
                 return _NON_FINITE
             continue
+        if isinstance(item, enum.Enum):
+            stack.append((item.value, depth))  # orjson writes a member as its value
+            continue
         children: Iterable[object]
         if kind is dict or isinstance(item, Mapping):
             children = cast("Mapping[object, object]", item).values()
         elif kind is list or kind is tuple or isinstance(item, list | tuple):
             children = cast("Iterable[object]", item)
+        elif dataclasses.is_dataclass(item) and not isinstance(item, type):
+            # orjson writes a dataclass instance as an object of its fields
+            children = [getattr(item, f.name) for f in dataclasses.fields(item)]
         else:
             continue
         if depth >= max_depth:

@@ -19,7 +19,7 @@ from icefloe import duck
 from icefloe.errors import BatchRejectedError
 from icefloe.ingest import json_input
 from icefloe.ingest.load import _load_ndjson_fast, load_batch
-from icefloe.ingest.sources import InsertLimits, StagedBatch, stage_rows
+from icefloe.ingest.sources import InputFormat, InsertLimits, StagedBatch, stage_bytes, stage_rows
 from icefloe.spec import TableSpec
 from support.random_values import MIXED_SPEC as SPEC
 from support.random_values import bad_value, good_value
@@ -246,3 +246,23 @@ def test_json_text_with_the_letters_of_nan_is_checked_exactly(
     else:
         assert isinstance(fast, pa.Table) and isinstance(slow, pa.Table)
         assert fast.to_pylist() == slow.to_pylist()
+
+
+@pytest.mark.parametrize(
+    ("data", "fmt"),
+    [(b'{"s": "x"}\nnull\n', "ndjson"), (b'[{"s": "x"}, null]', "json")],
+    ids=["ndjson-line", "json-array-element"],
+)
+def test_a_null_record_is_refused_not_read_as_a_row_of_nulls(
+    data: bytes, fmt: InputFormat, con: duckdb.DuckDBPyConnection
+) -> None:
+    # Given a record that is null, in a table whose columns are all nullable
+    nullable = TableSpec.create(name="t", schema="s VARCHAR, j JSON")
+    staged = stage_bytes(data, fmt=fmt, limits=LIMITS)
+    try:
+        for fast in (True, False):
+            # When it is loaded: then it is refused, naming the record
+            with pytest.raises(BatchRejectedError, match="row 1: not a JSON object"):
+                load_batch(con, nullable, staged, limits=LIMITS, fast=fast)
+    finally:
+        staged.discard()

@@ -5,6 +5,8 @@ refusal), and whenever the rows path answers alone, its JSON text is the text Du
 
 from __future__ import annotations
 
+import dataclasses
+import enum
 import math
 import os
 import random
@@ -255,3 +257,38 @@ def test_a_nan_is_refused_before_its_batch_is_digested() -> None:
     # Then the batch cannot be digested like one that sent null: it is refused, naming the field
     with pytest.raises(BatchRejectedError, match="row 0, field 'j': NaN and infinities"):
         batch_digest(batch)
+
+
+NULLABLE = TableSpec.create(name="t", schema="a VARCHAR, j JSON")
+
+
+class Level(enum.Enum):
+    UNKNOWN = math.nan
+
+
+@dataclasses.dataclass
+class Reading:
+    value: float
+
+
+@pytest.mark.parametrize(
+    ("rows", "words"),
+    [
+        ([{"a": "x"}, None], "row 1: not a JSON object"),
+        ([{"a": "x"}, math.nan], "row 1: not a JSON object"),
+        ([{"a": "x", "j": Level.UNKNOWN}], "row 0, field 'j': NaN and infinities"),
+        ([{"a": "x", "j": {"r": Reading(math.inf)}}], "row 0, field 'j': NaN and infinities"),
+        ([{"a": "x", "j": [None]}, {"a": None, "j": (Level.UNKNOWN,)}], "row 1, field 'j'"),
+    ],
+    ids=["null-row", "nan-row", "nan-enum", "inf-in-dataclass", "nan-enum-in-tuple"],
+)
+def test_what_orjson_writes_as_null_is_refused(
+    rows: list[object], words: str, con: duckdb.DuckDBPyConnection
+) -> None:
+    # Given rows holding values orjson writes as null (a NaN, however wrapped) or null rows,
+    # in a table whose columns are all nullable
+    for fast in (True, False):
+        # When they are loaded, with and without the faster paths
+        result = load(con, rows, fast=fast, spec=NULLABLE, limits=InsertLimits())
+        # Then they are refused, naming the row (and the field)
+        assert isinstance(result, str) and words in result, (fast, result)
