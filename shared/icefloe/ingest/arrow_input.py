@@ -58,9 +58,10 @@ def proven_clean(
     *,
     limits: InsertLimits,
     partition_sources: Collection[str],
-) -> dict[str, pa.ChunkedArray] | None:
-    """Every column of ``spec`` but the present JSON ones, as the conversion would give it, if
-    Arrow's checks prove the batch holds no bad value; None when the conversion must decide."""
+) -> pa.Table | None:
+    """The columns of ``spec``, in order, as the conversion would give them, if Arrow's checks
+    prove the batch holds no bad value; None when the conversion must decide. JSON columns
+    are passed as they are: their text is the caller's to check."""
     names = set(table.column_names)
     if not names <= set(spec.column_names):
         return None  # an unknown column: the conversion names it
@@ -75,12 +76,12 @@ def proven_clean(
         values = table.column(col.name)
         if target is None or values.type != target:
             return None
-        if col.type == "JSON":
-            continue
-        if not _holds(col, values, limits=limits, partition_source=col.name in partition_sources):
+        if col.type != "JSON" and not _holds(
+            col, values, limits=limits, partition_source=col.name in partition_sources
+        ):
             return None
         columns[col.name] = values
-    return columns
+    return pa.table(columns)
 
 
 def _holds(

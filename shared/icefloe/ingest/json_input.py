@@ -227,18 +227,14 @@ def load_ndjson_fast(
     typed = typed_columns(spec, typed)
     if typed is None:
         return None
-    for col in json_columns:  # proven_clean takes them as they are: checked here
+    for col in json_columns:  # proven_clean passes them as they are: checked below
         assert json_table is not None
         text = json_table.column(col.name)
         typed = typed.append_column(col.name, text)
     doubtful = [c for c in json_columns if not json_text_clean(typed[c.name], c, limits=limits)]
     if doubtful and not duck.json_text_holds(typed.select([c.name for c in doubtful]), doubtful):
         return None
-    clean = proven_clean(spec, typed, limits=limits, partition_sources=partition_sources)
-    if clean is None:
-        return None
-    clean.update({c.name: typed.column(c.name) for c in json_columns})
-    return pa.table({name: clean[name] for name in spec.column_names})
+    return proven_clean(spec, typed, limits=limits, partition_sources=partition_sources)
 
 
 def json_text_clean(

@@ -9,7 +9,7 @@ on their own, so partitions can be sorted (and encoded) side by side.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -35,16 +35,6 @@ class Partition:
     path: str
     start: datetime | None
     positions: pa.Array | None
-
-
-@dataclass(frozen=True, slots=True)
-class PartitionSlice:
-    """The rows of one partition, sorted, with the partition's values and Hive path."""
-
-    values: tuple[PartitionValue, ...]
-    path: str
-    start: datetime | None
-    rows: pa.Table
 
 
 def split_partitions(
@@ -97,19 +87,6 @@ def sorted_rows(spec: TableSpec, table: pa.Table, partition: Partition) -> pa.Ta
         indices = partition.positions.take(indices)
     # The row id stays 16 fixed bytes, as merges write it (a DuckDB sort made it a BLOB).
     return table.take(indices)
-
-
-def partition_rows(
-    con: duckdb.DuckDBPyConnection, spec: TableSpec, table: pa.Table
-) -> Iterator[PartitionSlice]:
-    """Yield one sorted slice per partition, in partition order."""
-    for partition in split_partitions(con, spec, table):
-        yield PartitionSlice(
-            values=partition.values,
-            path=partition.path,
-            start=partition.start,
-            rows=sorted_rows(spec, table, partition),
-        )
 
 
 def _partition_keys(con: duckdb.DuckDBPyConnection, spec: TableSpec, table: pa.Table) -> pa.Table:

@@ -97,9 +97,7 @@ def _load_arrow(
     if clean is not None:
         json_columns = json_columns_to_check(spec, table)
         if not json_columns or _json_text_holds(con, spec, table, json_columns, limits):
-            # Checked JSON text is stored as it came: the input's own column.
-            clean.update({c.name: table.column(c.name) for c in json_columns})
-            return pa.table({name: clean[name] for name in spec.column_names})
+            return clean  # checked JSON text is stored as it came
     con.register(_ARROW_INPUT, table)
     try:
         # The conversion decides (and a refusal names the rows and fields at fault).

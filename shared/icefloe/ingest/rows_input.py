@@ -101,11 +101,7 @@ def load_rows_fast(
             return None
         if values_unchecked and not _finite(json_values[col.name], text, limits=limits):
             return None
-    clean = proven_clean(spec, table, limits=limits, partition_sources=partition_sources)
-    if clean is None:
-        return None
-    clean.update({c.name: table.column(c.name) for c in json_columns})
-    return pa.table({name: clean[name] for name in spec.column_names})
+    return proven_clean(spec, table, limits=limits, partition_sources=partition_sources)
 
 
 def _finite(values: list[object], text: pa.ChunkedArray, *, limits: InsertLimits) -> bool:

@@ -98,9 +98,8 @@ KEEP_TEXT_MAX_BYTES = 4 << 20
 class RowsBatch:
     """A batch of rows (dicts), checked and serialized, staged as a file only if a reader needs
     one: the rows path (:mod:`icefloe.ingest.rows_input`) converts most batches from the dicts
-    themselves. Its file, and its digest, are the ones :func:`stage_rows` gives."""
-
-    format: Literal["rows"] = "rows"
+    themselves. Its file is NDJSON when every row is an object (and no value hides the array's
+    separator), else the JSON array; its digest is that file's, written or not."""
 
     def __init__(
         self,
@@ -141,11 +140,7 @@ class RowsBatch:
         """The staged file's bytes, in chunks: one object per line, or orjson's array. Its
         values are checked first: a NaN and a null must not digest alike."""
         self.check_values()
-        if self._staged is not None:
-            with self._staged.path.open("rb") as f:
-                while chunk := f.read(_COPY_CHUNK):
-                    yield chunk
-        elif self.as_lines:
+        if self.as_lines:
             yield from _line_chunks(self._text())
         else:
             yield self._text()
@@ -195,14 +190,6 @@ def rows_batch(
     if len(data) > limits.max_batch_bytes:
         raise _too_big(len(data), limits)
     return RowsBatch(rows, data, limits=limits, directory=directory)
-
-
-def stage_rows(
-    rows: Sequence[Mapping[str, object]], *, limits: InsertLimits, directory: Path | None = None
-) -> StagedBatch:
-    """Rows staged as a file: NDJSON when every row is an object (and no value hides the
-    array's separator), else the JSON array."""
-    return rows_batch(rows, limits=limits, directory=directory).staged()
 
 
 def _separators_unambiguous(data: bytes, rows: Sequence[object]) -> bool:

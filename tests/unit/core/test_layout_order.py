@@ -7,7 +7,12 @@ import pyarrow as pa
 import pytest
 
 from icefloe import duck
-from icefloe.ingest.layout import arrow_partition_keys, duckdb_partition_keys, partition_rows
+from icefloe.ingest.layout import (
+    arrow_partition_keys,
+    duckdb_partition_keys,
+    sorted_rows,
+    split_partitions,
+)
 from icefloe.ingest.row_ids import ROW_ID_COLUMN, ROW_ID_TYPE, new_row_ids
 from icefloe.spec import TableSpec
 
@@ -57,7 +62,8 @@ def test_rows_are_ordered_as_duckdb_orders_them(column_type: str) -> None:
     rows = rows.append_column(ROW_ID_COLUMN, new_row_ids(rows.num_rows))
 
     # When they are partitioned and sorted
-    parts = list(partition_rows(con, spec, rows))
+    parts = split_partitions(con, spec, rows)
+    ordered = [sorted_rows(spec, rows, p) for p in parts]
 
     # Then each part holds its day's rows, and the concatenation is DuckDB's order
     assert [p.path for p in parts] == [f"day=2026-01-0{d}" for d in (1, 2, 3)]
@@ -66,10 +72,10 @@ def test_rows_are_ordered_as_duckdb_orders_them(column_type: str) -> None:
         "SELECT n FROM batch ORDER BY CAST(date_trunc('day', ts) AS TIMESTAMP),"
         f" k ASC NULLS FIRST, {ROW_ID_COLUMN}"
     ).to_arrow_table()
-    got = pa.concat_tables([p.rows.select(["n"]) for p in parts])
+    got = pa.concat_tables([part.select(["n"]) for part in ordered])
     assert got.column("n").to_pylist() == expected.column("n").to_pylist()
     # And the row id stays 16 fixed bytes, as merges write it
-    assert all(p.rows.schema.field(ROW_ID_COLUMN).type == ROW_ID_TYPE for p in parts)
+    assert all(part.schema.field(ROW_ID_COLUMN).type == ROW_ID_TYPE for part in ordered)
 
 
 # Partition sources whose keys Arrow computes, with values from far before 1970 to 9999, so

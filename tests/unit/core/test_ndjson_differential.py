@@ -19,7 +19,7 @@ from icefloe import duck
 from icefloe.errors import BatchRejectedError
 from icefloe.ingest import json_input
 from icefloe.ingest.load import _load_ndjson_fast, load_batch
-from icefloe.ingest.sources import InputFormat, InsertLimits, StagedBatch, stage_bytes, stage_rows
+from icefloe.ingest.sources import InputFormat, InsertLimits, StagedBatch, rows_batch, stage_bytes
 from icefloe.spec import TableSpec
 from support.random_values import MIXED_SPEC as SPEC
 from support.random_values import bad_value, good_value
@@ -195,9 +195,9 @@ def test_a_table_keeping_unknown_fields_or_a_float_column_takes_the_slow_path() 
 
 
 def test_rows_are_staged_as_lines_unless_a_separator_hides_in_a_value() -> None:
-    plain = stage_rows([{"a": 1}, {"a": 2}], limits=LIMITS)
-    hidden = stage_rows([{"a": "},{"}, {"a": 2}], limits=LIMITS)
-    nested = stage_rows([{"a": [{}, {}]}, {"a": 2}], limits=LIMITS)
+    plain = rows_batch([{"a": 1}, {"a": 2}], limits=LIMITS).staged()
+    hidden = rows_batch([{"a": "},{"}, {"a": 2}], limits=LIMITS).staged()
+    nested = rows_batch([{"a": [{}, {}]}, {"a": 2}], limits=LIMITS).staged()
     try:
         assert plain.format == "ndjson" and plain.path.read_bytes() == b'{"a":1}\n{"a":2}\n'
         assert hidden.format == "json" and nested.format == "json"

@@ -22,7 +22,7 @@ from icefloe.errors import BatchRejectedError
 from icefloe.ingest.insert import batch_digest
 from icefloe.ingest.load import load_batch
 from icefloe.ingest.rows_input import load_rows_fast
-from icefloe.ingest.sources import InsertLimits, rows_batch, stage_rows
+from icefloe.ingest.sources import InsertLimits, rows_batch
 from icefloe.spec import TableSpec
 from support.random_values import MIXED_SPEC as SPEC
 from support.random_values import bad_value, good_value
@@ -238,7 +238,7 @@ def test_json_text_printed_otherwise_goes_to_the_json_paths(
 def test_rows_never_staged_digest_as_their_staged_file(rows: list[object]) -> None:
     # Given a batch of rows, and the same rows staged as a file (as every insert did before)
     batch = rows_batch(rows, limits=InsertLimits())  # type: ignore[arg-type]
-    staged = stage_rows(rows, limits=InsertLimits())  # type: ignore[arg-type]
+    staged = rows_batch(rows, limits=InsertLimits()).staged()  # type: ignore[arg-type]
     try:
         # Then an idempotency key's digest is the same either way
         assert batch_digest(batch) == batch_digest(staged)
