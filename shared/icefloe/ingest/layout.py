@@ -4,7 +4,10 @@ The keys are computed in Arrow when its kernels give what DuckDB gives (plain co
 transforms), else as DuckDB expressions over the partition source columns (bucket hashing,
 which DuckDB lacks, runs once per distinct value in Python). A stable sort of the keys alone
 splits the batch; each partition's rows are then ordered by the file sort keys and ``_row_id``
-on their own, so partitions can be sorted (and encoded) side by side.
+on their own, so partitions can be sorted (and encoded) side by side. When every sort key has
+an order-preserving integer rank (strings by a sorted dictionary, integers and times by their
+distance from the least value) and the ranks fit 64 bits together, the rows are ordered by one
+packed uint64 per row, else by a multi-column sort.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import NamedTuple
 
 import duckdb
 import pyarrow as pa
@@ -19,7 +23,7 @@ import pyarrow.compute as pc
 
 from icefloe.duck import ident
 from icefloe.ingest.arrow_input import ARROW_TYPES
-from icefloe.ingest.row_ids import ROW_ID_COLUMN
+from icefloe.ingest.row_ids import ROW_ID_CHUNK_ROWS, ROW_ID_COLUMN
 from icefloe.spec import PartitionField, PartitionValue, TableSpec, bucket_of, partition_start
 from icefloe.spec.types import is_string
 
@@ -72,21 +76,141 @@ def split_partitions(
 
 
 def sorted_rows(spec: TableSpec, table: pa.Table, partition: Partition) -> pa.Table:
-    """A partition's rows ordered by the file sort keys, then by ``_row_id``: an Arrow sort on
-    indices of the key columns and one ``take`` (several times faster than a DuckDB ORDER BY
-    over every column, which gives the same order, nulls first and strings by bytes)."""
-    order = [*spec.file_sort_keys, ROW_ID_COLUMN]
-    keys = table.select(order)
-    if partition.positions is not None:
-        keys = keys.take(partition.positions)
-    # Every orderable type (the spec refuses others as sort keys) sorts in Arrow as in DuckDB.
-    indices = pc.sort_indices(
-        keys, options=pc.SortOptions(sort_keys=[(c, "ascending", "at_start") for c in order])
-    )
+    """A partition's rows ordered by the file sort keys (nulls first, strings by bytes, as
+    DuckDB's ORDER BY gives), then by ``_row_id``, with one ``take``.
+
+    Precondition of the fast path: ``_row_id`` increases with row position in ``table``.
+    :func:`~icefloe.ingest.row_ids.new_row_ids` makes ids that increase within each chunk of
+    ``ROW_ID_CHUNK_ROWS`` (2^24) rows, the insert appends them in row order, and partition
+    positions are in input order; so for a batch of at most that many rows, a stable sort of
+    the keys alone breaks ties as ``_row_id`` does. Such a batch, when every key packs into one
+    uint64 (:func:`packed_sort_key`), is ordered by a sort of that single array; any other is
+    ordered by a multi-column sort of the keys and ``_row_id`` (several times slower)."""
+    names = list(spec.file_sort_keys)
+    keys = [_partition_values(table.column(name), partition) for name in names]
+    packed = None
+    if table.num_rows <= ROW_ID_CHUNK_ROWS:
+        packed = packed_sort_key(keys, _row_count(table, partition))
+    if packed is not None:
+        indices = pc.sort_indices(packed)  # stable: ties keep input order, _row_id's
+    else:
+        row_ids = _partition_values(table.column(ROW_ID_COLUMN), partition)
+        indices = _sort_indices_by_columns(pa.table([*keys, row_ids], [*names, ROW_ID_COLUMN]))
     if partition.positions is not None:
         indices = partition.positions.take(indices)
     # The row id stays 16 fixed bytes, as merges write it (a DuckDB sort made it a BLOB).
     return table.take(indices)
+
+
+def packed_sort_key(keys: Sequence[pa.Array | pa.ChunkedArray], num_rows: int) -> pa.Array | None:
+    """One uint64 per row whose ascending order is the order of the rows' key tuples (each
+    key ascending, nulls first): the keys' ranks side by side, the first key in the highest
+    bits. None when a key's type has no rank here (floats, decimals...) or the ranks need more
+    than 64 bits. Keys without a value (empty or all null) order nothing and are left out."""
+    packed: pa.Array | None = None
+    bits = 0
+    for column in keys:
+        values = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+        if values.null_count == len(values):
+            continue
+        ranks = _ranks(values)
+        if ranks is None or bits + ranks.width > _KEY_BITS:
+            return None
+        if packed is None:
+            packed = ranks.values
+        else:
+            shifted = pc.shift_left(packed, pa.scalar(ranks.width, pa.uint64()))
+            packed = pc.bit_wise_or(shifted, ranks.values)
+        bits += ranks.width
+    if packed is None:
+        return pa.repeat(pa.scalar(0, pa.uint64()), num_rows)
+    return packed
+
+
+_KEY_BITS = 64
+
+
+class _Ranks(NamedTuple):
+    """A key's rank per row as uint64 (0 for null, 1 + the value's rank among the distinct
+    values, or 1 + its distance from the least value), and the bits the largest rank needs."""
+
+    values: pa.Array
+    width: int
+
+
+def _ranks(values: pa.Array) -> _Ranks | None:
+    """The ranks of a key holding at least one value; None for a type without ranks here."""
+    kind = values.type
+    if kind in _BYTE_TYPES or pa.types.is_fixed_size_binary(kind):
+        return _dictionary_ranks(values)
+    integers = _as_integers(values)
+    return None if integers is None else _integer_ranks(integers)
+
+
+# Types Arrow sorts by their bytes, as DuckDB sorts VARCHAR and BLOB (and UUID, as text).
+_BYTE_TYPES = (pa.string(), pa.large_string(), pa.binary(), pa.large_binary())
+
+
+def _dictionary_ranks(values: pa.Array) -> _Ranks:
+    """Ranks of byte strings: each distinct value's place in the sorted dictionary."""
+    encoded = pc.dictionary_encode(values)  # nulls stay null in the indices
+    dictionary = encoded.dictionary
+    order = pc.sort_indices(dictionary)
+    place = pc.sort_indices(order)  # the inverse permutation: each value's place, from 0
+    rank_of_index = pc.add(place, pa.scalar(1, pa.uint64()))
+    ranks = rank_of_index.take(encoded.indices).fill_null(0)
+    return _Ranks(ranks, len(dictionary).bit_length())
+
+
+def _as_integers(values: pa.Array) -> pa.Array | None:
+    """The values as integers in the same order (booleans as 0 and 1, dates, times and
+    timestamps, zoned or not, as their count of units), or None for any other type."""
+    kind = values.type
+    if pa.types.is_integer(kind):
+        return values
+    if pa.types.is_boolean(kind):
+        return values.cast(pa.uint8())
+    if pa.types.is_date32(kind) or pa.types.is_time32(kind):
+        return values.view(pa.int32())
+    if pa.types.is_date64(kind) or pa.types.is_time64(kind) or pa.types.is_timestamp(kind):
+        return values.view(pa.int64())
+    return None
+
+
+def _integer_ranks(integers: pa.Array) -> _Ranks | None:
+    """Ranks of integers: 1 + the distance from the least value; None when the distances
+    need more than 64 bits. The bounds are Python ints and the subtraction wraps in uint64,
+    which is exact because every distance fits."""
+    bounds = pc.min_max(integers)
+    low, high = bounds["min"].as_py(), bounds["max"].as_py()
+    width = (high - low + 1).bit_length()
+    if width > _KEY_BITS:
+        return None
+    if pa.types.is_signed_integer(integers.type):
+        as_uint64 = integers.cast(pa.int64()).view(pa.uint64())  # two's complement bits
+    else:
+        as_uint64 = integers.cast(pa.uint64())
+    least_is_one = pa.scalar((low - 1) % (1 << 64), pa.uint64())
+    ranks = pc.subtract(as_uint64, least_is_one).fill_null(0)
+    return _Ranks(ranks, width)
+
+
+def _row_count(table: pa.Table, partition: Partition) -> int:
+    return table.num_rows if partition.positions is None else len(partition.positions)
+
+
+def _partition_values(column: pa.ChunkedArray, partition: Partition) -> pa.ChunkedArray:
+    """A column's values in the partition's rows, in input order."""
+    return column if partition.positions is None else column.take(partition.positions)
+
+
+def _sort_indices_by_columns(keys: pa.Table) -> pa.Array:
+    """The general order: every column ascending, nulls first. Every orderable type (the
+    spec refuses others as sort keys) sorts in Arrow as in DuckDB."""
+    return pc.sort_indices(
+        keys,
+        options=pc.SortOptions(sort_keys=[(c, "ascending", "at_start") for c in keys.column_names]),
+    )
 
 
 def _partition_keys(con: duckdb.DuckDBPyConnection, spec: TableSpec, table: pa.Table) -> pa.Table:

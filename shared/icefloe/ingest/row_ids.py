@@ -18,18 +18,18 @@ import pyarrow as pa
 
 ROW_ID_COLUMN = "_row_id"
 ROW_ID_TYPE = pa.binary(16)
-_CHUNK = 1 << 24
+ROW_ID_CHUNK_ROWS = 1 << 24  # ids increase with row position within each chunk this long
 if array("I").itemsize != 4:  # pragma: no cover - every CPython platform icefloe runs on
     raise ImportError("icefloe needs 32-bit array('I') items")
 
 
 def new_row_ids(
-    count: int, *, now_ms: int | None = None, chunk: int = _CHUNK
+    count: int, *, now_ms: int | None = None, chunk: int = ROW_ID_CHUNK_ROWS
 ) -> pa.FixedSizeBinaryArray:
     """``count`` fresh row ids, distinct, increasing in row order within each chunk of
     ``chunk`` rows (2^24; smaller only in tests)."""
-    if not 1 <= chunk <= _CHUNK:
-        raise ValueError(f"chunk must be in 1..{_CHUNK}, got {chunk}")
+    if not 1 <= chunk <= ROW_ID_CHUNK_ROWS:
+        raise ValueError(f"chunk must be in 1..{ROW_ID_CHUNK_ROWS}, got {chunk}")
     if count == 0:
         empty = pa.array([], type=ROW_ID_TYPE)
         assert isinstance(empty, pa.FixedSizeBinaryArray)

@@ -1,15 +1,22 @@
 """Partitioning sorts in Arrow: for every orderable type it gives the order DuckDB's ORDER BY
-gives (nulls first), so files are written exactly as they were when DuckDB sorted them."""
+gives (nulls first), so files are written exactly as they were when DuckDB sorted them, whether
+the sort keys pack into one integer per row or are sorted column by column."""
 
 from __future__ import annotations
 
+import random
+
+import duckdb
 import pyarrow as pa
 import pytest
 
 from icefloe import duck
+from icefloe.ingest import layout
 from icefloe.ingest.layout import (
+    Partition,
     arrow_partition_keys,
     duckdb_partition_keys,
+    packed_sort_key,
     sorted_rows,
     split_partitions,
 )
@@ -76,6 +83,142 @@ def test_rows_are_ordered_as_duckdb_orders_them(column_type: str) -> None:
     assert got.column("n").to_pylist() == expected.column("n").to_pylist()
     # And the row id stays 16 fixed bytes, as merges write it
     assert all(part.schema.field(ROW_ID_COLUMN).type == ROW_ID_TYPE for part in ordered)
+
+
+def test_packed_sort_key_puts_the_first_key_highest_and_nulls_first() -> None:
+    # Given a string key (a < b, 2 bits) and an integer key (1..3, 2 bits), nulls in both
+    keys = [pa.array(["b", None, "a"]), pa.array([3, 1, None], pa.int64())]
+
+    # Then each row's key is (string rank << 2) | integer rank, a null ranking 0
+    packed = packed_sort_key(keys, 3)
+    assert packed is not None
+    assert packed.type == pa.uint64()
+    assert packed.to_pylist() == [(2 << 2) | 3, (0 << 2) | 1, (1 << 2) | 0]
+
+
+def test_keys_without_ranks_or_beyond_64_bits_are_not_packed() -> None:
+    assert packed_sort_key([pa.array([1.5, 0.5])], 2) is None
+    extremes = pa.array([-(2**63), 2**63 - 1], pa.int64())
+    assert packed_sort_key([extremes], 2) is None
+    assert packed_sort_key([pa.array([0, 2**32], pa.int64())] * 2, 2) is None
+    # A key with no value orders nothing: it takes no bits
+    assert packed_sort_key([pa.nulls(2, pa.int64()), extremes.slice(1)], 2) is not None
+
+
+# Values whose range needs all 64 bits (or more), so that the ranks do not fit.
+EXTREMES = {
+    "BIGINT": "CAST(CASE WHEN random() < 0.4 THEN -9223372036854775808 WHEN random() < 0.5"
+    " THEN 9223372036854775807 ELSE 0 END AS BIGINT)",
+    "UBIGINT": "CAST(CASE WHEN random() < 0.5 THEN 0 ELSE 18446744073709551615 END AS UBIGINT)",
+    "TIMESTAMP": "CASE WHEN random() < 0.5 THEN TIMESTAMP '0001-01-01' ELSE"
+    " TIMESTAMP '9999-12-31 23:59:59.999999' END",
+}
+
+
+def _random_key(rng: random.Random) -> tuple[str, str]:
+    """A sort key's type and a DuckDB expression for its values: as in VALUES, or at the
+    type's extremes, or drawn from a handful of values (many ties); some or all null."""
+    column_type = rng.choice(sorted(VALUES))
+    values = VALUES[column_type]
+    shape = rng.random()
+    if shape < 0.25 and column_type in EXTREMES:
+        values = EXTREMES[column_type]
+    elif shape < 0.6:
+        few = rng.randint(1, 6)
+        values = (
+            f"(SELECT list(v) FROM (SELECT {values} AS v FROM range({few})))"
+            f"[CAST(floor(random() * {few}) AS INTEGER) + 1]"
+        )
+    null_share = rng.choice((0.0, 0.0, 0.1, 0.5, 1.0))
+    return column_type, f"CASE WHEN random() < {null_share} THEN NULL ELSE {values} END"
+
+
+def _random_rows(rng: random.Random) -> int:
+    if rng.random() < 0.1:
+        return rng.randint(0, 3)
+    return int(3000 ** rng.random())
+
+
+def _sorted_as_duckdb_sorts(
+    con: duckdb.DuckDBPyConnection, rng: random.Random
+) -> tuple[list[int], list[int], list[bool]]:
+    """One random case: the order ``sorted_rows`` gives, the order DuckDB's ORDER BY gives,
+    and for each partition whether its keys packed."""
+    keys = [_random_key(rng) for _ in range(rng.randint(1, 4))]
+    partitioned = rng.random() < 0.7
+    spec = TableSpec.create(
+        name="t",
+        schema=", ".join(
+            ["ts TIMESTAMP NOT NULL", *(f"k{i} {t}" for i, (t, _) in enumerate(keys)), "n INTEGER"]
+        ),
+        partition_by="day(ts)" if partitioned else "",
+        sort_by=", ".join(f"k{i}" for i in range(len(keys))),
+    )
+    rows = con.execute(
+        "SELECT TIMESTAMP '2026-01-01' + to_seconds(CAST(floor(random() * 259200) AS BIGINT))"
+        f" AS ts, {', '.join(f'{e} AS k{i}' for i, (_, e) in enumerate(keys))},"
+        f" CAST(range AS INTEGER) AS n FROM range({_random_rows(rng)})"
+    ).to_arrow_table()
+    rows = rows.append_column(ROW_ID_COLUMN, new_row_ids(rows.num_rows))
+
+    parts = split_partitions(con, spec, rows)
+    got = [n for p in parts for n in sorted_rows(spec, rows, p).column("n").to_pylist()]
+    packed = [_packs(spec, rows, p) for p in parts]
+
+    con.register("batch", rows)
+    try:
+        by_day = ["CAST(date_trunc('day', ts) AS TIMESTAMP)"] if partitioned else []
+        by_keys = [f"k{i} ASC NULLS FIRST" for i in range(len(keys))]
+        expected = con.execute(
+            f"SELECT n FROM batch ORDER BY {', '.join([*by_day, *by_keys, ROW_ID_COLUMN])}"
+        ).fetchall()
+    finally:
+        con.unregister("batch")
+    return got, [n for (n,) in expected], packed
+
+
+def _packs(spec: TableSpec, rows: pa.Table, part: Partition) -> bool:
+    keys = [rows.column(name) for name in spec.file_sort_keys]
+    if part.positions is not None:
+        keys = [key.take(part.positions) for key in keys]
+    count = rows.num_rows if part.positions is None else len(part.positions)
+    return packed_sort_key(keys, count) is not None
+
+
+def test_random_keys_are_ordered_as_duckdb_orders_them_packed_or_not() -> None:
+    # Given 300 random batches of 0 to 3,000 rows, with 1 to 4 sort keys of any orderable type
+    rng = random.Random(20260101)
+    con = duck.connect(threads=1)
+    con.execute("SELECT setseed(0.23)")
+    packed_parts = general_parts = 0
+    for case in range(300):
+        # When each is partitioned and sorted, Then its order is DuckDB's
+        got, expected, packed = _sorted_as_duckdb_sorts(con, rng)
+        assert got == expected, f"case {case}"
+        packed_parts += sum(packed)
+        general_parts += len(packed) - sum(packed)
+
+    # And both the packed key and the multi-column sort were tried, many times
+    assert packed_parts >= 50
+    assert general_parts >= 50
+
+
+def test_row_ids_from_several_chunks_are_sorted_by_the_columns(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Given 300 rows with ties, whose row ids increase within each chunk of 100 rows but fall
+    # from one chunk to the next (as they may past 2^24 rows, the chunk size made 100 here)
+    monkeypatch.setattr(layout, "ROW_ID_CHUNK_ROWS", 100)
+    spec = TableSpec.create(name="t", schema="k BOOLEAN, n INTEGER", sort_by="k")
+    rows = pa.table({"k": [i % 3 == 0 for i in range(300)], "n": list(range(300))})
+    row_ids = pa.concat_arrays([new_row_ids(100, now_ms=ms) for ms in (3, 2, 1)])
+    rows = rows.append_column(ROW_ID_COLUMN, row_ids)
+
+    # When they are sorted, Then ties follow the row ids, not the rows' positions
+    part = split_partitions(duck.connect(threads=1), spec, rows)[0]
+    ordered = sorted_rows(spec, rows, part)
+    expected = rows.sort_by([("k", "ascending"), (ROW_ID_COLUMN, "ascending")])
+    assert ordered.column("n").to_pylist() == expected.column("n").to_pylist()
 
 
 # Partition sources whose keys Arrow computes, with values from far before 1970 to 9999, so
