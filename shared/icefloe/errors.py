@@ -80,6 +80,11 @@ class DuplicateReceiptError(CommitConflictError):
         self.receipts = receipts
 
 
+class SpecChangedError(CommitConflictError):
+    """The table's spec changed (a schema change) after the batch was converted under the spec
+    it read: nothing was committed. The inserter converts the batch again under the new spec."""
+
+
 class CommitOutcomeUnknownError(IcefloeError):
     """The connection dropped while COMMIT was in flight: the commit may or may not have happened.
 

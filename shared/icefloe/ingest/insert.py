@@ -28,7 +28,12 @@ from icefloe.datafiles import (
     new_file_record,
     with_json_columns,
 )
-from icefloe.errors import CommitOutcomeUnknownError, InvalidInputError
+from icefloe.errors import (
+    CommitOutcomeUnknownError,
+    InvalidInputError,
+    SpecChangedError,
+    TableNotFoundError,
+)
 from icefloe.ingest.layout import Partition, sorted_rows, split_partitions
 from icefloe.ingest.load import load_batch
 from icefloe.ingest.row_ids import ROW_ID_COLUMN, new_row_ids
@@ -44,7 +49,7 @@ from icefloe.ingest.sources import (
     stage_file,
     stage_stream,
 )
-from icefloe.metastore.models import JsonScalar, NewFile
+from icefloe.metastore.models import JsonScalar, NewFile, TableInfo
 from icefloe.metastore.store import MetaStore, check_same_batch
 from icefloe.spec import TableSpec, validate_table_name
 from icefloe.storage import ObjectStore, discard_uncommitted
@@ -55,6 +60,9 @@ logger = logging.getLogger(__name__)
 MAX_IDEMPOTENCY_KEY_CHARS = 512
 MAX_CONCURRENT_UPLOADS = 8
 MAX_CONCURRENT_ENCODES = 2
+_TABLES_KEPT = 256
+# How many times a batch is converted when the table's spec keeps changing under it.
+_CONVERSIONS_MAX = 3
 
 # The phases InsertPhases times, in order; an ``on_phase`` callback hears each as it starts.
 InsertPhase = Literal["load", "write", "commit"]
@@ -105,6 +113,7 @@ class Inserter:
         self._scratch = scratch_dir
         self._duck = duck.connect(threads=duckdb_threads, memory_limit=duckdb_memory_limit)
         self._duck_lock = threading.Lock()
+        self._tables: dict[str, TableInfo] = {}
 
     def close(self) -> None:
         self._duck.close()
@@ -203,7 +212,7 @@ class Inserter:
         validate_table_name(table)
         if idempotency_key is not None:
             _check_key(idempotency_key)
-        info = self._meta.get_table(table)
+        info, cached = self._table(table)
         staged = stage()
         try:
             digest = batch_digest(staged) if idempotency_key is not None else None
@@ -214,17 +223,67 @@ class Inserter:
                         table, idempotency_key, earlier.snapshot_id, earlier.batch_digest, digest
                     )
                     return InsertResult(table, earlier.snapshot_id, False, 0, (), 0)
-            return self._write_and_commit(
-                info.spec,
-                staged,
-                idempotency_key,
-                receipts,
-                digest,
-                info.table_id,
-                on_phase=on_phase,
+            return self._convert_and_commit(
+                info, cached, staged, idempotency_key, receipts, digest, on_phase=on_phase
             )
         finally:
             staged.discard()
+
+    def _convert_and_commit(
+        self,
+        info: TableInfo,
+        cached: bool,
+        staged: StagedBatch | RowsBatch | ArrowBatch,
+        idempotency_key: str | None,
+        receipts: Sequence[str],
+        digest: str | None,
+        *,
+        on_phase: Callable[[InsertPhase], None] | None,
+    ) -> InsertResult:
+        """Write and commit the batch under ``info``'s spec; again under the table's current
+        spec if the commit finds that it changed, or if the batch was refused (or its table
+        was gone) under a spec this process kept, and the current one differs."""
+        error: Exception
+        for attempt in range(1, _CONVERSIONS_MAX + 1):
+            try:
+                return self._write_and_commit(
+                    info.spec,
+                    staged,
+                    idempotency_key,
+                    receipts,
+                    digest,
+                    info.table_id,
+                    on_phase=on_phase,
+                )
+            except SpecChangedError as e:
+                error, stale = e, True  # the spec moved on while the batch was written
+            except (TableNotFoundError, InvalidInputError) as e:
+                error, stale = e, cached
+            self._tables.pop(info.name, None)
+            fresh = self._meta.get_table(info.name) if stale else info
+            unchanged = fresh.table_id == info.table_id and fresh.spec.version == info.spec.version
+            if unchanged or attempt == _CONVERSIONS_MAX:
+                raise error
+            info, cached = self._remember(fresh), False
+        raise AssertionError("unreachable")
+
+    def _table(self, name: str) -> tuple[TableInfo, bool]:
+        """The table as this process last read it (and True), or as read now (and False).
+
+        Reading a table's spec costs a small insert a round trip; a kept one may be stale,
+        which the commit detects (it names the spec version the rows were converted under):
+        the batch is then converted again under the current spec. A batch refused under a
+        kept spec is tried again under the current one if that differs."""
+        kept = self._tables.get(name)
+        if kept is not None:
+            return kept, True
+        return self._remember(self._meta.get_table(name)), False
+
+    def _remember(self, info: TableInfo) -> TableInfo:
+        if len(self._tables) >= _TABLES_KEPT:
+            self._tables.clear()
+        self._tables[info.name] = info
+        return info
 
     def _write_and_commit(
         self,
@@ -269,6 +328,7 @@ class Inserter:
                 receipts=receipts,
                 batch_digest=digest,
                 table_id=table_id,
+                spec_version=spec.version,
             )
         except CommitOutcomeUnknownError:
             logger.warning("commit outcome unknown for %s; leaving %d objects", table, len(written))

@@ -41,6 +41,7 @@ from icefloe.errors import (
     MetaStoreNotInitializedError,
     MetaStoreUnavailableError,
     SnapshotNotFoundError,
+    SpecChangedError,
     TableExistsError,
     TableNotFoundError,
 )
@@ -115,6 +116,46 @@ _END_FILES = """
 """
 _INSERT_RECEIPT = "INSERT INTO ingest_receipts (table_id, receipt, snapshot_id) VALUES (%s, %s, %s)"
 _MOVE_HEAD = "UPDATE lake_tables SET head_snapshot_id = %s WHERE table_id = %s"
+# An append in one statement: lock the head row, add the snapshot, its files and receipts, move
+# the head. Every insert hangs off the locked row, so a missing table, another table of the same
+# name or a changed spec adds nothing (the answer's snapshot_id is then NULL). A used idempotency
+# key, receipt or path is a unique violation, and the stepwise protocol then says which.
+_APPEND = """
+    WITH head AS (
+        SELECT table_id, head_snapshot_id, spec_version FROM lake_tables
+        WHERE name = %(name)s AND dropped_at IS NULL FOR UPDATE
+    ), snapshot AS (
+        INSERT INTO snapshots (table_id, snapshot_id, parent_id, operation, idempotency_key,
+            files_added, files_removed, rows_added, rows_removed, bytes_added, bytes_removed,
+            batch_digest, rolled_back_to, spec_version)
+        SELECT table_id, head_snapshot_id + 1, nullif(head_snapshot_id, 0), 'append', %(key)s,
+            %(files_added)s, 0, %(rows_added)s, 0, %(bytes_added)s, 0, %(digest)s, NULL,
+            spec_version
+        FROM head
+        WHERE table_id = coalesce(%(table_id)s, table_id)
+            AND spec_version = coalesce(%(spec_version)s, spec_version)
+        RETURNING table_id, snapshot_id
+    ), files AS (
+        INSERT INTO data_files (table_id, path, partition_path, partition_values,
+            partition_start, size_bytes, row_count, row_group_count, column_stats,
+            begin_snapshot, copy_of, spec_version)
+        SELECT s.table_id, f.path, f.partition_path, f.partition_values, f.partition_start,
+            f.size_bytes, f.row_count, f.row_group_count, f.column_stats, s.snapshot_id,
+            f.copy_of, f.spec_version
+        FROM snapshot s, jsonb_to_recordset(%(files)s) AS f(path text, partition_path text,
+            partition_values jsonb, partition_start timestamp, size_bytes bigint,
+            row_count bigint, row_group_count integer, column_stats jsonb, copy_of bigint,
+            spec_version integer)
+    ), receipts AS (
+        INSERT INTO ingest_receipts (table_id, receipt, snapshot_id)
+        SELECT s.table_id, r.receipt, s.snapshot_id
+        FROM snapshot s, unnest(%(receipts)s::text[]) AS r(receipt)
+    ), moved AS (
+        UPDATE lake_tables t SET head_snapshot_id = s.snapshot_id
+        FROM snapshot s WHERE t.table_id = s.table_id
+    )
+    SELECT h.table_id, h.spec_version, s.snapshot_id FROM head h LEFT JOIN snapshot s USING (table_id)
+"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,6 +178,13 @@ class _CommitRequest:
     # the head moved is a conflict: the plan no longer gives exactly that snapshot's files).
     rolled_back_to: int | None = None
     planned_head: int | None = None
+    # An append converted under this spec version: refused if the table's spec moved on.
+    spec_version: int | None = None
+
+    @property
+    def is_plain_append(self) -> bool:
+        """An append, the one commit whose checks all live in :data:`_APPEND`."""
+        return self.operation == "append" and not self.remove and self.claim_token is None
 
 
 # A pooled connection idle longer than this is checked (one round trip) before it is used.
@@ -638,6 +686,7 @@ class MetaStore:
         receipts: Sequence[str] = (),
         batch_digest: str | None = None,
         table_id: int | None = None,
+        spec_version: int | None = None,
     ) -> CommitResult:
         """Add files in one new snapshot; a used ``idempotency_key`` returns the earlier one
         (unless the earlier batch's ``batch_digest`` differs: :class:`IdempotencyKeyReusedError`).
@@ -645,7 +694,9 @@ class MetaStore:
         ``receipts`` (message ids) are recorded with the snapshot; if any was recorded before,
         :class:`DuplicateReceiptError` names them and nothing is committed. ``table_id`` (the
         table the files were written for) refuses the commit if the table was dropped and
-        created again meanwhile.
+        created again meanwhile; ``spec_version`` (the spec the rows were converted under)
+        refuses it with :class:`SpecChangedError` if the table's spec changed meanwhile.
+        Two round trips: the whole append with its BEGIN, then COMMIT.
         """
         return self.commit(
             table,
@@ -655,6 +706,7 @@ class MetaStore:
             receipts=receipts,
             batch_digest=batch_digest,
             table_id=table_id,
+            spec_version=spec_version,
         )
 
     def committed_receipts(self, table: str, receipts: Sequence[str]) -> dict[str, int]:
@@ -703,6 +755,7 @@ class MetaStore:
         receipts: Sequence[str] = (),
         batch_digest: str | None = None,
         table_id: int | None = None,
+        spec_version: int | None = None,
     ) -> CommitResult:
         """Run the commit protocol, retrying transient failures that surely did not commit.
 
@@ -725,6 +778,7 @@ class MetaStore:
             claim_token=claim_token,
             receipts=receipts,
             batch_digest=batch_digest,
+            spec_version=spec_version,
         )
         return self._commit_with_retries(request)
 
@@ -819,7 +873,9 @@ class MetaStore:
     def _commit_once(self, request: _CommitRequest) -> CommitResult:
         with span("icefloe.commit"), self._connection() as conn:
             try:
-                result = self._commit_statements(conn, request)
+                result = self._append_statement(conn, request) if request.is_plain_append else None
+                if result is None:
+                    result = self._commit_statements(conn, request)
             except BaseException:
                 _rollback_quietly(conn)
                 raise
@@ -840,6 +896,46 @@ class MetaStore:
                 result.table,
             )
             return result
+
+    def _append_statement(self, conn: Conn, request: _CommitRequest) -> CommitResult | None:
+        """An append as one statement, sent with its BEGIN in one round trip (COMMIT is the
+        second). None when it met a taken idempotency key, receipt or path: it is rolled back,
+        and the stepwise protocol, which looks each up, answers."""
+        info, add = request.info, request.add
+        rows_added = sum(f.row_count for f in add)
+        params = {
+            "name": info.name,
+            "table_id": info.table_id,
+            "spec_version": request.spec_version,
+            "key": request.idempotency_key,
+            "digest": request.batch_digest if request.idempotency_key is not None else None,
+            "files_added": len(add),
+            "rows_added": rows_added,
+            "bytes_added": sum(f.size_bytes for f in add),
+            "files": Jsonb([f.to_json() for f in add]),
+            "receipts": list(request.receipts),
+        }
+        try:
+            with conn.pipeline():
+                cursor = conn.execute(_APPEND, params)
+        except pgerrors.UniqueViolation:
+            conn.rollback()
+            return None
+        row = cursor.fetchone()
+        if row is None:
+            raise TableNotFoundError(f"no table named {info.name!r} (was it dropped?)")
+        if row[2] is None:
+            if info.table_id is not None and int(row[0]) != info.table_id:
+                raise _recreated(info.name)
+            raise _spec_changed(info.name, request.spec_version, int(row[1]))
+        return CommitResult(
+            table=info.name,
+            snapshot_id=int(row[2]),
+            committed=True,
+            files_added=len(add),
+            files_removed=0,
+            rows_added=rows_added,
+        )
 
     def _commit_statements(self, conn: Conn, request: _CommitRequest) -> CommitResult:
         info, operation, add, remove = request.info, request.operation, request.add, request.remove
@@ -868,10 +964,7 @@ class MetaStore:
         if head_row is None:
             raise TableNotFoundError(f"no table named {info.name!r} (was it dropped?)")
         if info.table_id is not None and int(head_row[0]) != info.table_id:
-            raise TableNotFoundError(
-                f"table {info.name!r} was dropped (and created again) while this commit was"
-                " prepared; nothing was committed"
-            )
+            raise _recreated(info.name)
         table_id = int(head_row[0])
         head = int(head_row[1])
         if request.planned_head is not None and head != request.planned_head:
@@ -889,6 +982,8 @@ class MetaStore:
                 request.batch_digest,
             )
             return _already_committed(info.name, int(earlier_row[0]))
+        if request.spec_version is not None and int(head_row[2]) != request.spec_version:
+            raise _spec_changed(info.name, request.spec_version, int(head_row[2]))
 
         if receipts:
             seen = conn.execute(
@@ -1024,6 +1119,20 @@ def check_same_batch(
             f"idempotency key {key!r} of {table!r} committed snapshot {snapshot_id} with another"
             " batch; a retry must send the same rows, and new rows need a new key"
         )
+
+
+def _recreated(table: str) -> TableNotFoundError:
+    return TableNotFoundError(
+        f"table {table!r} was dropped (and created again) while this commit was prepared;"
+        " nothing was committed"
+    )
+
+
+def _spec_changed(table: str, written: int | None, current: int) -> SpecChangedError:
+    return SpecChangedError(
+        f"the spec of {table!r} changed (version {written} to {current}) while this batch was"
+        " written; nothing was committed"
+    )
 
 
 def _already_committed(table: str, snapshot_id: int) -> CommitResult:
