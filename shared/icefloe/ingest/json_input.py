@@ -30,6 +30,7 @@ batches with bad values, odd forms and malformed lines mixed in.
 
 from __future__ import annotations
 
+import re
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Protocol
@@ -79,34 +80,42 @@ def object_lines(path: Path) -> int | None:
     file is valid UTF-8; None otherwise (a blank line, a line starting with whitespace, a
     scalar, an array, a BOM...: rare in practice, and left to the slow path). Read in blocks
     that end at a newline (never inside a character), so a large batch is not held twice."""
-    lines = objects = 0
+    lines = 0
     carry = b""
     with path.open("rb") as f:
         while block := f.read(_SCAN_BLOCK):
             data = carry + block
-            cut = data.rfind(b"\n") + 1
-            carry, data = data[cut:], data[:cut]
-            if not data:
-                continue  # no newline yet: the line goes on in the next block
-            if not _utf8(data):
-                return None
+            cut = data.rfind(b"\n") + 1  # the lines before it are whole (none: read on)
+            carry = data[cut:]
             # Every block starts at a line's start: the one before ended with a newline.
-            objects += data.count(b"\n{") + (1 if data.startswith(b"{") else 0)
-            lines += data.count(b"\n")
+            if cut and not _object_lines(data, cut):
+                return None
+            lines += data.count(b"\n", 0, cut)
     if carry:  # a last line without a newline
-        if not _utf8(carry):
+        if not _object_lines(carry, len(carry)):
             return None
-        objects += 1 if carry.startswith(b"{") else 0
         lines += 1
-    if not lines or objects != lines:
-        return None
-    return lines
+    return lines or None
 
 
-def _utf8(data: bytes) -> bool:
-    """Whether ``data`` is valid UTF-8 (pyarrow's reader would replace bad bytes; DuckDB's
-    refuses them). Arrow validates a string array of one value, with SIMD."""
-    offsets = pa.array([0, len(data)], pa.int64())
+# A line that does not start with an object: after a newline, anything but ``{``. (One
+# search for it costs half of counting the ``\n{`` pairs.)
+_LINE_NOT_AN_OBJECT = re.compile(rb"\n[^{]")
+
+
+def _object_lines(data: bytes, end: int) -> bool:
+    """Whether the whole lines ``data[:end]`` are UTF-8 and each starts with ``{``."""
+    return (
+        data.startswith(b"{")
+        and _LINE_NOT_AN_OBJECT.search(data, 0, end) is None
+        and _utf8(data, end)
+    )
+
+
+def _utf8(data: bytes, end: int) -> bool:
+    """Whether ``data[:end]`` is valid UTF-8 (pyarrow's reader would replace bad bytes;
+    DuckDB's refuses them). Arrow validates a string array of one value, with SIMD."""
+    offsets = pa.array([0, end], pa.int64())
     text = pa.Array.from_buffers(
         pa.large_string(), 1, [None, offsets.buffers()[1], pa.py_buffer(data)]
     )

@@ -266,3 +266,41 @@ def test_a_null_record_is_refused_not_read_as_a_row_of_nulls(
                 load_batch(con, nullable, staged, limits=LIMITS, fast=fast)
     finally:
         staged.discard()
+
+
+def _lines_reference(data: bytes) -> int | None:
+    """What object_lines must answer, by splitting the whole file into lines."""
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    lines = data.split(b"\n")
+    if lines[-1] == b"":
+        lines.pop()  # the file's last newline ends a line, it does not start one
+    if not lines or not all(line.startswith(b"{") for line in lines):
+        return None
+    return len(lines)
+
+
+def test_object_lines_counts_lines_that_are_objects_across_read_blocks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given blocks of 16 bytes, so lines and bad bytes fall on and across block boundaries
+    monkeypatch.setattr(json_input, "_SCAN_BLOCK", 16)
+    pieces = [b'{"a": 1}', b'{"b": "\xc3\xa9t\xc3\xa9"}', b"{}", b"", b" {}", b"null", b"\xff{"]
+    pieces += [b'{"long": "' + b"x" * 40 + b'"}', b"[1]", b"\r", b'{"c": 2}\r']
+    rng = random.Random(7)
+    answers = set()
+    for case in range(400):
+        # When a file of random lines is counted
+        lines = rng.choices(pieces, weights=[8, 4, 4, 1, 1, 1, 1, 4, 1, 1, 2], k=rng.randint(0, 9))
+        data = b"\n".join(lines) + (b"\n" if rng.random() < 0.7 else b"")
+        path = tmp_path / f"{case}.ndjson"
+        path.write_bytes(data)
+        expected = _lines_reference(data)
+
+        # Then it is the count of lines, or None exactly when a line is not an object or
+        # a byte is not UTF-8
+        assert json_input.object_lines(path) == expected, data
+        answers.add(expected is None)
+    assert answers == {True, False}
