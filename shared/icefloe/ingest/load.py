@@ -134,7 +134,7 @@ def _json_text_holds(
         for c in columns
     ]
     text = table.select([c.name for c in columns])
-    query = f"SELECT count(__errors) FROM ({_conversion_query(sqls, '__icefloe_json_text')})"
+    query = _failing_rows_query(sqls, "__icefloe_json_text")
 
     failed = threading.Event()  # one failing slice settles it: the rest are skipped
 
@@ -460,15 +460,27 @@ def _conversion_query(sqls: Sequence[ColumnSQL], source: str) -> str:
     """Each column's typed value, and ``__errors``: NULL for a row that passes, else the
     error codes of its bad fields."""
     # Inner: each typed value and each presence flag once. Outer: error codes from those.
-    inner = ", ".join(
-        f"{s.value} AS {ident(s.column.name)}, {s.present} AS {s.present_alias}" for s in sqls
-    )
     values = ", ".join(ident(s.column.name) for s in sqls)
     errors = ", ".join(f"'{i}:' || ({s.error})" for i, s in enumerate(sqls))
     return (
         f"SELECT {values}, NULLIF(concat_ws(',', {errors}), '') AS __errors"
-        f" FROM (SELECT {inner} FROM {source})"
+        f" FROM ({_typed_values(sqls, source)})"
     )
+
+
+def _failing_rows_query(sqls: Sequence[ColumnSQL], source: str) -> str:
+    """How many rows :func:`_conversion_query` would give error codes, without building the
+    codes' text (three quarters of the time, on a clean batch)."""
+    failing = " OR ".join(f"({s.error}) IS NOT NULL" for s in sqls)
+    return f"SELECT count(*) FROM ({_typed_values(sqls, source)}) WHERE {failing}"
+
+
+def _typed_values(sqls: Sequence[ColumnSQL], source: str) -> str:
+    """Each column's typed value and presence flag, computed once for the error codes."""
+    inner = ", ".join(
+        f"{s.value} AS {ident(s.column.name)}, {s.present} AS {s.present_alias}" for s in sqls
+    )
+    return f"SELECT {inner} FROM {source}"
 
 
 class _NotUtf8Error(BatchRejectedError):
