@@ -1,0 +1,54 @@
+"""Which columns of a data file are dictionary-encoded: every leaf but times and the row id,
+whose values are nearly all distinct (a dictionary would only be filled and dropped)."""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime, time
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from icefloe.datafiles import encode_parquet
+from icefloe.ingest.row_ids import ROW_ID_COLUMN, new_row_ids
+
+ROWS = 5_000
+
+
+def _encodings(data: bytes) -> dict[str, set[str]]:
+    metadata = pq.read_metadata(pa.BufferReader(data))
+    group = metadata.row_group(0)
+    return {
+        group.column(i).path_in_schema: set(group.column(i).encodings)
+        for i in range(metadata.num_columns)
+    }
+
+
+def test_times_and_row_ids_are_plain_and_every_other_leaf_has_a_dictionary() -> None:
+    # Given a batch with a column of each kind, few distinct values in each but the times
+    n = range(ROWS)
+    table = pa.table(
+        {
+            "ts": pa.array([datetime(2026, 1, 1, 0, 0, i % 60) for i in n], pa.timestamp("us")),
+            "zoned": pa.array(
+                [datetime(2026, 1, 1, tzinfo=UTC)] * ROWS, pa.timestamp("us", tz="UTC")
+            ),
+            "at": pa.array([time(i % 24) for i in n], pa.time64("us")),
+            "event": pa.array([f"e{i % 7}" for i in n]),
+            "n": pa.array([i % 5 for i in n], pa.int64()),
+            "day": pa.array([date(2026, 1, 1 + i % 3) for i in n]),
+            "tags": pa.array([["a", "b"][: i % 3] for i in n], pa.list_(pa.string())),
+            "props": pa.array(['{"a": 1}'] * ROWS, pa.json_(pa.string())),
+            ROW_ID_COLUMN: new_row_ids(ROWS),
+        }
+    )
+
+    # When it is encoded as a data file
+    encoded = encode_parquet(table, row_group_sizes=ROWS)
+
+    # Then each leaf is dictionary-encoded exactly when it is not a time or the row id
+    dictionary = {
+        path for path, kinds in _encodings(encoded.data).items() if "RLE_DICTIONARY" in kinds
+    }
+    assert dictionary == {"event", "n", "day", "tags.list.element", "props"}
+    # And the file reads back as written
+    assert pq.read_table(pa.BufferReader(encoded.data)).equals(table)
