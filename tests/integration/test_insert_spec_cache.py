@@ -5,7 +5,9 @@ never written through. The batch is converted again under the current spec, or r
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -145,3 +147,39 @@ def test_a_commit_under_an_older_spec_version_is_refused(meta: MetaStore, with_k
     # Then only the second is committed
     assert result.committed and result.snapshot_id == 2  # the alter is snapshot 1
     assert [f.path for f in meta.files("t")] == [file.path]
+
+
+def test_a_key_retried_after_a_schema_change_answers_its_earlier_snapshot(
+    meta: MetaStore,
+) -> None:
+    # Given a batch committed under a key, then a schema change
+    meta.create_table(TableSpec.create(name="t", schema=SCHEMA))
+    first = meta.commit_append(
+        "t", files=[_file()], idempotency_key="k", batch_digest="d", spec_version=1
+    )
+    alter_table(meta=meta, table="t", changes=[add_column("note VARCHAR")])
+
+    # When a retry of it (converted under the old spec) commits
+    again = meta.commit_append(
+        "t", files=[_file()], idempotency_key="k", batch_digest="d", spec_version=1
+    )
+
+    # Then it is told its batch is committed, not that the spec changed
+    assert not again.committed and again.snapshot_id == first.snapshot_id
+
+
+def test_an_aware_partition_start_is_stored_as_its_utc_instant(meta: MetaStore) -> None:
+    # Given a file whose partition starts at midnight two hours east of UTC
+    meta.create_table(TableSpec.create(name="t", schema=SCHEMA))
+    east = timezone(timedelta(hours=2))
+
+    # When it is committed
+    meta.commit_append("t", files=[_file(partition_start=datetime(2026, 3, 1, tzinfo=east))])
+
+    # Then its start is that instant in UTC
+    assert meta.files("t")[0].partition_start == datetime(2026, 2, 28, 22, 0)
+
+
+def _file(**fields: Any) -> NewFile:
+    key = new_data_key(table="t", partition_path="")
+    return NewFile(path=key, partition_path="", size_bytes=10, row_count=1, **fields)

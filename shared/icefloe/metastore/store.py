@@ -23,7 +23,7 @@ import weakref
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 import psycopg
@@ -183,7 +183,8 @@ class _CommitRequest:
 
     @property
     def is_plain_append(self) -> bool:
-        """An append, the one commit whose checks all live in :data:`_APPEND`."""
+        """An append, which :data:`_APPEND` commits in one statement (a used key, receipt or
+        path, or a changed table under a key, leaves the answer to the stepwise protocol)."""
         return self.operation == "append" and not self.remove and self.claim_token is None
 
 
@@ -912,19 +913,27 @@ class MetaStore:
             "files_added": len(add),
             "rows_added": rows_added,
             "bytes_added": sum(f.size_bytes for f in add),
-            "files": Jsonb([f.to_json() for f in add]),
+            "files": Jsonb(
+                [{**f.to_json(), "partition_start": _utc_text(f.partition_start)} for f in add]
+            ),
             "receipts": list(request.receipts),
         }
         try:
-            with conn.pipeline():
-                cursor = conn.execute(_APPEND, params)
+            # Through a cursor, as the stepwise writes: tracing wraps cursors, not execute.
+            with conn.pipeline(), conn.cursor() as cursor:
+                cursor.execute(_APPEND, params)
+                row = cursor.fetchone()
         except pgerrors.UniqueViolation:
             conn.rollback()
             return None
-        row = cursor.fetchone()
         if row is None:
             raise TableNotFoundError(f"no table named {info.name!r} (was it dropped?)")
         if row[2] is None:
+            if request.idempotency_key is not None:
+                # A key committed before the table changed answers with its snapshot, which
+                # only the stepwise protocol looks up before the table's checks.
+                conn.rollback()
+                return None
             if info.table_id is not None and int(row[0]) != info.table_id:
                 raise _recreated(info.name)
             raise _spec_changed(info.name, request.spec_version, int(row[1]))
@@ -1121,6 +1130,19 @@ def check_same_batch(
         )
 
 
+def _naive_utc(moment: datetime | None) -> datetime | None:
+    """A partition start as stored (``timestamp``, UTC): an aware one as its UTC instant,
+    whatever the session's time zone."""
+    if moment is None or moment.tzinfo is None:
+        return moment
+    return moment.astimezone(UTC).replace(tzinfo=None)
+
+
+def _utc_text(moment: datetime | None) -> str | None:
+    utc = _naive_utc(moment)
+    return None if utc is None else utc.isoformat()
+
+
 def _recreated(table: str) -> TableNotFoundError:
     return TableNotFoundError(
         f"table {table!r} was dropped (and created again) while this commit was prepared;"
@@ -1171,7 +1193,7 @@ def _file_params(table_id: int, f: NewFile, snapshot_id: int) -> tuple[Any, ...]
         f.path,
         f.partition_path,
         Jsonb(dict(f.partition_values)),
-        f.partition_start,
+        _naive_utc(f.partition_start),
         f.size_bytes,
         f.row_count,
         f.row_group_count,
