@@ -259,12 +259,14 @@ class Inserter:
                 error, stale = e, True  # the spec moved on while the batch was written
             except (TableNotFoundError, InvalidInputError) as e:
                 error, stale = e, cached
+            if not stale:
+                raise error  # refused (or gone) under the spec just read: nothing to retry
             self._tables.pop(info.name, None)
-            fresh = self._meta.get_table(info.name) if stale else info
+            fresh = self._remember(self._meta.get_table(info.name))
             unchanged = fresh.table_id == info.table_id and fresh.spec.version == info.spec.version
             if unchanged or attempt == _CONVERSIONS_MAX:
                 raise error
-            info, cached = self._remember(fresh), False
+            info, cached = fresh, False
         raise AssertionError("unreachable")
 
     def _table(self, name: str) -> tuple[TableInfo, bool]:
