@@ -69,12 +69,12 @@ def parquet_writer(sink: pa.NativeFile | str, schema: pa.Schema) -> pq.ParquetWr
         compression=COMPRESSION,
         write_statistics=True,
         version="2.6",
-        use_dictionary=list(dictionary_columns(schema)),
+        use_dictionary=list(_dictionary_columns(schema)),
     )
 
 
 @functools.lru_cache(maxsize=256)
-def dictionary_columns(schema: pa.Schema) -> tuple[str, ...]:
+def _dictionary_columns(schema: pa.Schema) -> tuple[str, ...]:
     """The leaf columns (dotted paths, as the writer names them) to dictionary-encode: all but
     times and fixed-size binaries (the row id). Values of those are nearly all distinct, so
     a dictionary only costs: the writer fills one (up to its 1 MiB limit) before it falls back

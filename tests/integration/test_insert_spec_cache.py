@@ -18,7 +18,7 @@ from icefloe.errors import BatchRejectedError, SpecChangedError, TableNotFoundEr
 from icefloe.ingest import Inserter
 from icefloe.lifecycle import alter_table
 from icefloe.lifecycle.alter import add_column, rename_column
-from icefloe.metastore.models import NewFile
+from icefloe.metastore.models import NewFile, TableInfo
 from icefloe.metastore.store import MetaStore
 from icefloe.spec import TableSpec
 from icefloe.storage import LocalObjectStore
@@ -147,6 +147,43 @@ def test_a_commit_under_an_older_spec_version_is_refused(meta: MetaStore, with_k
     # Then only the second is committed
     assert result.committed and result.snapshot_id == 2  # the alter is snapshot 1
     assert [f.path for f in meta.files("t")] == [file.path]
+
+
+class TableReadsCounted(MetaStore):
+    """The real meta store, counting reads of a table (what an inserter keeps between calls)."""
+
+    def __init__(self, dsn: str, *, schema: str) -> None:
+        super().__init__(dsn, schema=schema)
+        self.table_reads = 0
+
+    def get_table(self, name: str) -> TableInfo:
+        self.table_reads += 1
+        return super().get_table(name)
+
+
+def test_the_table_is_read_again_only_when_it_may_have_changed(
+    meta: MetaStore, postgres_dsn: str, objects: LocalObjectStore
+) -> None:
+    meta.create_table(TableSpec.create(name="t", schema=SCHEMA, partition_by="day(ts)"))
+    row = {"ts": "2026-03-01T00:00:00", "event": "e"}
+    with TableReadsCounted(postgres_dsn, schema=meta.schema) as counted:
+        ins = Inserter(meta=counted, objects=objects)
+        # A batch refused under the spec just read leaves it kept: good batches read nothing
+        with pytest.raises(BatchRejectedError):
+            ins.insert_rows("t", [{**row, "n": "not a number"}])
+        for _ in range(3):
+            ins.insert_rows("t", [row])
+        assert counted.table_reads == 1
+        # A batch refused under the kept spec reads the table again (it may have changed)
+        with pytest.raises(BatchRejectedError):
+            ins.insert_rows("t", [{**row, "n": "not a number"}])
+        assert counted.table_reads == 2
+        # A spec changed elsewhere is read once, at the commit that finds it changed
+        alter_table(meta=meta, table="t", changes=[add_column("note VARCHAR")])
+        for _ in range(2):
+            ins.insert_rows("t", [row])
+        assert counted.table_reads == 3
+        ins.close()
 
 
 def test_a_key_retried_after_a_schema_change_answers_its_earlier_snapshot(

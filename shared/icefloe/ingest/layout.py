@@ -54,9 +54,7 @@ def split_partitions(
         return [Partition(values=(), path=spec.partition_path(()), start=None, positions=None)]
     keys = _partition_keys(con, spec, table)
     names = keys.column_names
-    order = pc.sort_indices(
-        keys, options=pc.SortOptions(sort_keys=[(c, "ascending", "at_start") for c in names])
-    )
+    order = _sort_indices_by_columns(keys)
     ordered_keys = keys.take(order)
     starts = _run_starts(ordered_keys, names)
     partitions = []
@@ -205,8 +203,8 @@ def _partition_values(column: pa.ChunkedArray, partition: Partition) -> pa.Chunk
 
 
 def _sort_indices_by_columns(keys: pa.Table) -> pa.Array:
-    """The general order: every column ascending, nulls first. Every orderable type (the
-    spec refuses others as sort keys) sorts in Arrow as in DuckDB."""
+    """A stable sort of every column ascending, nulls first. Every orderable type (the spec
+    refuses others as sort keys) sorts in Arrow as in DuckDB."""
     return pc.sort_indices(
         keys,
         options=pc.SortOptions(sort_keys=[(c, "ascending", "at_start") for c in keys.column_names]),
