@@ -514,8 +514,9 @@ def test_merge_wait_says_how_many_files_are_still_claimed_and_until_when(
     [
         ('{"ts": "10000-01-01T00:00:00", "event": "e"}', "row 0, field 'ts': expected a timestamp"),
         ('{"ts": "2026-03-01T00:00:00", "properties": {"x": NaN}}', "row 0, field 'properties'"),
+        ('{"ts": "2026-03-01T00:00:00", "properties": {"x": [1,]}}', "row 0: invalid JSON"),
     ],
-    ids=["year 10000", "NaN in JSON"],
+    ids=["year 10000", "NaN in JSON", "a trailing comma"],
 )
 def test_insert_refuses_a_bad_value_naming_it_and_writes_nothing(
     cli_env: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], body: str, words: str

@@ -231,6 +231,11 @@ BAD_ARROW: list[tuple[str, object, str]] = [
         pa.table({**ARROW_INPUT, "ts": pa.array([datetime(2026, 3, 1), None])}),
         "row 1, field 'ts'",
     ),
+    (
+        "JSON text with a trailing comma",
+        pa.table({**ARROW_INPUT, "props": ['{"a": "1,}"}', '{"a": [1, 2,]}']}),
+        "row 1, field 'props': expected standard JSON",
+    ),
     ("an unknown column", pa.table({**ARROW_INPUT, "color": ["r", "g"]}), "field 'color'"),
     ("not a table", [{"ts": "2026-03-01"}], "expected a pyarrow Table or RecordBatch, got list"),
 ]
@@ -515,6 +520,30 @@ BAD_BYTES: list[tuple[str, bytes, str, str]] = [
         b'{"ts": "2026-03-01", "event": "a", "props": {"x": NaN, "note": "nan is fine here"}}',
         "ndjson",
         "row 0, field 'props': expected standard JSON",
+    ),
+    (
+        "a trailing comma in an NDJSON record",
+        b'{"ts": "2026-03-01", "event": "a"}\n{"ts": "2026-03-01", "event": "b",}\n',
+        "ndjson",
+        "row 1: invalid JSON: a trailing comma before a closing bracket (line 2, column 34)",
+    ),
+    (
+        "a trailing comma inside a JSON value (NDJSON)",
+        b'{"ts": "2026-03-01", "event": "a", "props": {"note": "a,]", "x": [1, 2 ,\t]}}',
+        "ndjson",
+        "invalid JSON: a trailing comma before a closing bracket (line 1, column 72)",
+    ),
+    (
+        "a trailing comma in a JSON array's record",
+        b'[{"ts": "2026-03-01", "event": "a", "props": {"s": "x,}", "n": 1,}}]',
+        "json",
+        "invalid JSON: a trailing comma before a closing bracket (line 1, column 65)",
+    ),
+    (
+        "a JSON value with a trailing comma (CSV)",
+        b'ts,event,props\n2026-03-01,a,"{""k"": ""v,]""}"\n2026-03-01,b,"[1,2,]"\n',
+        "csv",
+        "row 1, field 'props': expected standard JSON",
     ),
     (
         "Infinity in CSV",

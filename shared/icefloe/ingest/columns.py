@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from icefloe.duck import ident
+from icefloe.ingest.strict_json import NOT_STANDARD_SUSPECT
 from icefloe.spec import Column
 from icefloe.spec.types import is_integer, is_list
 
@@ -70,7 +71,8 @@ _TIME_BOUNDS = {
     ),
 }
 # JSON text outside its strings: what is left of a standard JSON value has no letters but
-# those of true, false and null. DuckDB's parser also takes NaN and Infinity; JSON does not.
+# those of true, false and null, and no comma before a closing bracket. DuckDB's parser also
+# takes NaN, Infinity and trailing commas; JSON does not (see strict_json).
 _JSON_STRING = r'"(?:[^"\\]|\\.)*"'
 
 
@@ -91,10 +93,11 @@ def _outer_error(
     if col.type == "VARCHAR" and partition_source:
         checks.append(f"WHEN contains({v}, chr(0)) THEN 'nul'")
     if col.type == "JSON":
-        stripped = f"regexp_replace({v}, '{_JSON_STRING}', '', 'g')"
+        # Each string becomes "": an empty one would leave [,] of ["a", "b"].
+        stripped = f"regexp_replace({v}, '{_JSON_STRING}', '\"\"', 'g')"
         checks.append(
-            f"WHEN regexp_matches({v}, '(?i)nan|inf')"
-            f" AND regexp_matches(lower({stripped}), 'nan|inf') THEN 'json'"
+            f"WHEN regexp_matches({v}, '{NOT_STANDARD_SUSPECT}')"
+            f" AND regexp_matches({stripped}, '{NOT_STANDARD_SUSPECT}') THEN 'json'"
         )
     if col.type in ("VARCHAR", "JSON"):
         checks.append(f"WHEN strlen({v}) > {max_value_bytes} THEN 'size'")

@@ -7,6 +7,7 @@ and computes an error code per row. Only a refused batch goes back to Python, to
 
 from __future__ import annotations
 
+import mmap
 import re
 import threading
 from collections.abc import Sequence
@@ -24,6 +25,7 @@ from icefloe.ingest.columns import ColumnSQL, expected, json_column, sql_column
 from icefloe.ingest.json_input import load_ndjson_fast
 from icefloe.ingest.rows_input import load_rows_fast
 from icefloe.ingest.sources import ArrowBatch, InsertLimits, RowsBatch, StagedBatch
+from icefloe.ingest.strict_json import trailing_comma_at
 from icefloe.spec import Column, TableSpec
 
 MAX_PROBLEMS = 5
@@ -287,6 +289,9 @@ def _load_json(
     assert counts is not None
     rows, bad_shape = int(counts[0]), int(counts[1])
     _check_row_count(rows, limits)
+    comma = _trailing_comma(batch)
+    if comma is not None:
+        raise comma
     if bad_shape:
         found = con.execute(
             f"SELECT i, not_object, unknown FROM ({shape}) WHERE {bad} ORDER BY i LIMIT {MAX_PROBLEMS}",
@@ -528,7 +533,7 @@ def _message(kind: str, type_name: str, limits: InsertLimits) -> str:
             " (send null for a missing value)"
         )
     if kind == "json":
-        return "expected standard JSON: NaN and Infinity are not JSON numbers"
+        return "expected standard JSON (no NaN, no Infinity, no comma before a closing bracket)"
     if kind == "nul":
         return "a partition value may not hold a NUL character"
     if kind == "size":
@@ -548,6 +553,26 @@ def _json_depth(text: str) -> int:
         elif c in "]}":
             depth -= 1
     return deepest
+
+
+def _trailing_comma(batch: StagedBatch) -> BatchRejectedError | None:
+    """A refusal naming the first trailing comma of a JSON file DuckDB read (its reader drops
+    them), or None. The file is searched in place, mapped rather than read."""
+    if batch.size_bytes == 0:
+        return None
+    with batch.path.open("rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as text:
+        at = trailing_comma_at(text)
+        if at is None:
+            return None
+        before = text[:at]
+    line_start = before.rfind(b"\n") + 1
+    line = before.count(b"\n") + 1
+    where = f"line {line}, column {at - line_start + 1}"
+    message = f"invalid JSON: a trailing comma before a closing bracket ({where})"
+    row = None
+    if batch.format == "ndjson":  # rows are the lines that are not blank
+        row = sum(1 for line in before[:line_start].splitlines() if line.strip())
+    return _refuse([RowProblem(row=row, field=None, message=message)])
 
 
 def _locate_malformed_json(batch: StagedBatch, error: Exception) -> BatchRejectedError:

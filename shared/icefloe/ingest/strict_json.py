@@ -1,0 +1,61 @@
+"""Standard JSON, where DuckDB's parser is lenient.
+
+DuckDB reads (and ``json_valid`` passes) two things standard JSON (RFC 8259) does not have:
+
+- NaN and infinities as numbers, in any case (``NaN``, ``-Infinity``, ``inf``);
+- a trailing comma before a closing bracket (``[1,]``, ``{"a": 1,}``).
+
+JSON text that is stored as it came (a JSON column of Arrow, CSV or Parquet input) is checked
+for both by the conversion (:mod:`icefloe.ingest.columns`). A JSON file's records are re-written
+by DuckDB's reader, which drops a trailing comma silently, so the file's own bytes are searched
+for one (:func:`trailing_comma_at`). Both searches start with a cheap pattern over the whole
+text and look closer, outside strings, only where it matches.
+"""
+
+from __future__ import annotations
+
+import mmap
+import re
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+# A comma, JSON whitespace, then a closing bracket: valid only inside a string.
+TRAILING_COMMA = r",[ \t\n\r]*[\]}]"
+# What may not be standard JSON: the letters of NaN and infinities, or a trailing comma. Also
+# matches inside strings ("finance", "a,]"), so a match is only a suspect.
+NOT_STANDARD_SUSPECT = r"(?i)nan|inf|" + TRAILING_COMMA
+# A JSON string, or a trailing comma outside any string (group 1). Strings cannot hold a raw
+# newline, so a line of valid JSON starts outside any string.
+_STRING_OR_TRAILING_COMMA = re.compile(rb'"(?:[^"\\]|\\.)*"|(' + TRAILING_COMMA.encode() + rb")")
+
+
+def matches_anywhere(data: bytes | mmap.mmap, pattern: str) -> bool:
+    """Whether ``pattern`` (RE2 syntax) matches anywhere in ``data``. The bytes are searched as
+    one value, without a copy: several times faster than per value, or than Python's ``re``."""
+    whole = pa.Array.from_buffers(
+        pa.large_binary(),
+        1,
+        [None, pa.py_buffer(np.array([0, len(data)], dtype=np.int64)), pa.py_buffer(data)],
+    )
+    return bool(pc.match_substring_regex(whole, pattern)[0].as_py())
+
+
+def trailing_comma_at(text: bytes | mmap.mmap) -> int | None:
+    """Where the first trailing comma outside a string is in JSON text DuckDB read without
+    error (so its strings are well formed), or None when there is none."""
+    if not text or not matches_anywhere(text, TRAILING_COMMA):
+        return None
+    outside = 0  # a position known to be outside any string
+    for suspect in re.finditer(TRAILING_COMMA.encode(), text):
+        if suspect.start() < outside:
+            continue  # inside a string already passed over
+        start = max(outside, text.rfind(b"\n", 0, suspect.start()) + 1)
+        for token in _STRING_OR_TRAILING_COMMA.finditer(text, start):
+            if token.group(1) is not None:
+                return token.start()
+            if token.end() > suspect.start():
+                outside = token.end()  # the suspect was inside this string
+                break
+    return None
