@@ -77,7 +77,12 @@ _JSON_STRING = r'"(?:[^"\\]|\\.)*"'
 
 
 def _outer_error(
-    col: Column, *, max_value_bytes: int, max_json_depth: int, partition_source: bool = False
+    col: Column,
+    *,
+    max_value_bytes: int,
+    max_json_depth: int,
+    partition_source: bool = False,
+    json_proven_standard: bool = False,
 ) -> str:
     v = ident(col.name)
     present = ident(f"__present_{col.name}")
@@ -92,7 +97,7 @@ def _outer_error(
         checks.append(f"WHEN isnan({v}) OR isinf({v}) THEN 'finite'")
     if col.type == "VARCHAR" and partition_source:
         checks.append(f"WHEN contains({v}, chr(0)) THEN 'nul'")
-    if col.type == "JSON":
+    if col.type == "JSON" and not json_proven_standard:
         # Each string becomes "": an empty one would leave [,] of ["a", "b"].
         stripped = f"regexp_replace({v}, '{_JSON_STRING}', '\"\"', 'g')"
         checks.append(
@@ -189,15 +194,19 @@ def sql_column(
     max_value_bytes: int,
     max_json_depth: int,
     partition_source: bool = False,
+    json_proven_standard: bool = False,
 ) -> ColumnSQL:
     """SQL over a typed raw column (CSV: VARCHAR; Parquet: its own type), or an absent one.
     A typed source must be of the column's type family (see :func:`accepts`): a Parquet
-    INTEGER is not text, and a DOUBLE is not an integer, whatever TRY_CAST would make of it."""
+    INTEGER is not text, and a DOUBLE is not an integer, whatever TRY_CAST would make of it.
+    ``json_proven_standard`` leaves out the search for NaN and trailing commas in JSON text,
+    for a caller that has searched the whole column already."""
     error = _outer_error(
         col,
         max_value_bytes=max_value_bytes,
         max_json_depth=max_json_depth,
         partition_source=partition_source,
+        json_proven_standard=json_proven_standard,
     )
     if source_type is None:
         return ColumnSQL(

@@ -30,7 +30,6 @@ batches with bad values, odd forms and malformed lines mixed in.
 
 from __future__ import annotations
 
-import re
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Protocol
@@ -41,6 +40,7 @@ import pyarrow.json as pj
 
 from icefloe.ingest.arrow_input import ARROW_TYPES, proven_clean
 from icefloe.ingest.sources import InsertLimits
+from icefloe.ingest.strict_json import matches_anywhere, may_not_be_standard
 from icefloe.spec import Column, TableSpec
 
 # What pyarrow's reader parses each column type as: the Arrow input's types, but timestamps
@@ -79,46 +79,58 @@ def object_lines(path: Path) -> int | None:
     """How many lines of an NDJSON file there are, if every one starts with ``{`` and the
     file is valid UTF-8; None otherwise (a blank line, a line starting with whitespace, a
     scalar, an array, a BOM...: rare in practice, and left to the slow path). Read in blocks
-    that end at a newline (never inside a character), so a large batch is not held twice."""
-    lines = 0
-    carry = b""
-    with path.open("rb") as f:
-        while block := f.read(_SCAN_BLOCK):
-            data = carry + block
-            cut = data.rfind(b"\n") + 1  # the lines before it are whole (none: read on)
-            carry = data[cut:]
-            # Every block starts at a line's start: the one before ended with a newline.
-            if cut and not _object_lines(data, cut):
-                return None
-            lines += data.count(b"\n", 0, cut)
-    if carry:  # a last line without a newline
-        if not _object_lines(carry, len(carry)):
-            return None
-        lines += 1
+    into one buffer, each block ending at a newline (never inside a character), so a large
+    batch is not held twice; a line longer than the buffer grows it."""
+    buffer = bytearray(_SCAN_BLOCK)
+    view = memoryview(buffer)
+    lines = held = 0  # held: the start of a line not yet whole, moved to the buffer's front
+    try:
+        with path.open("rb", buffering=0) as f:
+            while True:
+                if held == len(buffer):
+                    view.release()
+                    buffer.extend(bytes(len(buffer)))
+                    view = memoryview(buffer)
+                read = f.readinto(view[held:])
+                if not read:
+                    break
+                end = held + read
+                cut = buffer.rfind(b"\n", 0, end) + 1  # whole lines end there (none: read on)
+                if cut:
+                    if not _object_lines(view[:cut]):
+                        return None
+                    lines += buffer.count(b"\n", 0, cut)
+                held = end - cut
+                view[:held] = view[cut:end]
+            if held:  # a last line without a newline
+                if not _object_lines(view[:held]):
+                    return None
+                lines += 1
+    finally:
+        view.release()
     return lines or None
 
 
-# A line that does not start with an object: after a newline, anything but ``{``. (One
-# search for it costs half of counting the ``\n{`` pairs.)
-_LINE_NOT_AN_OBJECT = re.compile(rb"\n[^{]")
+# A line that does not start with an object: after a newline, anything but ``{``.
+_LINE_NOT_AN_OBJECT = r"\n[^{]"
 
 
-def _object_lines(data: bytes, end: int) -> bool:
-    """Whether the whole lines ``data[:end]`` are UTF-8 and each starts with ``{``."""
+def _object_lines(whole_lines: memoryview) -> bool:
+    """Whether the whole lines are UTF-8 and each starts with ``{``. Searched with RE2 and
+    validated by Arrow's SIMD check, each over the lines at once, without a copy."""
+    data = pa.py_buffer(whole_lines)
     return (
-        data.startswith(b"{")
-        and _LINE_NOT_AN_OBJECT.search(data, 0, end) is None
-        and _utf8(data, end)
+        whole_lines[0] == ord("{")
+        and not matches_anywhere(data, _LINE_NOT_AN_OBJECT)
+        and _utf8(data)
     )
 
 
-def _utf8(data: bytes, end: int) -> bool:
-    """Whether ``data[:end]`` is valid UTF-8 (pyarrow's reader would replace bad bytes;
-    DuckDB's refuses them). Arrow validates a string array of one value, with SIMD."""
-    offsets = pa.array([0, end], pa.int64())
-    text = pa.Array.from_buffers(
-        pa.large_string(), 1, [None, offsets.buffers()[1], pa.py_buffer(data)]
-    )
+def _utf8(data: pa.Buffer) -> bool:
+    """Whether ``data`` is valid UTF-8 (pyarrow's reader would replace bad bytes; DuckDB's
+    refuses them): a string array of one value, validated."""
+    offsets = pa.array([0, data.size], pa.int64())
+    text = pa.Array.from_buffers(pa.large_string(), 1, [None, offsets.buffers()[1], data])
     try:
         text.validate(full=True)
     except pa.ArrowInvalid:
@@ -221,14 +233,14 @@ def load_ndjson_fast(
     # Threads pay for themselves from about a megabyte; below, they cost more than they save.
     threads = size_bytes > _CONCURRENT_FROM_BYTES
     if json_columns and threads:
-        json_future = _READERS.submit(duck.json_columns, json_columns)
+        json_future = _READERS.submit(_checked_json_columns, duck, json_columns, limits)
     try:
         lines = object_lines(path)
         typed = _read_known(path, spec, duck, threads=threads) if lines else None
     finally:
         json_table = json_future.result() if json_future is not None else None
     if json_columns and json_future is None and typed is not None:
-        json_table = duck.json_columns(json_columns)
+        json_table = _checked_json_columns(duck, json_columns, limits)
     if typed is None or typed.num_rows != lines:
         return None
     if json_columns and (json_table is None or json_table.num_rows != lines):
@@ -236,14 +248,24 @@ def load_ndjson_fast(
     typed = typed_columns(spec, typed)
     if typed is None:
         return None
-    for col in json_columns:  # proven_clean passes them as they are: checked below
+    for col in json_columns:  # proven_clean passes them as they are: checked already
         assert json_table is not None
-        text = json_table.column(col.name)
-        typed = typed.append_column(col.name, text)
-    doubtful = [c for c in json_columns if not json_text_clean(typed[c.name], c, limits=limits)]
-    if doubtful and not duck.json_text_holds(typed.select([c.name for c in doubtful]), doubtful):
-        return None
+        typed = typed.append_column(col.name, json_table.column(col.name))
     return proven_clean(spec, typed, limits=limits, partition_sources=partition_sources)
+
+
+def _checked_json_columns(
+    duck: JsonColumnReader, columns: list[Column], limits: InsertLimits
+) -> pa.Table | None:
+    """The JSON columns as DuckDB reads them, if their text passes the conversion's checks
+    (in the reading thread, while pyarrow parses the rest); None otherwise."""
+    table = duck.json_columns(columns)
+    if table is None:
+        return None
+    doubtful = [c for c in columns if not json_text_clean(table.column(c.name), c, limits=limits)]
+    if doubtful and not duck.json_text_holds(table.select([c.name for c in doubtful]), doubtful):
+        return None
+    return table
 
 
 def json_text_clean(
@@ -262,7 +284,7 @@ def json_text_clean(
     longest = pc.max(pc.binary_length(text)).as_py()
     if longest is not None and longest > limits.max_value_bytes:
         return False
-    if not written_by_orjson and pc.any(pc.match_substring_regex(text, "(?i)nan|inf")).as_py():
+    if not written_by_orjson and may_not_be_standard(text):
         return False
     if longest is not None and longest > limits.max_json_depth:
         brackets = pc.max(pc.count_substring_regex(text, r"[\[{]")).as_py()

@@ -25,7 +25,7 @@ from icefloe.ingest.columns import ColumnSQL, expected, json_column, sql_column
 from icefloe.ingest.json_input import load_ndjson_fast
 from icefloe.ingest.rows_input import load_rows_fast
 from icefloe.ingest.sources import ArrowBatch, InsertLimits, RowsBatch, StagedBatch
-from icefloe.ingest.strict_json import trailing_comma_at
+from icefloe.ingest.strict_json import may_not_be_standard, trailing_comma_at
 from icefloe.spec import Column, TableSpec
 
 MAX_PROBLEMS = 5
@@ -122,9 +122,12 @@ def _json_text_holds(
     limits: InsertLimits,
 ) -> bool:
     """Whether every value of the JSON text columns passes the conversion's checks (valid JSON,
-    no NaN or Infinity, size, depth). Only the error codes come back from DuckDB, not the
-    text: a value that passes is stored as it is. False when any row needs a message."""
+    no NaN, Infinity or trailing comma, size, depth). Only the error codes come back from
+    DuckDB, not the text: a value that passes is stored as it is. False when any row needs a
+    message. A column whose whole text holds nothing like NaN or a trailing comma (searched
+    at once, outside DuckDB) skips DuckDB's search of each value."""
     partition_sources = _identity_sources(spec)
+    text = table.select([c.name for c in columns])
     sqls = [
         sql_column(
             c,
@@ -132,10 +135,10 @@ def _json_text_holds(
             max_value_bytes=limits.max_value_bytes,
             max_json_depth=limits.max_json_depth,
             partition_source=c.name in partition_sources,
+            json_proven_standard=not may_not_be_standard(text.column(c.name)),
         )
         for c in columns
     ]
-    text = table.select([c.name for c in columns])
     query = _failing_rows_query(sqls, "__icefloe_json_text")
 
     failed = threading.Event()  # one failing slice settles it: the rest are skipped

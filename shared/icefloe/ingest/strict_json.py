@@ -31,15 +31,32 @@ NOT_STANDARD_SUSPECT = r"(?i)nan|inf|" + TRAILING_COMMA
 _STRING_OR_TRAILING_COMMA = re.compile(rb'"(?:[^"\\]|\\.)*"|(' + TRAILING_COMMA.encode() + rb")")
 
 
-def matches_anywhere(data: bytes | mmap.mmap, pattern: str) -> bool:
+def matches_anywhere(data: pa.Buffer | bytes | mmap.mmap, pattern: str) -> bool:
     """Whether ``pattern`` (RE2 syntax) matches anywhere in ``data``. The bytes are searched as
     one value, without a copy: several times faster than per value, or than Python's ``re``."""
+    buffer = data if isinstance(data, pa.Buffer) else pa.py_buffer(data)
     whole = pa.Array.from_buffers(
         pa.large_binary(),
         1,
-        [None, pa.py_buffer(np.array([0, len(data)], dtype=np.int64)), pa.py_buffer(data)],
+        [None, pa.py_buffer(np.array([0, buffer.size], dtype=np.int64)), buffer],
     )
     return bool(pc.match_substring_regex(whole, pattern)[0].as_py())
+
+
+def may_not_be_standard(values: pa.ChunkedArray) -> bool:
+    """Whether a string column of JSON text may hold NaN, an infinity or a trailing comma
+    (False proves it holds none). Each chunk's text is searched as one value; a match across
+    two values, or in the bytes of a null, only makes a suspect."""
+    offset_type = np.int64 if pa.types.is_large_string(values.type) else np.int32
+    for chunk in values.chunks:
+        _, offsets_buffer, data = chunk.buffers()
+        if data is None or len(chunk) == 0:
+            continue
+        offsets = np.frombuffer(offsets_buffer, dtype=offset_type)
+        start, end = int(offsets[chunk.offset]), int(offsets[chunk.offset + len(chunk)])
+        if end > start and matches_anywhere(data.slice(start, end - start), NOT_STANDARD_SUSPECT):
+            return True
+    return False
 
 
 def trailing_comma_at(text: bytes | mmap.mmap) -> int | None:

@@ -20,7 +20,7 @@ import pytest
 
 from icefloe import duck
 from icefloe.ingest.columns import sql_column
-from icefloe.ingest.strict_json import trailing_comma_at
+from icefloe.ingest.strict_json import may_not_be_standard, trailing_comma_at
 from icefloe.spec import Column
 
 SEED = int(os.environ.get("ICEFLOE_FUZZ_SEED", "20261126"))
@@ -159,3 +159,26 @@ def test_the_conversion_refuses_json_text_exactly_when_a_strict_parser_does(
     codes = [row[0] for row in con.execute(f"SELECT {check.error} FROM texts").fetchall()]
     con.close()
     assert [code == "json" for code in codes] == [t.trailing_comma or t.nan for t in texts]
+
+
+def test_a_column_search_misses_no_value_that_is_not_standard(texts: list[Text]) -> None:
+    """The whole-column search (each chunk's text at once, values sliced out of larger
+    arrays, nulls between them) finds every NaN and trailing comma; a miss would store one."""
+    rng = random.Random(SEED + 2)
+    values: list[str | None] = [t.text for t in texts]
+    lenient = [t.trailing_comma or t.nan for t in texts]
+    for _ in range(300):
+        start = rng.randrange(len(values))
+        length = rng.choice([1, 2, 5, 40])
+        chunk = pa.array(values[: start + length + 3], pa.string()).slice(start, length)
+        pieces = [chunk, pa.array([None, "[]"], pa.string())]
+        rng.shuffle(pieces)
+        column = pa.chunked_array(pieces)
+        found = may_not_be_standard(column)
+        if any(lenient[start : start + length]):
+            assert found, values[start : start + length]
+    standard = pa.chunked_array(
+        [pa.array([t.text for t in texts if not (t.trailing_comma or t.nan)])]
+    )
+    assert not may_not_be_standard(standard.slice(0, 0))
+    assert may_not_be_standard(pa.chunked_array([pa.array(["[1, 2, ]"], pa.large_string())]))
