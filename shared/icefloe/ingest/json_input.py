@@ -179,20 +179,37 @@ def timestamps_from_text(text: pa.ChunkedArray) -> pa.ChunkedArray | None:
     if text.null_count == len(text):
         return pa.chunked_array([pa.nulls(len(text), pa.timestamp("us"))])
     try:
-        if pc.all(pc.match_substring_regex(text, _ZONED_TIMESTAMP)).as_py():
+        if _all_match(text, _ZONED_TIMESTAMP):
             zoned = pc.cast(text, pa.timestamp("us", tz="UTC"))
             return zoned.cast(pa.timestamp("us"))  # the same instants, in UTC
-        if pc.all(pc.match_substring_regex(text, _LOCAL_TIMESTAMP)).as_py():
+        if _all_match(text, _LOCAL_TIMESTAMP):
             return pc.cast(text, pa.timestamp("us"))
     except pa.ArrowInvalid:  # a month 13, an hour 24, a year 0...
         return None
     return None  # mixed zoned and local, or another form
 
 
+# From this many values a form is checked in two halves at once (pyarrow's regex releases
+# the GIL): it is the longest step between the parse and the write, on one core otherwise.
+_HALVED_FROM_VALUES = 1 << 18
+
+
+def _all_match(text: pa.ChunkedArray, pattern: str) -> bool:
+    """Whether every value (nulls aside) matches ``pattern``, an anchored RE2 pattern."""
+
+    def matches(part: pa.ChunkedArray) -> bool:
+        return bool(pc.all(pc.match_substring_regex(part, pattern)).as_py())
+
+    if len(text) < _HALVED_FROM_VALUES:
+        return matches(text)
+    half = len(text) // 2
+    return all(_READERS.map(matches, [text.slice(0, half), text.slice(half)]))
+
+
 def dates_from_text(text: pa.ChunkedArray) -> pa.ChunkedArray | None:
     if text.null_count == len(text):
         return pa.chunked_array([pa.nulls(len(text), pa.date32())])
-    if not pc.all(pc.match_substring_regex(text, _PLAIN_DATE)).as_py():
+    if not _all_match(text, _PLAIN_DATE):
         return None
     try:
         return pc.cast(text, pa.date32())

@@ -1,5 +1,6 @@
 """Which columns of a data file are dictionary-encoded: every leaf but times and the row id,
-whose values are nearly all distinct (a dictionary would only be filled and dropped)."""
+whose values are nearly all distinct (a dictionary would only be filled and dropped); and
+which get min/max statistics: every leaf but JSON text, which nothing prunes by."""
 
 from __future__ import annotations
 
@@ -50,5 +51,14 @@ def test_times_and_row_ids_are_plain_and_every_other_leaf_has_a_dictionary() -> 
         path for path, kinds in _encodings(encoded.data).items() if "RLE_DICTIONARY" in kinds
     }
     assert dictionary == {"event", "n", "day", "tags.list.element", "props"}
+    # And each leaf but the JSON text has statistics
+    metadata = pq.read_metadata(pa.BufferReader(encoded.data))
+    group = metadata.row_group(0)
+    bounded = {
+        group.column(i).path_in_schema
+        for i in range(metadata.num_columns)
+        if group.column(i).statistics is not None and group.column(i).statistics.has_min_max
+    }
+    assert bounded == set(_encodings(encoded.data)) - {"props"}
     # And the file reads back as written
     assert pq.read_table(pa.BufferReader(encoded.data)).equals(table)
