@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from icefloe.duck import ident
-from icefloe.ingest.strict_json import NOT_STANDARD_SUSPECT
+from icefloe.ingest.strict_json import JSON_STRING, NOT_STANDARD_SUSPECT
 from icefloe.spec import Column
 from icefloe.spec.types import is_integer, is_list
 
@@ -73,7 +73,6 @@ _TIME_BOUNDS = {
 # JSON text outside its strings: what is left of a standard JSON value has no letters but
 # those of true, false and null, and no comma before a closing bracket. DuckDB's parser also
 # takes NaN, Infinity and trailing commas; JSON does not (see strict_json).
-_JSON_STRING = r'"(?:[^"\\]|\\.)*"'
 
 
 def _outer_error(
@@ -99,7 +98,7 @@ def _outer_error(
         checks.append(f"WHEN contains({v}, chr(0)) THEN 'nul'")
     if col.type == "JSON" and not json_proven_standard:
         # Each string becomes "": an empty one would leave [,] of ["a", "b"].
-        stripped = f"regexp_replace({v}, '{_JSON_STRING}', '\"\"', 'g')"
+        stripped = f"regexp_replace({v}, '{JSON_STRING}', '\"\"', 'g')"
         checks.append(
             f"WHEN regexp_matches({v}, '{NOT_STANDARD_SUSPECT}')"
             f" AND regexp_matches({stripped}, '{NOT_STANDARD_SUSPECT}') THEN 'json'"

@@ -198,7 +198,8 @@ def _all_match(text: pa.ChunkedArray, pattern: str) -> bool:
     """Whether every value (nulls aside) matches ``pattern``, an anchored RE2 pattern."""
 
     def matches(part: pa.ChunkedArray) -> bool:
-        return bool(pc.all(pc.match_substring_regex(part, pattern)).as_py())
+        # min_count=0: a part of nulls alone is true (by default it would be null)
+        return bool(pc.all(pc.match_substring_regex(part, pattern), min_count=0).as_py())
 
     if len(text) < _HALVED_FROM_VALUES:
         return matches(text)

@@ -561,7 +561,7 @@ def _json_depth(text: str) -> int:
 def _trailing_comma(batch: StagedBatch) -> BatchRejectedError | None:
     """A refusal naming the first trailing comma of a JSON file DuckDB read (its reader drops
     them), or None. The file is searched in place, mapped rather than read."""
-    if batch.size_bytes == 0:
+    if batch.size_bytes == 0 or batch.written_by_orjson:
         return None
     with batch.path.open("rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as text:
         at = trailing_comma_at(text)
@@ -570,7 +570,8 @@ def _trailing_comma(batch: StagedBatch) -> BatchRejectedError | None:
         before = text[:at]
     line_start = before.rfind(b"\n") + 1
     line = before.count(b"\n") + 1
-    where = f"line {line}, column {at - line_start + 1}"
+    column = len(before[line_start:].decode("utf-8", errors="replace")) + 1  # in characters
+    where = f"line {line}, column {column}"
     message = f"invalid JSON: a trailing comma before a closing bracket ({where})"
     row = None
     if batch.format == "ndjson":  # rows are the lines that are not blank

@@ -47,6 +47,8 @@ class StagedBatch:
     owned: bool
     # Known layout of a JSON file (DuckDB's read_json format); "auto" makes DuckDB sniff it.
     json_layout: Literal["auto", "array", "newline_delimited"] = "auto"
+    # Written by orjson (rows staged by icefloe): standard JSON, no trailing comma to look for.
+    written_by_orjson: bool = False
 
     def discard(self) -> None:
         if self.owned:
@@ -160,10 +162,11 @@ class RowsBatch:
                     size_bytes=size,
                     owned=True,
                     json_layout="newline_delimited",
+                    written_by_orjson=True,
                 )
             else:
                 staged = _stage_bytes(text, fmt="json", directory=self._directory)
-                self._staged = replace(staged, json_layout="array")
+                self._staged = replace(staged, json_layout="array", written_by_orjson=True)
             self._data = None
         return self._staged
 

@@ -26,28 +26,40 @@ TRAILING_COMMA = r",[ \t\n\r]*[\]}]"
 # What may not be standard JSON: the letters of NaN and infinities, or a trailing comma. Also
 # matches inside strings ("finance", "a,]"), so a match is only a suspect.
 NOT_STANDARD_SUSPECT = r"(?i)nan|inf|" + TRAILING_COMMA
+# A JSON string (its characters in runs, for speed), in RE2 and Python syntax.
+JSON_STRING = r'"[^"\\]*(?:\\.[^"\\]*)*"'
+# From the start of JSON text: bytes that are not quotes, and whole strings, then a trailing
+# comma. Only a comma outside strings can follow such a prefix.
+_TRAILING_COMMA_OUTSIDE_STRINGS = f'^(?:[^"]|{JSON_STRING})*{TRAILING_COMMA}'
 # A JSON string, or a trailing comma outside any string (group 1). Strings cannot hold a raw
 # newline, so a line of valid JSON starts outside any string.
-_STRING_OR_TRAILING_COMMA = re.compile(rb'"(?:[^"\\]|\\.)*"|(' + TRAILING_COMMA.encode() + rb")")
+_STRING_OR_TRAILING_COMMA = re.compile(f"{JSON_STRING}|({TRAILING_COMMA})".encode())
+
+
+def _as_one_value(data: pa.Buffer | bytes | mmap.mmap) -> pa.Array:
+    """The bytes as an array of one binary value, without a copy."""
+    buffer = data if isinstance(data, pa.Buffer) else pa.py_buffer(data)
+    offsets = pa.py_buffer(np.array([0, buffer.size], dtype=np.int64))
+    return pa.Array.from_buffers(pa.large_binary(), 1, [None, offsets, buffer])
 
 
 def matches_anywhere(data: pa.Buffer | bytes | mmap.mmap, pattern: str) -> bool:
     """Whether ``pattern`` (RE2 syntax) matches anywhere in ``data``. The bytes are searched as
     one value, without a copy: several times faster than per value, or than Python's ``re``."""
-    buffer = data if isinstance(data, pa.Buffer) else pa.py_buffer(data)
-    whole = pa.Array.from_buffers(
-        pa.large_binary(),
-        1,
-        [None, pa.py_buffer(np.array([0, buffer.size], dtype=np.int64)), buffer],
-    )
-    return bool(pc.match_substring_regex(whole, pattern)[0].as_py())
+    return bool(pc.match_substring_regex(_as_one_value(data), pattern)[0].as_py())
 
 
 def may_not_be_standard(values: pa.ChunkedArray) -> bool:
     """Whether a string column of JSON text may hold NaN, an infinity or a trailing comma
     (False proves it holds none). Each chunk's text is searched as one value; a match across
     two values, or in the bytes of a null, only makes a suspect."""
-    offset_type = np.int64 if pa.types.is_large_string(values.type) else np.int32
+    storage = values.type.storage_type if isinstance(values.type, pa.ExtensionType) else values.type
+    if storage == pa.large_string():
+        offset_type: type[np.integer] = np.int64
+    elif storage == pa.string():
+        offset_type = np.int32
+    else:
+        return True  # another layout: a suspect, and DuckDB's check of each value decides
     for chunk in values.chunks:
         _, offsets_buffer, data = chunk.buffers()
         if data is None or len(chunk) == 0:
@@ -63,6 +75,10 @@ def trailing_comma_at(text: bytes | mmap.mmap) -> int | None:
     """Where the first trailing comma outside a string is in JSON text DuckDB read without
     error (so its strings are well formed), or None when there is none."""
     if not text or not matches_anywhere(text, TRAILING_COMMA):
+        return None
+    # A suspect: RE2 decides in one pass whether one is outside strings (Python's re would
+    # take seconds over a long line only to find it inside a string); only then is it located.
+    if not matches_anywhere(text, _TRAILING_COMMA_OUTSIDE_STRINGS):
         return None
     outside = 0  # a position known to be outside any string
     for suspect in re.finditer(TRAILING_COMMA.encode(), text):

@@ -304,3 +304,24 @@ def test_object_lines_counts_lines_that_are_objects_across_read_blocks(
         assert json_input.object_lines(path) == expected, data
         answers.add(expected is None)
     assert answers == {True, False}
+
+
+def test_a_long_column_whose_half_is_null_converts_in_the_one_parse_path() -> None:
+    """Forms are checked in two halves for a long column; a half of nulls alone passes (as the
+    whole column would), so such a batch is not sent to the slow path for nothing."""
+    size = json_input._HALVED_FROM_VALUES
+    for nulls_first in (True, False):
+        values = ["2026-03-01 10:00:00"] * (size // 2)
+        text = pa.chunked_array(
+            [
+                pa.array(
+                    [None] * (size // 2) + values if nulls_first else values + [None] * (size // 2)
+                )
+            ]
+        )
+        converted = json_input.timestamps_from_text(text)
+        assert converted is not None and converted.null_count == size // 2
+        dates = json_input.dates_from_text(
+            pa.chunked_array([pa.array([None] * (size // 2) + ["2026-03-01"] * (size // 2))])
+        )
+        assert dates is not None and dates.null_count == size // 2
