@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+import icefloe.ingest.insert as insert_module
 from icefloe.errors import (
     BatchRejectedError,
     CommitOutcomeUnknownError,
@@ -162,6 +163,40 @@ def test_every_row_gets_a_unique_row_id_increasing_in_insert_order(
     assert len({i for batch in ids for i in batch}) == 100
     assert all(len(i) == 16 for batch in ids for i in batch)
     assert max(ids[0]) < min(ids[1])
+
+
+def test_a_big_batch_gets_row_ids_in_input_order_and_files_sorted_by_keys_then_row_id(
+    meta: MetaStore, objects: ObjectStore, inserter: Inserter, wide: TableSpec
+) -> None:
+    # Given a batch big enough that its row ids are made beside its partition split, with
+    # few distinct keys (ties everywhere) and each row's input position in n
+    rows = 300_000
+    assert rows >= insert_module._ROW_IDS_BESIDE_FROM_ROWS
+    batch = pa.table(
+        {
+            "ts": pa.array([datetime(2026, 3, 1 + i % 3, i % 2) for i in range(rows)]),
+            "event": pa.array([("b", "a", "c")[i % 5 % 3] for i in range(rows)]),
+            "n": pa.array(range(rows), pa.int32()),
+        }
+    )
+
+    # When it is inserted
+    result = inserter.insert_arrow("wide", batch)
+
+    # Then each file is sorted by its keys, ties by row id, which follows the input order;
+    # and every row is there once
+    seen: list[int] = []
+    for path in result.files:
+        table = pq.read_table(io.BytesIO(objects.get(path)))
+        ids = table.column("_row_id").to_pylist()
+        order = list(
+            zip(table.column("event").to_pylist(), table.column("ts").to_pylist(), ids, strict=True)
+        )
+        assert order == sorted(order)
+        by_id = sorted(zip(ids, table.column("n").to_pylist(), strict=True))
+        assert [n for _, n in by_id] == sorted(n for _, n in by_id)
+        seen += table.column("n").to_pylist()
+    assert sorted(seen) == list(range(rows)) and len(result.files) == 3
 
 
 def test_ndjson_csv_and_parquet_inputs_give_the_same_rows(

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, Literal
 
+import duckdb
 import pyarrow as pa
 
 from icefloe import duck
@@ -313,11 +314,10 @@ class Inserter:
                             # Parsing freed more than it kept; give it back before the sort
                             # and the encodes need theirs (the pool would otherwise hold it).
                             pa.default_memory_pool().release_unused()
-                        rows = rows.append_column(ROW_ID_COLUMN, new_row_ids(rows.num_rows))
                     loaded = time.perf_counter()
                     tell("write")
                     with span("icefloe.insert.write"):
-                        parts = split_partitions(con, spec, rows)
+                        rows, parts = _with_row_ids_and_partitions(con, spec, rows)
                         files = self._write_partitions(spec, rows, parts, written)
                         del rows
                     wrote = time.perf_counter()
@@ -410,6 +410,24 @@ class Inserter:
             if error is not None:
                 raise error
         return [f.result() for f in files]
+
+
+# From this many rows a batch's row ids are made beside its partition split (the split's Arrow
+# kernels release the GIL): about 30 ms of a million-row insert. Below, a thread costs more.
+_ROW_IDS_BESIDE_FROM_ROWS = 1 << 18
+_ROW_IDS = ThreadPoolExecutor(max_workers=1, thread_name_prefix="icefloe-row-ids")
+
+
+def _with_row_ids_and_partitions(
+    con: duckdb.DuckDBPyConnection, spec: TableSpec, rows: pa.Table
+) -> tuple[pa.Table, list[Partition]]:
+    """The rows with their new ``_row_id`` column, and their partitions."""
+    if rows.num_rows < _ROW_IDS_BESIDE_FROM_ROWS:
+        ids = new_row_ids(rows.num_rows)
+        return rows.append_column(ROW_ID_COLUMN, ids), split_partitions(con, spec, rows)
+    pending = _ROW_IDS.submit(new_row_ids, rows.num_rows)
+    parts = split_partitions(con, spec, rows)
+    return rows.append_column(ROW_ID_COLUMN, pending.result()), parts
 
 
 # Below this, what a batch's parse freed is not worth giving back: the next insert's pages

@@ -10,7 +10,7 @@ from __future__ import annotations
 import mmap
 import re
 import threading
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 import duckdb
@@ -124,32 +124,41 @@ def _json_text_holds(
     """Whether every value of the JSON text columns passes the conversion's checks (valid JSON,
     no NaN, Infinity or trailing comma, size, depth). Only the error codes come back from
     DuckDB, not the text: a value that passes is stored as it is. False when any row needs a
-    message. A column whose whole text holds nothing like NaN or a trailing comma (searched
-    at once, outside DuckDB) skips DuckDB's search of each value."""
+    message. Each column's whole text is searched at once (outside DuckDB, beside its checks)
+    for anything like NaN or a trailing comma; DuckDB searches each value of a column only
+    when that search found a suspect."""
     partition_sources = _identity_sources(spec)
     text = table.select([c.name for c in columns])
-    sqls = [
-        sql_column(
-            c,
-            source_type="VARCHAR",
-            max_value_bytes=limits.max_value_bytes,
-            max_json_depth=limits.max_json_depth,
-            partition_source=c.name in partition_sources,
-            json_proven_standard=not may_not_be_standard(text.column(c.name)),
-        )
-        for c in columns
-    ]
-    query = _failing_rows_query(sqls, "__icefloe_json_text")
+
+    def query(searched: Collection[str], of: Collection[str] | None = None) -> str:
+        """The checks of the columns ``of`` (all by default), searching each value of the
+        columns ``searched`` for NaN and trailing commas."""
+        sqls = [
+            sql_column(
+                c,
+                source_type="VARCHAR",
+                max_value_bytes=limits.max_value_bytes,
+                max_json_depth=limits.max_json_depth,
+                partition_source=c.name in partition_sources,
+                json_proven_standard=c.name not in searched,
+            )
+            for c in columns
+            if of is None or c.name in of
+        ]
+        return _failing_rows_query(sqls, "__icefloe_json_text")
+
+    def suspects() -> list[str]:
+        return [c.name for c in columns if may_not_be_standard(text.column(c.name))]
 
     failed = threading.Event()  # one failing slice settles it: the rest are skipped
 
-    def passes(start: int) -> bool:
+    def passes(start: int, sql: str) -> bool:
         if failed.is_set():
             return False
         with con.cursor() as cursor:
             cursor.register("__icefloe_json_text", text.slice(start, _JSON_CHECK_SLICE_ROWS))
             try:
-                found = cursor.execute(query).fetchone()
+                found = cursor.execute(sql).fetchone()
             except (duckdb.Error, UnicodeDecodeError):
                 found = None
         if found is None or found[0] != 0:
@@ -159,9 +168,18 @@ def _json_text_holds(
 
     starts = range(0, text.num_rows, _JSON_CHECK_SLICE_ROWS)
     if len(starts) == 1:
-        return passes(0)
-    with ThreadPoolExecutor(max_workers=_JSON_CHECK_THREADS) as pool:
-        return all(pool.map(passes, starts))
+        return passes(0, query(suspects()))
+    with ThreadPoolExecutor(max_workers=_JSON_CHECK_THREADS + 1) as pool:
+        searched = pool.submit(suspects)  # beside DuckDB's checks of the rest
+        rest = query(())
+        if not all(pool.map(lambda start: passes(start, rest), starts)):
+            return False
+        found = searched.result()
+        if not found:
+            return True
+        # A suspect (often a string that spells "nan"): DuckDB searches those columns' values.
+        only = query(found, of=found)
+        return all(pool.map(lambda start: passes(start, only), starts))
 
 
 def _refuse(problems: Sequence[RowProblem], *, total: int | None = None) -> BatchRejectedError:

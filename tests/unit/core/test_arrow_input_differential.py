@@ -148,13 +148,42 @@ def test_a_bad_value_is_refused_naming_row_and_field(
     assert isinstance(result, str) and words in result
 
 
-@pytest.mark.parametrize("bad_row", [None, 5, 200_000, 299_999])
-def test_json_text_of_a_big_batch_is_checked_in_slices(bad_row: int | None) -> None:
-    # Given 300,000 rows (three slices of the JSON check), one of them NaN unless bad_row is None
-    texts = pa.array(['{"a": [1, "NaN"]}', "[]", '"inf"'] * 100_000)
+SUSPECT_TEXT = ['{"a": [1, "NaN"]}', "[]", '"inf"']  # the letters of NaN, inside strings
+PLAIN_TEXT = ['{"a": [1, "b"]}', "[]", '"c, d"']
+
+
+@pytest.mark.parametrize(
+    ("good", "bad_row", "bad"),
+    [
+        (SUSPECT_TEXT, None, None),
+        (SUSPECT_TEXT, 5, "NaN"),
+        (SUSPECT_TEXT, 200_000, "NaN"),
+        (SUSPECT_TEXT, 299_999, "NaN"),
+        (PLAIN_TEXT, None, None),
+        (PLAIN_TEXT, 200_000, "[1, 2,]"),
+        (PLAIN_TEXT, 299_999, "{nope"),
+        (PLAIN_TEXT, 131_072, '{"x": -Infinity}'),
+    ],
+    ids=[
+        "suspect",
+        "suspect-nan-5",
+        "suspect-nan-200k",
+        "suspect-nan-last",
+        "plain",
+        "plain-comma-200k",
+        "plain-invalid-last",
+        "plain-infinity-slice-start",
+    ],
+)
+def test_json_text_of_a_big_batch_is_checked_in_slices(
+    good: list[str], bad_row: int | None, bad: str | None
+) -> None:
+    # Given 300,000 rows (three slices of the JSON check; text whose strings spell NaN, or
+    # not), one of them not standard JSON unless bad_row is None
+    texts = pa.array(good * 100_000)
     if bad_row is not None:
         texts = pa.concat_arrays(
-            [texts.slice(0, bad_row), pa.array(["NaN"]), texts.slice(bad_row + 1)]
+            [texts.slice(0, bad_row), pa.array([bad]), texts.slice(bad_row + 1)]
         )
     table = pa.table(
         {
