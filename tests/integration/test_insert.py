@@ -16,6 +16,8 @@ import pyarrow.parquet as pq
 import pytest
 
 import icefloe.ingest.insert as insert_module
+import icefloe.ingest.load as load_module
+from icefloe import duck
 from icefloe.errors import (
     BatchRejectedError,
     CommitOutcomeUnknownError,
@@ -24,6 +26,7 @@ from icefloe.errors import (
     TableNotFoundError,
 )
 from icefloe.ingest import Inserter, InsertLimits
+from icefloe.ingest.sources import ArrowBatch
 from icefloe.metastore.store import MetaStore
 from icefloe.spec import TableSpec
 from icefloe.storage import LocalObjectStore, ObjectStore
@@ -197,6 +200,80 @@ def test_a_big_batch_gets_row_ids_in_input_order_and_files_sorted_by_keys_then_r
         assert [n for _, n in by_id] == sorted(n for _, n in by_id)
         seen += table.column("n").to_pylist()
     assert sorted(seen) == list(range(rows)) and len(result.files) == 3
+
+
+@pytest.mark.parametrize(
+    ("good", "bad_row", "bad", "words"),
+    [
+        (['{"a": 1}', "[2]"], None, None, None),
+        (['{"a": "nan"}', '"info, ]"'], None, None, None),  # suspects, all standard
+        (['{"a": 1}', "[2]"], 69_999, "[1,]", "row 69999, field 'props': expected standard"),
+        (['{"a": "nan"}'], 40_000, '{"x": NaN}', "row 40000, field 'props': expected standard"),
+        (['{"a": 1}'], 0, "{nope", "row 0, field 'props': expected any JSON value"),
+        (['{"a": 1}'], 30_000, '"' + "x" * 70_000 + '"', "row 30000, field 'props': value is over"),
+    ],
+    ids=["clean", "suspect-strings", "trailing-comma-last", "nan", "invalid-first", "too-big"],
+)
+def test_a_big_arrow_batch_is_written_while_its_json_text_is_checked_and_uploaded_only_after(
+    meta: MetaStore,
+    objects: ObjectStore,
+    good: list[str],
+    bad_row: int | None,
+    bad: str | None,
+    words: str | None,
+) -> None:
+    # Given a typed batch that Arrow's checks prove clean, big enough that its JSON text is
+    # checked while its 7 day partitions are sorted and encoded, holding one value that is
+    # not standard JSON unless bad is None
+    meta.create_table(
+        TableSpec.create(
+            name="typed",
+            schema="ts TIMESTAMP NOT NULL, event VARCHAR NOT NULL, props JSON",
+            partition_by="day(ts)",
+            sort_by="event, ts",
+        )
+    )
+    rows = 70_000
+    assert rows >= load_module._JSON_CHECK_BESIDE_FROM_ROWS
+    texts = [good[i % len(good)] for i in range(rows)]
+    if bad_row is not None:
+        texts[bad_row] = bad
+    batch = pa.table(
+        {
+            "ts": pa.array([datetime(2026, 3, 1 + i % 7) for i in range(rows)]),
+            "event": pa.array(["e"] * rows),
+            "props": pa.array(texts),
+        }
+    )
+
+    limits = InsertLimits(max_value_bytes=64 * 1024)
+    con = duck.connect(threads=1)
+    try:  # (the batch does take that path, and the check's verdict is the answer)
+        spec = meta.get_table("typed").spec
+        _, check = load_module.load_batch_checking_json_beside(
+            con, spec, ArrowBatch(batch), limits=limits
+        )
+        assert check is not None and check.result() is (words is None)
+    finally:
+        con.close()
+
+    # When it is inserted (a refused batch through a store that fails any upload at all)
+    store = FailingAfterPuts(objects, allowed=0 if words else 1_000)
+    ins = Inserter(meta=meta, objects=store, limits=limits)
+    try:
+        if words is None:
+            result = ins.insert_arrow("typed", batch)
+            # Then it is committed, the text stored as it came
+            assert result.committed and result.rows == rows and len(store.puts) == 7
+            assert Counter(r[2] for r in read_back(meta, objects, "typed")) == Counter(texts)
+        else:
+            # Then it is refused naming the row and field, and no upload was even tried
+            with pytest.raises(BatchRejectedError) as refused:
+                ins.insert_arrow("typed", batch)
+            assert words in str(refused.value)
+            assert meta.snapshots("typed") == [] and store.puts == [] == stored_keys(objects)
+    finally:
+        ins.close()
 
 
 def test_ndjson_csv_and_parquet_inputs_give_the_same_rows(

@@ -36,7 +36,7 @@ from icefloe.errors import (
     TableNotFoundError,
 )
 from icefloe.ingest.layout import Partition, sorted_rows, split_partitions
-from icefloe.ingest.load import load_batch
+from icefloe.ingest.load import load_batch, load_batch_checking_json_beside
 from icefloe.ingest.row_ids import ROW_ID_COLUMN, new_row_ids
 from icefloe.ingest.sources import (
     ArrowBatch,
@@ -305,11 +305,14 @@ class Inserter:
         try:
             with self._duck_lock:
                 con = self._duck.cursor()
+                json_check: Future[bool] | None = None
                 try:
                     tell("load")
                     started = time.perf_counter()
                     with span("icefloe.insert.load"):
-                        rows = load_batch(con, spec, staged, limits=self.limits)
+                        rows, json_check = load_batch_checking_json_beside(
+                            con, spec, staged, limits=self.limits
+                        )
                         if rows.nbytes > _RELEASE_FROM_BYTES:
                             # Parsing freed more than it kept; give it back before the sort
                             # and the encodes need theirs (the pool would otherwise hold it).
@@ -317,11 +320,17 @@ class Inserter:
                     loaded = time.perf_counter()
                     tell("write")
                     with span("icefloe.insert.write"):
-                        rows, parts = _with_row_ids_and_partitions(con, spec, rows)
-                        files = self._write_partitions(spec, rows, parts, written)
+                        try:
+                            files = self._partition_and_write(con, spec, rows, written, json_check)
+                        except _JsonTextUnproven:
+                            # Nothing was uploaded. The conversion decides, naming the rows.
+                            rows = load_batch(con, spec, staged, limits=self.limits, fast=False)
+                            files = self._partition_and_write(con, spec, rows, written, None)
                         del rows
                     wrote = time.perf_counter()
                 finally:
+                    if json_check is not None:
+                        wait([json_check])  # its cursor must not outlive the connection
                     con.close()
             tell("commit")
             result = self._meta.commit_append(
@@ -356,18 +365,38 @@ class Inserter:
             ),
         )
 
+    def _partition_and_write(
+        self,
+        con: duckdb.DuckDBPyConnection,
+        spec: TableSpec,
+        rows: pa.Table,
+        written: list[str],
+        json_check: Future[bool] | None,
+    ) -> list[NewFile]:
+        rows, parts = _with_row_ids_and_partitions(con, spec, rows)
+        return self._write_partitions(spec, rows, parts, written, json_check)
+
     def _write_partitions(
-        self, spec: TableSpec, rows: pa.Table, parts: list[Partition], written: list[str]
+        self,
+        spec: TableSpec,
+        rows: pa.Table,
+        parts: list[Partition],
+        written: list[str],
+        json_check: Future[bool] | None = None,
     ) -> list[NewFile]:
         """Sort and encode one file per partition, at most two at a time (pyarrow sorts and
         encodes without the GIL; more at once would hold every partition's sorted copy and
         buffers together), and upload each as soon as it is encoded, up to eight at a time (S3
         puts are latency bound). A file's bytes are dropped once uploaded. ``written``
-        receives every key that reached the store, even if another partition failed."""
+        receives every key that reached the store, even if another partition failed. With a
+        ``json_check`` still running, every upload waits for it, and none happens (each raises
+        ``_JsonTextUnproven``) if the batch's JSON text did not pass."""
         json_columns = [c.name for c in spec.columns if c.type == "JSON"]
         membership = membership_column(spec)
 
         def put(key: str, data: bytes) -> None:
+            if json_check is not None and not json_check.result():
+                raise _JsonTextUnproven
             self._objects.put(key, data)
             written.append(key)
 
@@ -410,6 +439,10 @@ class Inserter:
             if error is not None:
                 raise error
         return [f.result() for f in files]
+
+
+class _JsonTextUnproven(Exception):
+    """The JSON text of a batch written while it was checked did not pass the check."""
 
 
 # From this many rows a batch's row ids are made beside its partition split (the split's Arrow

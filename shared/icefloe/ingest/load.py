@@ -11,7 +11,7 @@ import mmap
 import re
 import threading
 from collections.abc import Collection, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import duckdb
 import orjson
@@ -77,6 +77,46 @@ def load_batch(
             con, spec, "read_csv($path, header=true, all_varchar=true)", params, "csv", limits
         )
     return _load_typed(con, spec, "read_parquet($path)", params, batch.format, limits)
+
+
+# From this many rows, typed Arrow input's JSON text is checked while its partitions are sorted
+# and encoded (see load_batch_checking_json_beside); below, a thread costs more than it saves.
+_JSON_CHECK_BESIDE_FROM_ROWS = 1 << 16
+_JSON_CHECKS = ThreadPoolExecutor(max_workers=2, thread_name_prefix="icefloe-json-check")
+
+
+def load_batch_checking_json_beside(
+    con: duckdb.DuckDBPyConnection,
+    spec: TableSpec,
+    batch: StagedBatch | RowsBatch | ArrowBatch,
+    *,
+    limits: InsertLimits,
+) -> tuple[pa.Table, Future[bool] | None]:
+    """As :func:`load_batch`, but a big typed Arrow batch that Arrow's checks prove clean is
+    returned before its JSON text is checked, with the check running in another thread (on a
+    cursor of its own): the table and the check's future. True: the text passes, and the
+    table is what load_batch gives. False: :func:`load_batch` with ``fast=False`` decides (it
+    names the rows at fault). The caller must write nothing anywhere, and must not let the
+    connection go, before the future is done. Any other batch: load_batch's table and None."""
+    if not isinstance(batch, ArrowBatch) or batch.table.num_rows < _JSON_CHECK_BESIDE_FROM_ROWS:
+        return load_batch(con, spec, batch, limits=limits), None
+    table = batch.table
+    _check_row_count(table.num_rows, limits)
+    clean = proven_clean(spec, table, limits=limits, partition_sources=_identity_sources(spec))
+    if clean is None:
+        return load_batch(con, spec, batch, limits=limits), None
+    json_columns = json_columns_to_check(spec, table)
+    if not json_columns:
+        return clean, None
+    checker = con.cursor()
+
+    def check() -> bool:
+        try:
+            return _json_text_holds(checker, spec, table, json_columns, limits)
+        finally:
+            checker.close()
+
+    return clean, _JSON_CHECKS.submit(check)
 
 
 def _load_arrow(
