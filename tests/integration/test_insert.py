@@ -6,6 +6,7 @@ import io
 import json
 from collections import Counter
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -274,6 +275,26 @@ def test_a_big_arrow_batch_is_written_while_its_json_text_is_checked_and_uploade
             assert meta.snapshots("typed") == [] and store.puts == [] == stored_keys(objects)
     finally:
         ins.close()
+
+
+def test_a_big_arrow_batch_still_inserts_when_no_thread_can_be_started(
+    meta: MetaStore, objects: ObjectStore, inserter: Inserter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given the pools that check JSON text and make row ids beside other work refusing new
+    # work (as they do while the interpreter shuts down, under a non-daemon thread)
+    for module, name in ((load_module, "_JSON_CHECKS"), (insert_module, "_ROW_IDS")):
+        stopped = ThreadPoolExecutor(max_workers=1)
+        stopped.shutdown()
+        monkeypatch.setattr(module, name, stopped)
+    meta.create_table(
+        TableSpec.create(name="typed", schema="ts TIMESTAMP NOT NULL, props JSON", partition_by="")
+    )
+    rows = max(load_module._JSON_CHECK_BESIDE_FROM_ROWS, insert_module._ROW_IDS_BESIDE_FROM_ROWS)
+    batch = pa.table({"ts": pa.array([datetime(2026, 3, 1)] * rows), "props": ["[1]"] * rows})
+
+    # When a batch big enough for both is inserted, then it is, the work done in line
+    result = inserter.insert_arrow("typed", batch)
+    assert result.committed and result.rows == rows
 
 
 def test_ndjson_csv_and_parquet_inputs_give_the_same_rows(

@@ -323,8 +323,11 @@ class Inserter:
                         try:
                             files = self._partition_and_write(con, spec, rows, written, json_check)
                         except _JsonTextUnproven:
-                            # Nothing was uploaded. The conversion decides, naming the rows.
+                            # Nothing was uploaded. The conversion decides, naming the rows;
+                            # its time is the load's.
+                            converting = time.perf_counter()
                             rows = load_batch(con, spec, staged, limits=self.limits, fast=False)
+                            loaded += time.perf_counter() - converting
                             files = self._partition_and_write(con, spec, rows, written, None)
                         del rows
                     wrote = time.perf_counter()
@@ -401,6 +404,8 @@ class Inserter:
             written.append(key)
 
         def encode(part: Partition, uploads: ThreadPoolExecutor | None) -> NewFile:
+            if json_check is not None and json_check.done() and not json_check.result():
+                raise _JsonTextUnproven  # no use sorting and encoding the rest
             encoded = encode_parquet(
                 with_json_columns(sorted_rows(spec, rows, part), json_columns),
                 row_group_sizes=spec.sizes.row_group_max_rows,
@@ -455,12 +460,15 @@ def _with_row_ids_and_partitions(
     con: duckdb.DuckDBPyConnection, spec: TableSpec, rows: pa.Table
 ) -> tuple[pa.Table, list[Partition]]:
     """The rows with their new ``_row_id`` column, and their partitions."""
-    if rows.num_rows < _ROW_IDS_BESIDE_FROM_ROWS:
-        ids = new_row_ids(rows.num_rows)
-        return rows.append_column(ROW_ID_COLUMN, ids), split_partitions(con, spec, rows)
-    pending = _ROW_IDS.submit(new_row_ids, rows.num_rows)
+    pending = None
+    if rows.num_rows >= _ROW_IDS_BESIDE_FROM_ROWS:
+        try:
+            pending = _ROW_IDS.submit(new_row_ids, rows.num_rows)
+        except RuntimeError:  # the interpreter is shutting down: no new threads
+            pending = None
     parts = split_partitions(con, spec, rows)
-    return rows.append_column(ROW_ID_COLUMN, pending.result()), parts
+    ids = new_row_ids(rows.num_rows) if pending is None else pending.result()
+    return rows.append_column(ROW_ID_COLUMN, ids), parts
 
 
 # Below this, what a batch's parse freed is not worth giving back: the next insert's pages

@@ -116,7 +116,11 @@ def load_batch_checking_json_beside(
         finally:
             checker.close()
 
-    return clean, _JSON_CHECKS.submit(check)
+    try:
+        return clean, _JSON_CHECKS.submit(check)
+    except RuntimeError:  # the interpreter is shutting down: no new threads
+        checker.close()
+        return load_batch(con, spec, batch, limits=limits), None
 
 
 def _load_arrow(
