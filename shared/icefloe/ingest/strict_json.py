@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import mmap
 import re
+import struct
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -39,7 +39,7 @@ _STRING_OR_TRAILING_COMMA = re.compile(f"{JSON_STRING}|({TRAILING_COMMA})".encod
 def _as_one_value(data: pa.Buffer | bytes | mmap.mmap) -> pa.Array:
     """The bytes as an array of one binary value, without a copy."""
     buffer = data if isinstance(data, pa.Buffer) else pa.py_buffer(data)
-    offsets = pa.py_buffer(np.array([0, buffer.size], dtype=np.int64))
+    offsets = pa.py_buffer(struct.pack("<qq", 0, buffer.size))  # (numpy is not in the layer)
     return pa.Array.from_buffers(pa.large_binary(), 1, [None, offsets, buffer])
 
 
@@ -55,17 +55,17 @@ def may_not_be_standard(values: pa.ChunkedArray) -> bool:
     two values, or in the bytes of a null, only makes a suspect."""
     storage = values.type.storage_type if isinstance(values.type, pa.ExtensionType) else values.type
     if storage == pa.large_string():
-        offset_type: type[np.integer] = np.int64
+        offset = struct.Struct("<q")
     elif storage == pa.string():
-        offset_type = np.int32
+        offset = struct.Struct("<i")
     else:
         return True  # another layout: a suspect, and DuckDB's check of each value decides
     for chunk in values.chunks:
         _, offsets_buffer, data = chunk.buffers()
         if data is None or len(chunk) == 0:
             continue
-        offsets = np.frombuffer(offsets_buffer, dtype=offset_type)
-        start, end = int(offsets[chunk.offset]), int(offsets[chunk.offset + len(chunk)])
+        (start,) = offset.unpack_from(offsets_buffer, offset.size * chunk.offset)
+        (end,) = offset.unpack_from(offsets_buffer, offset.size * (chunk.offset + len(chunk)))
         if end > start and matches_anywhere(data.slice(start, end - start), NOT_STANDARD_SUSPECT):
             return True
     return False
