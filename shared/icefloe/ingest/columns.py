@@ -70,9 +70,6 @@ _TIME_BOUNDS = {
         "TIMESTAMPTZ '9999-12-31 23:59:59.999999+00'",
     ),
 }
-# JSON text outside its strings: what is left of a standard JSON value has no letters but
-# those of true, false and null, and no comma before a closing bracket. DuckDB's parser also
-# takes NaN, Infinity and trailing commas; JSON does not (see strict_json).
 
 
 def _outer_error(
@@ -97,6 +94,9 @@ def _outer_error(
     if col.type == "VARCHAR" and partition_source:
         checks.append(f"WHEN contains({v}, chr(0)) THEN 'nul'")
     if col.type == "JSON" and not json_proven_standard:
+        # JSON text outside its strings: what is left of a standard JSON value has no letters
+        # but those of true, false and null, and no comma before a closing bracket. DuckDB's
+        # parser also takes NaN, Infinity and trailing commas; JSON does not (see strict_json).
         # Each string becomes "": an empty one would leave [,] of ["a", "b"].
         stripped = f"regexp_replace({v}, '{JSON_STRING}', '\"\"', 'g')"
         checks.append(

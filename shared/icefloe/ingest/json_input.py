@@ -40,7 +40,7 @@ import pyarrow.json as pj
 
 from icefloe.ingest.arrow_input import ARROW_TYPES, proven_clean
 from icefloe.ingest.sources import InsertLimits
-from icefloe.ingest.strict_json import matches_anywhere, may_not_be_standard
+from icefloe.ingest.strict_json import as_one_value, matches_anywhere, may_not_be_standard
 from icefloe.spec import Column, TableSpec
 
 # What pyarrow's reader parses each column type as: the Arrow input's types, but timestamps
@@ -128,11 +128,9 @@ def _object_lines(whole_lines: memoryview) -> bool:
 
 def _utf8(data: pa.Buffer) -> bool:
     """Whether ``data`` is valid UTF-8 (pyarrow's reader would replace bad bytes; DuckDB's
-    refuses them): a string array of one value, validated."""
-    offsets = pa.array([0, data.size], pa.int64())
-    text = pa.Array.from_buffers(pa.large_string(), 1, [None, offsets.buffers()[1], data])
+    refuses them): the bytes viewed as one string, validated."""
     try:
-        text.validate(full=True)
+        as_one_value(data).view(pa.large_string()).validate(full=True)
     except pa.ArrowInvalid:
         return False
     return True

@@ -102,10 +102,10 @@ def load_batch_checking_json_beside(
         return load_batch(con, spec, batch, limits=limits), None
     table = batch.table
     _check_row_count(table.num_rows, limits)
-    clean = proven_clean(spec, table, limits=limits, partition_sources=_identity_sources(spec))
-    if clean is None:
-        return load_batch(con, spec, batch, limits=limits), None
-    json_columns = json_columns_to_check(spec, table)
+    proven = _proven_clean_arrow(spec, table, limits)
+    if proven is None:
+        return _converted_arrow(con, spec, table, limits), None
+    clean, json_columns = proven
     if not json_columns:
         return clean, None
     checker = con.cursor()
@@ -120,7 +120,9 @@ def load_batch_checking_json_beside(
         return clean, _JSON_CHECKS.submit(check)
     except RuntimeError:  # the interpreter is shutting down: no new threads
         checker.close()
-        return load_batch(con, spec, batch, limits=limits), None
+        if _json_text_holds(con, spec, table, json_columns, limits):
+            return clean, None
+        return _converted_arrow(con, spec, table, limits), None
 
 
 def _load_arrow(
@@ -134,19 +136,29 @@ def _load_arrow(
     """Typed Arrow input: Arrow's checks when they prove it clean (JSON columns still parsed
     by DuckDB, over those columns alone), else the DuckDB conversion, which names the rows."""
     _check_row_count(table.num_rows, limits)
-    partition_sources = _identity_sources(spec)
-    clean = (
-        proven_clean(spec, table, limits=limits, partition_sources=partition_sources)
-        if fast
-        else None
-    )
-    if clean is not None:
-        json_columns = json_columns_to_check(spec, table)
+    proven = _proven_clean_arrow(spec, table, limits) if fast else None
+    if proven is not None:
+        clean, json_columns = proven
         if not json_columns or _json_text_holds(con, spec, table, json_columns, limits):
             return clean  # checked JSON text is stored as it came
+    return _converted_arrow(con, spec, table, limits)
+
+
+def _proven_clean_arrow(
+    spec: TableSpec, table: pa.Table, limits: InsertLimits
+) -> tuple[pa.Table, list[Column]] | None:
+    """Typed Arrow input as Arrow's checks prove it clean, and its JSON columns, whose text is
+    still to be checked; None when the conversion must decide."""
+    clean = proven_clean(spec, table, limits=limits, partition_sources=_identity_sources(spec))
+    return None if clean is None else (clean, json_columns_to_check(spec, table))
+
+
+def _converted_arrow(
+    con: duckdb.DuckDBPyConnection, spec: TableSpec, table: pa.Table, limits: InsertLimits
+) -> pa.Table:
+    """Typed Arrow input through the DuckDB conversion, which names the rows at fault."""
     con.register(_ARROW_INPUT, table)
     try:
-        # The conversion decides (and a refusal names the rows and fields at fault).
         return _load_typed(con, spec, _ARROW_INPUT, {}, "Arrow", limits)
     finally:
         con.unregister(_ARROW_INPUT)

@@ -36,7 +36,7 @@ _TRAILING_COMMA_OUTSIDE_STRINGS = f'^(?:[^"]|{JSON_STRING})*{TRAILING_COMMA}'
 _STRING_OR_TRAILING_COMMA = re.compile(f"{JSON_STRING}|({TRAILING_COMMA})".encode())
 
 
-def _as_one_value(data: pa.Buffer | bytes | mmap.mmap) -> pa.Array:
+def as_one_value(data: pa.Buffer | bytes | mmap.mmap) -> pa.Array:
     """The bytes as an array of one binary value, without a copy."""
     buffer = data if isinstance(data, pa.Buffer) else pa.py_buffer(data)
     offsets = pa.py_buffer(struct.pack("<qq", 0, buffer.size))  # (numpy is not in the layer)
@@ -46,7 +46,7 @@ def _as_one_value(data: pa.Buffer | bytes | mmap.mmap) -> pa.Array:
 def matches_anywhere(data: pa.Buffer | bytes | mmap.mmap, pattern: str) -> bool:
     """Whether ``pattern`` (RE2 syntax) matches anywhere in ``data``. The bytes are searched as
     one value, without a copy: several times faster than per value, or than Python's ``re``."""
-    return bool(pc.match_substring_regex(_as_one_value(data), pattern)[0].as_py())
+    return bool(pc.match_substring_regex(as_one_value(data), pattern)[0].as_py())
 
 
 def may_not_be_standard(values: pa.ChunkedArray) -> bool:
