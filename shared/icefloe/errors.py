@@ -87,6 +87,8 @@ class SpecChangedError(CommitConflictError):
 
 class CommitOutcomeUnknownError(IcefloeError):
     """The connection dropped while COMMIT was in flight: the commit may or may not have happened.
+    (An append whose answer is lost is looked up and retried; it raises this only when the meta
+    store stays unreachable through every attempt.)
 
     The caller must leave the objects it wrote in place; the janitor's orphan sweep removes them
     if no file row ever names them.

@@ -530,14 +530,43 @@ def test_a_crash_after_some_partitions_are_written_commits_nothing_and_removes_t
     assert stored_keys(objects) == []
 
 
-def test_a_commit_whose_outcome_is_unknown_leaves_its_objects_for_the_orphan_sweep(
+def test_an_insert_whose_commit_answer_is_lost_is_committed_once(
     meta: MetaStore, objects: ObjectStore, wide: TableSpec, postgres_dsn: str
 ) -> None:
+    # Given an insert whose commit reaches the meta store and commits, its answer lost
     proxy = PgFaultProxy(postgres_dsn)
     try:
         with MetaStore(proxy.dsn, schema=meta.schema) as proxied:
             ins = Inserter(meta=proxied, objects=objects)
-            proxy.arm(b"COMMIT\x00", "drop_before")
+            fault = proxy.arm(b"INSERT INTO snapshots", "drop_after")
+            result = ins.insert_rows("wide", [{"ts": "2026-03-01", "event": "a"}])
+            ins.close()
+    finally:
+        proxy.close()
+    # Then the insert says it committed, once, and its object is the committed file
+    assert fault.fired.is_set()
+    assert result.committed and result.rows == 1
+    assert len(meta.snapshots("wide")) == 1
+    assert stored_keys(objects) == [f.path for f in meta.files("wide")]
+
+
+def test_a_commit_whose_outcome_is_unknown_leaves_its_objects_for_the_orphan_sweep(
+    meta: MetaStore,
+    objects: ObjectStore,
+    wide: TableSpec,
+    postgres_dsn: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Given an insert whose commit is cut off on its way, after which the meta store cannot be
+    # reached at all (so that no attempt can find out whether it committed)
+    proxy = PgFaultProxy(postgres_dsn)
+    monkeypatch.setattr(MetaStore, "_pause_before_retry", lambda *_: proxy.close())
+    try:
+        with MetaStore(
+            proxy.dsn, schema=meta.schema, max_connections=1, connect_timeout_s=0.5
+        ) as proxied:
+            ins = Inserter(meta=proxied, objects=objects)
+            proxy.arm(b"INSERT INTO snapshots", "drop_before")
             with pytest.raises(CommitOutcomeUnknownError):
                 ins.insert_rows("wide", [{"ts": "2026-03-01", "event": "a"}], idempotency_key="k")
             ins.close()

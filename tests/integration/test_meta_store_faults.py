@@ -44,33 +44,91 @@ def test_connection_dropped_before_commit_is_retried_and_commits_once(
     assert len(meta.files("events")) == 1
 
 
-def test_connection_dropped_after_commit_was_sent_reports_unknown_outcome(
+def test_an_append_whose_answer_is_lost_is_found_and_not_repeated(
     proxied: MetaStore, proxy: PgFaultProxy, meta: MetaStore
 ) -> None:
-    # Given a commit whose COMMIT reaches the server but whose answer is lost
-    fault = proxy.arm(COMMIT_MESSAGE, "drop_after")
-    with pytest.raises(CommitOutcomeUnknownError):
-        proxied.commit_append("events", files=[new_file("a")], idempotency_key="k")
+    # Given an append (one statement, its own transaction) that reaches the server and
+    # commits, but whose answer is lost
+    fault = proxy.arm(b"INSERT INTO snapshots", "drop_after")
+
+    # When it is committed, Then the next attempt finds its files and answers with their snapshot
+    result = proxied.commit_append("events", files=[new_file("a")], idempotency_key="k")
     assert fault.fired.is_set()
-    # Then it did commit, and a retry under the same key adds nothing
-    assert meta.get_table("events").head_snapshot_id == 1
+    assert result.committed and result.snapshot_id == 1 and result.rows_added == 10
+    # And it committed once
+    assert len(meta.snapshots("events")) == 1
+    assert [f.path for f in meta.files("events")] == [new_file("a").path]
+    # And a retry under the same key adds nothing
     again = proxied.commit_append("events", files=[new_file("a-retry")], idempotency_key="k")
     assert not again.committed and again.snapshot_id == 1
     assert len(meta.files("events")) == 1
 
 
-def test_connection_dropped_before_commit_reached_the_server_reports_unknown_outcome(
+def test_an_append_whose_answer_is_lost_without_a_key_commits_once(
     proxied: MetaStore, proxy: PgFaultProxy, meta: MetaStore
 ) -> None:
-    # Given a commit whose COMMIT never reaches the server
+    # Given two files appended without a key or receipt, the answer lost after the server ran it
+    fault = proxy.arm(b"INSERT INTO snapshots", "drop_after")
+    files = [new_file("a"), new_file("b")]
+
+    # When it is committed, Then it committed once, and says so
+    result = proxied.commit_append("events", files=files)
+    assert fault.fired.is_set()
+    assert result.committed and result.snapshot_id == 1 and result.files_added == 2
+    assert len(meta.snapshots("events")) == 1
+    assert sorted(f.path for f in meta.files("events")) == sorted(f.path for f in files)
+
+
+def test_an_append_lost_while_the_meta_store_stays_away_reports_unknown_outcome(
+    proxy: PgFaultProxy, meta: MetaStore, events_spec: TableSpec, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given an append whose answer is lost, after which no connection can be made (the proxy
+    # stops accepting), so that no attempt can look its files up
+    meta.create_table(events_spec)
+    store = MetaStore(proxy.dsn, schema=meta.schema, max_connections=1, connect_timeout_s=0.5)
+    fault = proxy.arm(b"INSERT INTO snapshots", "drop_after")
+    monkeypatch.setattr(MetaStore, "_pause_before_retry", lambda *_: proxy.close())
+    try:
+        # When it is committed, Then the outcome is unknown (not "unavailable": it may be in)
+        with pytest.raises(CommitOutcomeUnknownError):
+            store.commit_append("events", files=[new_file("a")])
+    finally:
+        store.close()
+    assert fault.fired.is_set()
+    # And it did commit (the server ran it): the caller was right to leave its objects
+    assert meta.get_table("events").head_snapshot_id == 1
+
+
+def test_a_stepwise_commit_dropped_after_commit_was_sent_reports_unknown_outcome(
+    proxied: MetaStore, proxy: PgFaultProxy, meta: MetaStore
+) -> None:
+    # Given a delete (the stepwise protocol: its writes, then COMMIT) whose COMMIT reaches the
+    # server but whose answer is lost
+    meta.commit_append("events", files=[new_file("a")])
+    (live,) = meta.files("events")
+    fault = proxy.arm(COMMIT_MESSAGE, "drop_after")
+    with pytest.raises(CommitOutcomeUnknownError):
+        proxied.commit("events", operation="delete", remove=[live.file_id])
+    assert fault.fired.is_set()
+    # Then it did commit
+    assert meta.get_table("events").head_snapshot_id == 2
+    assert meta.files("events") == []
+
+
+def test_a_stepwise_commit_whose_commit_never_reached_the_server_reports_unknown_outcome(
+    proxied: MetaStore, proxy: PgFaultProxy, meta: MetaStore
+) -> None:
+    # Given a delete whose COMMIT never reaches the server
+    meta.commit_append("events", files=[new_file("a")])
+    (live,) = meta.files("events")
     fault = proxy.arm(COMMIT_MESSAGE, "drop_before")
     with pytest.raises(CommitOutcomeUnknownError):
-        proxied.commit_append("events", files=[new_file("a")], idempotency_key="k")
+        proxied.commit("events", operation="delete", remove=[live.file_id])
     assert fault.fired.is_set()
-    # Then nothing is committed, and a retry under the same key commits once
-    assert meta.get_table("events").head_snapshot_id == 0
-    again = proxied.commit_append("events", files=[new_file("a-retry")], idempotency_key="k")
-    assert again.committed and again.snapshot_id == 1
+    # Then nothing is committed, and the delete can be made again
+    assert meta.get_table("events").head_snapshot_id == 1
+    again = proxied.commit("events", operation="delete", remove=[live.file_id])
+    assert again.committed and again.snapshot_id == 2
 
 
 def test_an_unreachable_meta_store_is_a_clear_error() -> None:

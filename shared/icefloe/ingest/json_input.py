@@ -39,6 +39,7 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 
 from icefloe.ingest.arrow_input import ARROW_TYPES, proven_clean
+from icefloe.ingest.digit_shapes import common_shape, shape_matches
 from icefloe.ingest.sources import InsertLimits
 from icefloe.ingest.strict_json import as_one_value, matches_anywhere, may_not_be_standard
 from icefloe.spec import Column, TableSpec
@@ -193,7 +194,12 @@ _HALVED_FROM_VALUES = 1 << 18
 
 
 def _all_match(text: pa.ChunkedArray, pattern: str) -> bool:
-    """Whether every value (nulls aside) matches ``pattern``, an anchored RE2 pattern."""
+    """Whether every value (nulls aside) matches ``pattern``, an anchored RE2 pattern in which
+    ``\\d`` is the only class holding a digit (so that a value's shape decides: see
+    :mod:`~icefloe.ingest.digit_shapes`)."""
+    shape = common_shape(text)
+    if shape is not None:
+        return shape_matches(shape, pattern)
 
     def matches(part: pa.ChunkedArray) -> bool:
         # min_count=0: a part of nulls alone is true (by default it would be null)

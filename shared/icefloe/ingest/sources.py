@@ -118,10 +118,20 @@ class RowsBatch:
         self.values_unchecked = b"null" in data
         self._max_depth = limits.max_json_depth
         self.size_bytes = len(data)
-        self.as_lines = _separators_unambiguous(data, rows)
         self._data = data if self.size_bytes <= KEEP_TEXT_MAX_BYTES else None
+        # Whether the file would be NDJSON, which only staging and digests ask: decided now
+        # for a batch whose text is dropped, on first use for one that keeps it (the rows
+        # path, most small batches, never asks).
+        self._as_lines = _separators_unambiguous(data, rows) if self._data is None else None
         self._directory = directory
         self._staged: StagedBatch | None = None
+
+    @property
+    def as_lines(self) -> bool:
+        """Whether the batch is staged as NDJSON (else as orjson's JSON array)."""
+        if self._as_lines is None:
+            self._as_lines = _separators_unambiguous(self._text(), self.rows)
+        return self._as_lines
 
     @property
     def staged_format(self) -> InputFormat:

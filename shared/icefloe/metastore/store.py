@@ -697,7 +697,9 @@ class MetaStore:
         table the files were written for) refuses the commit if the table was dropped and
         created again meanwhile; ``spec_version`` (the spec the rows were converted under)
         refuses it with :class:`SpecChangedError` if the table's spec changed meanwhile.
-        Two round trips: the whole append with its BEGIN, then COMMIT.
+        One round trip: the whole append is one statement, its own transaction. If the
+        connection breaks once it is sent, the next attempt first looks for the append's files
+        (their paths are unique), so a lost answer neither repeats nor loses the append.
         """
         return self.commit(
             table,
@@ -854,29 +856,57 @@ class MetaStore:
 
     def _commit_with_retries(self, request: _CommitRequest) -> CommitResult:
         attempt = 0
+        lost = False  # an append statement may have committed without its answer arriving
         while True:
             attempt += 1
             try:
-                return self._commit_once(request)
+                return self._commit_once(request, after_loss=lost)
+            except _AppendAnswerLost as e:
+                lost = True
+                if attempt >= self._commit_attempts:
+                    raise CommitOutcomeUnknownError(str(e)) from e.__cause__
+                self._pause_before_retry(request, e, attempt)
             except (*_TRANSIENT, MetaStoreUnavailableError) as e:
                 if attempt >= self._commit_attempts:
+                    if lost:
+                        raise CommitOutcomeUnknownError(
+                            f"the answer to an append to {request.info.name!r} was lost, and the"
+                            f" meta store could not be asked whether it committed: {e}"
+                        ) from e
                     if isinstance(e, MetaStoreUnavailableError):
                         raise
                     raise MetaStoreUnavailableError(
                         f"commit failed after {attempt} attempts: {e}"
                     ) from e
-                delay = min(2.0, 0.05 * 2**attempt) * random.uniform(0.5, 1.5)
-                logger.warning(
-                    "commit to %s failed (%s); retrying in %.2fs", request.info.name, e, delay
-                )
-                time.sleep(delay)
+                self._pause_before_retry(request, e, attempt)
 
-    def _commit_once(self, request: _CommitRequest) -> CommitResult:
+    @staticmethod
+    def _pause_before_retry(request: _CommitRequest, error: Exception, attempt: int) -> None:
+        delay = min(2.0, 0.05 * 2**attempt) * random.uniform(0.5, 1.5)
+        logger.warning(
+            "commit to %s failed (%s); retrying in %.2fs", request.info.name, error, delay
+        )
+        time.sleep(delay)
+
+    def _commit_once(self, request: _CommitRequest, *, after_loss: bool = False) -> CommitResult:
+        """One attempt. ``after_loss``: an earlier attempt's append statement may have
+        committed (its connection broke with the statement sent), so the append's files are
+        looked up first; their paths are unique, so they are committed once or not at all."""
         with span("icefloe.commit"), self._connection() as conn:
+            if after_loss:
+                found = _committed_before(conn, request)
+                if found is not None:
+                    return found
+            if request.is_plain_append:
+                result = self._append_statement(conn, request)
+                if result is None and after_loss:
+                    # A unique value was taken: by the lost attempt, committed while this one
+                    # was on its way (then its files are there now), or by another commit.
+                    result = _committed_before(conn, request)
+                if result is not None:
+                    return result
             try:
-                result = self._append_statement(conn, request) if request.is_plain_append else None
-                if result is None:
-                    result = self._commit_statements(conn, request)
+                result = self._commit_statements(conn, request)
             except BaseException:
                 _rollback_quietly(conn)
                 raise
@@ -899,9 +929,11 @@ class MetaStore:
             return result
 
     def _append_statement(self, conn: Conn, request: _CommitRequest) -> CommitResult | None:
-        """An append as one statement, sent with its BEGIN in one round trip (COMMIT is the
-        second). None when it met a taken idempotency key, receipt or path: it is rolled back,
-        and the stepwise protocol, which looks each up, answers."""
+        """An append as one statement in a transaction of its own (autocommit): one round
+        trip, COMMIT included. None when it met a taken idempotency key, receipt or path, or a
+        key committed before the table changed: nothing was written, and the stepwise
+        protocol, which looks each up, answers. A connection that breaks once the statement
+        is sent raises :class:`_AppendAnswerLost` (it may have committed)."""
         info, add = request.info, request.add
         rows_added = sum(f.row_count for f in add)
         params = {
@@ -918,25 +950,33 @@ class MetaStore:
             ),
             "receipts": list(request.receipts),
         }
+        conn.autocommit = True
         try:
             # Through a cursor, as the stepwise writes: tracing wraps cursors, not execute.
-            with conn.pipeline(), conn.cursor() as cursor:
+            with conn.cursor() as cursor:
                 cursor.execute(_APPEND, params)
                 row = cursor.fetchone()
         except pgerrors.UniqueViolation:
-            conn.rollback()
-            return None
+            return None  # the statement failed: nothing was written
+        except (psycopg.OperationalError, psycopg.InterfaceError) as e:
+            if e.sqlstate is not None and not conn.broken:
+                raise  # the server refused the statement (a lock timeout, say): not committed
+            raise _AppendAnswerLost(
+                f"connection lost during an append to {info.name!r}; it may have committed"
+            ) from e
+        finally:
+            _back_to_transactions(conn)
         if row is None:
             raise TableNotFoundError(f"no table named {info.name!r} (was it dropped?)")
         if row[2] is None:
             if request.idempotency_key is not None:
                 # A key committed before the table changed answers with its snapshot, which
                 # only the stepwise protocol looks up before the table's checks.
-                conn.rollback()
                 return None
             if info.table_id is not None and int(row[0]) != info.table_id:
                 raise _recreated(info.name)
             raise _spec_changed(info.name, request.spec_version, int(row[1]))
+        logger.debug("committed append snapshot %d of %s", int(row[2]), info.name)
         return CommitResult(
             table=info.name,
             snapshot_id=int(row[2]),
@@ -1179,6 +1219,57 @@ def _unique_violation(table: str, error: pgerrors.UniqueViolation) -> Exception:
         f"commit to {table!r} violates the meta store constraint {constraint or '(unnamed)'}:"
         f" {str(error).strip().splitlines()[0]}"
     )
+
+
+class _AppendAnswerLost(Exception):
+    """The connection broke once an append statement was sent: it may have committed."""
+
+
+def _committed_before(conn: Conn, request: _CommitRequest) -> CommitResult | None:
+    """The snapshot holding the append's files, if an attempt whose answer was lost committed
+    them (their paths are unique: committed once or not at all); None when none is there."""
+    if request.operation != "append" or not request.add:
+        return None
+    paths = sorted({f.path for f in request.add})
+    conn.autocommit = True
+    try:
+        found = conn.execute(
+            "SELECT begin_snapshot, count(*) FROM data_files WHERE path = ANY(%s)"
+            " GROUP BY begin_snapshot",
+            (paths,),
+        ).fetchall()
+    finally:
+        _back_to_transactions(conn)
+    if not found:
+        return None
+    if len(found) != 1 or int(found[0][1]) != len(paths):
+        raise CommitConflictError(
+            f"{request.info.name!r}: files of this append are registered already, not all of"
+            " them in one snapshot"
+        )
+    snapshot_id = int(found[0][0])
+    logger.warning(
+        "the lost answer to an append to %s is found: it committed snapshot %d",
+        request.info.name,
+        snapshot_id,
+    )
+    return CommitResult(
+        table=request.info.name,
+        snapshot_id=snapshot_id,
+        committed=True,
+        files_added=len(request.add),
+        files_removed=0,
+        rows_added=sum(f.row_count for f in request.add),
+    )
+
+
+def _back_to_transactions(conn: Conn) -> None:
+    """Leave autocommit, as every pooled connection must be; a connection that cannot (it
+    broke) is closed, and the pool discards it."""
+    try:
+        conn.autocommit = False
+    except psycopg.Error:
+        conn.close()
 
 
 def _rollback_quietly(conn: Conn) -> None:

@@ -182,11 +182,19 @@ def _packs(spec: TableSpec, rows: pa.Table, part: Partition) -> bool:
     if part.positions is not None:
         keys = [key.take(part.positions) for key in keys]
     count = rows.num_rows if part.positions is None else len(part.positions)
-    return packed_sort_key(keys, count) is not None
+    return count >= layout.PACKED_FROM_ROWS and packed_sort_key(keys, count) is not None
 
 
-def test_random_keys_are_ordered_as_duckdb_orders_them_packed_or_not() -> None:
-    # Given 300 random batches of 0 to 3,000 rows, with 1 to 4 sort keys of any orderable type
+@pytest.mark.parametrize(
+    "packed_from_rows", [0, layout.PACKED_FROM_ROWS], ids=["packed-when-they-fit", "as-shipped"]
+)
+def test_random_keys_are_ordered_as_duckdb_orders_them_packed_or_not(
+    monkeypatch: pytest.MonkeyPatch, packed_from_rows: int
+) -> None:
+    # Given 300 random batches of 0 to 3,000 rows, with 1 to 4 sort keys of any orderable type,
+    # their keys packed whenever they fit (or, as shipped, only in partitions of many rows:
+    # none here, so every partition is sorted column by column)
+    monkeypatch.setattr(layout, "PACKED_FROM_ROWS", packed_from_rows)
     rng = random.Random(20260101)
     con = duck.connect(threads=1)
     con.execute("SELECT setseed(0.23)")
@@ -199,8 +207,11 @@ def test_random_keys_are_ordered_as_duckdb_orders_them_packed_or_not() -> None:
         general_parts += len(packed) - sum(packed)
 
     # And both the packed key and the multi-column sort were tried, many times
-    assert packed_parts >= 50
-    assert general_parts >= 50
+    if packed_from_rows == 0:
+        assert packed_parts >= 50
+        assert general_parts >= 50
+    else:
+        assert packed_parts == 0 and general_parts >= 300
 
 
 def test_row_ids_from_several_chunks_are_sorted_by_the_columns(
