@@ -204,8 +204,9 @@ def test_a_big_batch_gets_row_ids_in_input_order_and_files_sorted_by_keys_then_r
 
 
 # Shallow, but with more brackets than the depth limit (64) and longer than it: the check
-# only doubts it, and the conversion, which measures the depth, accepts it.
-DOUBTED = "[" + ", ".join(["[]"] * 70) + "]"
+# measures its depth (it used to doubt it, and leave it to the conversion) and passes it.
+LONG_SHALLOW = "[" + ", ".join(["[]"] * 70) + "]"
+TOO_DEEP = "[" * 65 + "]" * 65
 
 
 @pytest.mark.parametrize(
@@ -213,7 +214,8 @@ DOUBTED = "[" + ", ".join(["[]"] * 70) + "]"
     [
         (['{"a": 1}', "[2]"], None, None, True, None),
         (['{"a": "nan"}', '"info, ]"'], None, None, True, None),  # suspects, all standard
-        (['{"a": 1}'], 10_000, DOUBTED, False, None),
+        (['{"a": 1}'], 10_000, LONG_SHALLOW, True, None),
+        (['{"a": 1}'], 20_000, TOO_DEEP, False, "row 20000, field 'props': JSON is nested more"),
         (['{"a": 1}', "[2]"], 69_999, "[1,]", False, "row 69999, field 'props': expected standard"),
         (
             ['{"a": "nan"}'],
@@ -234,7 +236,8 @@ DOUBTED = "[" + ", ".join(["[]"] * 70) + "]"
     ids=[
         "clean",
         "suspect-strings",
-        "doubted-then-accepted",
+        "long-but-shallow",
+        "too-deep",
         "trailing-comma-last",
         "nan",
         "invalid-first",

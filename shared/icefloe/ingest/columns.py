@@ -76,7 +76,7 @@ def _outer_error(
     col: Column,
     *,
     max_value_bytes: int,
-    max_json_depth: int,
+    max_json_depth: int | None,
     partition_source: bool = False,
     json_proven_standard: bool = False,
 ) -> str:
@@ -107,7 +107,7 @@ def _outer_error(
         checks.append(f"WHEN strlen({v}) > {max_value_bytes} THEN 'size'")
     elif col.type == "BLOB":
         checks.append(f"WHEN octet_length({v}) > {max_value_bytes} THEN 'size'")
-    if col.type == "JSON":
+    if col.type == "JSON" and max_json_depth is not None:
         # An upper bound of the depth, cheap to compute; suspects are checked exactly later.
         # A value of at most max_json_depth bytes cannot be nested deeper: most are skipped.
         checks.append(
@@ -191,7 +191,7 @@ def sql_column(
     *,
     source_type: str | None,
     max_value_bytes: int,
-    max_json_depth: int,
+    max_json_depth: int | None,
     partition_source: bool = False,
     json_proven_standard: bool = False,
 ) -> ColumnSQL:
@@ -199,7 +199,9 @@ def sql_column(
     A typed source must be of the column's type family (see :func:`accepts`): a Parquet
     INTEGER is not text, and a DOUBLE is not an integer, whatever TRY_CAST would make of it.
     ``json_proven_standard`` leaves out the search for NaN and trailing commas in JSON text,
-    for a caller that has searched the whole column already."""
+    for a caller that has searched the whole column already; ``max_json_depth=None`` leaves
+    out the depth bound, for a caller that checks the depth itself
+    (:mod:`~icefloe.ingest.json_depth`)."""
     error = _outer_error(
         col,
         max_value_bytes=max_value_bytes,

@@ -40,6 +40,7 @@ import pyarrow.json as pj
 
 from icefloe.ingest.arrow_input import ARROW_TYPES, proven_clean
 from icefloe.ingest.digit_shapes import common_shape, shape_matches
+from icefloe.ingest.json_depth import any_deeper_than
 from icefloe.ingest.sources import InsertLimits
 from icefloe.ingest.strict_json import as_one_value, matches_anywhere, may_not_be_standard
 from icefloe.spec import Column, TableSpec
@@ -295,8 +296,8 @@ def json_text_clean(
 ) -> bool:
     """Whether a JSON column's text surely passes the conversion's checks: no null in a NOT
     NULL column, no value over the size limit, none that could hold NaN or Infinity (a
-    letter sequence the conversion looks at more closely) or be nested too deeply (more
-    brackets than the depth limit). A doubt sends the batch to the conversion. Text
+    letter sequence the conversion looks at more closely) or be nested too deeply (its exact
+    depth, see :mod:`~icefloe.ingest.json_depth`). A doubt sends the batch to the conversion. Text
     ``written_by_orjson`` holds no NaN or Infinity (orjson never writes them), so text like
     ``"banana"`` or ``"info"`` raises no doubt there."""
     if not col.nullable and text.null_count > 0:
@@ -308,11 +309,7 @@ def json_text_clean(
         return False
     if not written_by_orjson and may_not_be_standard(text):
         return False
-    if longest is not None and longest > limits.max_json_depth:
-        brackets = pc.max(pc.count_substring_regex(text, r"[\[{]")).as_py()
-        if brackets is not None and brackets > limits.max_json_depth:
-            return False
-    return True
+    return not any_deeper_than(text, limits.max_json_depth)
 
 
 def _read_known(

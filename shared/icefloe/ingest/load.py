@@ -8,7 +8,6 @@ and computes an error code per row. Only a refused batch goes back to Python, to
 from __future__ import annotations
 
 import mmap
-import re
 import threading
 from collections.abc import Collection, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -22,6 +21,7 @@ from icefloe.duck import ident, name_literal
 from icefloe.errors import BatchRejectedError, RowProblem
 from icefloe.ingest.arrow_input import json_columns_to_check, proven_clean
 from icefloe.ingest.columns import ColumnSQL, expected, json_column, sql_column
+from icefloe.ingest.json_depth import any_deeper_than, rows_deeper_than
 from icefloe.ingest.json_input import load_ndjson_fast
 from icefloe.ingest.rows_input import load_rows_fast
 from icefloe.ingest.sources import ArrowBatch, InsertLimits, RowsBatch, StagedBatch
@@ -35,7 +35,6 @@ _JSON_FORMATS = {"json": "auto", "ndjson": "newline_delimited"}
 # thread) are sized by the bound, and it ran beside pyarrow's parse. A larger record makes
 # the read fail, and the conversion (with the batch limit) decides.
 _FAST_LARGEST_RECORD = 16 << 20
-_BRACKET_OR_STRING = re.compile(r'"(?:\\.|[^"\\])*"|[\[\]{}]')
 
 
 def load_batch(
@@ -194,7 +193,7 @@ def _json_text_holds(
                 c,
                 source_type="VARCHAR",
                 max_value_bytes=limits.max_value_bytes,
-                max_json_depth=limits.max_json_depth,
+                max_json_depth=None,  # checked exactly beside, in Arrow
                 partition_source=c.name in partition_sources,
                 json_proven_standard=c.name not in searched,
             )
@@ -205,6 +204,10 @@ def _json_text_holds(
 
     def suspects() -> list[str]:
         return [c.name for c in columns if may_not_be_standard(text.column(c.name))]
+
+    def too_deep() -> bool:
+        # Exact for valid JSON; DuckDB's check of validity fails any other batch anyway.
+        return any(any_deeper_than(text.column(c.name), limits.max_json_depth) for c in columns)
 
     failed = threading.Event()  # one failing slice settles it: the rest are skipped
 
@@ -224,11 +227,12 @@ def _json_text_holds(
 
     starts = range(0, text.num_rows, _JSON_CHECK_SLICE_ROWS)
     if len(starts) == 1:
-        return passes(0, query(suspects()))
-    with ThreadPoolExecutor(max_workers=_JSON_CHECK_THREADS + 1) as pool:
+        return passes(0, query(suspects())) and not too_deep()
+    with ThreadPoolExecutor(max_workers=_JSON_CHECK_THREADS + 2) as pool:
         searched = pool.submit(suspects)  # beside DuckDB's checks of the rest
+        deep = pool.submit(too_deep)
         rest = query(())
-        if not all(pool.map(lambda start: passes(start, rest), starts)):
+        if not all(pool.map(lambda start: passes(start, rest), starts)) or deep.result():
             return False
         found = searched.result()
         if not found:
@@ -250,6 +254,9 @@ def _layout(batch: StagedBatch) -> str:
     return batch.json_layout if batch.json_layout != "auto" else _JSON_FORMATS[batch.format]
 
 
+_BOUND_MARGIN = 64 << 10
+
+
 def _json_reader(
     batch: StagedBatch,
     *,
@@ -260,7 +267,12 @@ def _json_reader(
 ) -> str:
     # No record is larger than the file, and DuckDB sizes its buffers by this bound: the
     # batch limit (256 MiB) would cost a small batch milliseconds of allocation per query.
-    largest = min(batch.size_bytes, largest_record or limits.max_batch_bytes) + 1
+    # The margin: DuckDB 1.5.5, reading NDJSON with two threads or more, fails on a file of
+    # more than 16 MiB whose last line has no line break ("Malformed JSON ... at byte 1 in
+    # line N+1") when the bound is within a few bytes above the file's size (or a line below
+    # it): the file's size plus 1, as this was, refused such batches, valid as they were.
+    # Eight bytes above was enough where measured.
+    largest = min(batch.size_bytes, largest_record or limits.max_batch_bytes) + _BOUND_MARGIN
     return (
         f"read_json($path, format='{_layout(batch)}', records={'true' if records else 'false'},"
         f" columns={{{columns}}}, maximum_object_size={largest})"
@@ -574,13 +586,15 @@ def _problems(
 ) -> tuple[list[RowProblem], int]:
     problems: list[RowProblem] = []
     total = 0
-    for index in pc.indices_nonzero(pc.is_valid(errors)).to_pylist():
-        for code in str(errors[index].as_py()).split(","):
+    rows = pc.indices_nonzero(pc.is_valid(errors)).to_pylist()
+    codes = [str(c).split(",") for c in errors.take(rows).to_pylist()]
+    deep = _too_deep(table, sqls, rows, codes, limits)
+    for index, row_codes in zip(rows, codes, strict=True):
+        for code in row_codes:
             position, _, kind = code.partition(":")
             column = sqls[int(position)].column
             if kind == "depth?":
-                text = table.column(column.name)[index].as_py()
-                if text is None or _json_depth(text) <= limits.max_json_depth:
+                if index not in deep[int(position)]:
                     continue
                 kind = "depth"
             total += 1
@@ -620,16 +634,26 @@ def _message(kind: str, type_name: str, limits: InsertLimits) -> str:
     return f"expected {expected(type_name)} ({type_name})"
 
 
-def _json_depth(text: str) -> int:
-    depth = deepest = 0
-    for token in _BRACKET_OR_STRING.finditer(text):
-        c = token.group()
-        if c in "[{":
-            depth += 1
-            deepest = max(deepest, depth)
-        elif c in "]}":
-            depth -= 1
-    return deepest
+def _too_deep(
+    table: pa.Table,
+    sqls: Sequence[ColumnSQL],
+    rows: list[int],
+    codes: list[list[str]],
+    limits: InsertLimits,
+) -> dict[int, set[int]]:
+    """Per column position, the rows whose JSON the bound flagged (``depth?``) that are nested
+    too deeply indeed: each column's suspects decided together."""
+    suspects: dict[int, list[int]] = {}
+    for index, row_codes in zip(rows, codes, strict=True):
+        for code in row_codes:
+            position, _, kind = code.partition(":")
+            if kind == "depth?":
+                suspects.setdefault(int(position), []).append(index)
+    deep: dict[int, set[int]] = {n: set() for n in range(len(sqls))}
+    for n, indices in suspects.items():
+        text = table.column(sqls[n].column.name).take(indices)
+        deep[n] = {indices[i] for i in rows_deeper_than(text, limits.max_json_depth)}
+    return deep
 
 
 def _trailing_comma(batch: StagedBatch) -> BatchRejectedError | None:

@@ -53,22 +53,36 @@ def may_not_be_standard(values: pa.ChunkedArray) -> bool:
     """Whether a string column of JSON text may hold NaN, an infinity or a trailing comma
     (False proves it holds none). Each chunk's text is searched as one value; a match across
     two values, or in the bytes of a null, only makes a suspect."""
-    storage = values.type.storage_type if isinstance(values.type, pa.ExtensionType) else values.type
-    if storage == pa.large_string():
-        offset = struct.Struct("<q")
-    elif storage == pa.string():
-        offset = struct.Struct("<i")
-    else:
-        return True  # another layout: a suspect, and DuckDB's check of each value decides
     for chunk in values.chunks:
-        _, offsets_buffer, data = chunk.buffers()
-        if data is None or len(chunk) == 0:
+        if len(chunk) == 0:
             continue
-        (start,) = offset.unpack_from(offsets_buffer, offset.size * chunk.offset)
-        (end,) = offset.unpack_from(offsets_buffer, offset.size * (chunk.offset + len(chunk)))
-        if end > start and matches_anywhere(data.slice(start, end - start), NOT_STANDARD_SUSPECT):
+        data = value_bytes(chunk)
+        if data is None:
+            return True  # another layout: a suspect, and DuckDB's check of each value decides
+        if data.size and matches_anywhere(data, NOT_STANDARD_SUSPECT):
             return True
     return False
+
+
+_OFFSETS = {pa.string(): struct.Struct("<i"), pa.large_string(): struct.Struct("<q")}
+
+
+def value_bytes(chunk: pa.Array) -> pa.Buffer | None:
+    """The bytes of a string array's values end to end (a null's too, if it has any), without
+    a copy; None for a layout other than string or large string (plain, or an extension's
+    storage)."""
+    storage = (
+        chunk.type.storage_type if isinstance(chunk.type, pa.BaseExtensionType) else chunk.type
+    )
+    offset = _OFFSETS.get(storage)
+    if offset is None:
+        return None
+    _, offsets_buffer, data = chunk.buffers()
+    if data is None or len(chunk) == 0:
+        return pa.py_buffer(b"")
+    (start,) = offset.unpack_from(offsets_buffer, offset.size * chunk.offset)
+    (end,) = offset.unpack_from(offsets_buffer, offset.size * (chunk.offset + len(chunk)))
+    return data.slice(start, end - start)
 
 
 def trailing_comma_at(text: bytes | mmap.mmap) -> int | None:

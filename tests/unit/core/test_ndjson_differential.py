@@ -325,3 +325,27 @@ def test_a_long_column_whose_half_is_null_converts_in_the_one_parse_path() -> No
             pa.chunked_array([pa.array([None] * (size // 2) + ["2026-03-01"] * (size // 2))])
         )
         assert dates is not None and dates.null_count == size // 2
+
+
+@pytest.mark.parametrize("fmt", ["ndjson", "json"])
+def test_a_file_over_16_mib_without_a_last_line_break_loads_through_the_conversion(
+    fmt: InputFormat,
+) -> None:
+    # Given 17 MiB of records, the last with no line break after it (DuckDB 1.5.5, reading with
+    # two threads, refused such a file as malformed when its reader's bound was the file's
+    # size plus one)
+    record = {"ts": "2026-11-01T00:00:00Z", "n": 1, "payload": [{"sku": i} for i in range(60)]}
+    line = json.dumps(record)
+    count = (17 << 20) // len(line) + 1
+    text = "\n".join([line] * count) if fmt == "ndjson" else "[" + ",\n".join([line] * count) + "]"
+    spec = TableSpec.create(name="t", schema="ts TIMESTAMP NOT NULL, n INTEGER, payload JSON")
+    staged = stage_bytes(text.encode(), fmt=fmt, limits=InsertLimits())
+    try:
+        # When it goes through the DuckDB conversion, Then every record loads
+        table = load_batch(duck.connect(threads=2), spec, staged, limits=InsertLimits(), fast=False)
+    finally:
+        staged.discard()
+    assert table.num_rows == count
+    assert table.column("payload")[count - 1].as_py() == json.dumps(record["payload"]).replace(
+        " ", ""
+    )
