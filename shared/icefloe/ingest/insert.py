@@ -451,7 +451,7 @@ class _JsonTextUnproven(Exception):
 
 
 # From this many rows a batch's row ids are made beside its partition split (the split's Arrow
-# kernels release the GIL): about 30 ms of a million-row insert. Below, a thread costs more.
+# kernels release the GIL): about 9 ms of a million-row insert. Below, a thread costs more.
 _ROW_IDS_BESIDE_FROM_ROWS = 1 << 18
 _ROW_IDS = ThreadPoolExecutor(max_workers=1, thread_name_prefix="icefloe-row-ids")
 

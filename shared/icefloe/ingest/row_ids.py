@@ -4,23 +4,22 @@ Layout (big-endian, so byte order is time order): 6 bytes of Unix milliseconds, 
 drawn once per batch, 3 bytes of the row's index in its chunk of up to 2^24 rows (a new random
 draw per chunk). Unique without the meta store: two batches collide only if they start in the
 same millisecond and draw the same 56 random bits. Built with C-speed byte operations (a
-repeated template, then the index bytes written with strided slices), without numpy.
+repeated template, then the index bytes, themselves repeated patterns, written with strided
+slices), without numpy.
 """
 
 from __future__ import annotations
 
 import os
-import sys
 import time
-from array import array
 
 import pyarrow as pa
 
 ROW_ID_COLUMN = "_row_id"
 ROW_ID_TYPE = pa.binary(16)
 ROW_ID_CHUNK_ROWS = 1 << 24  # ids increase with row position within each chunk this long
-if array("I").itemsize != 4:  # pragma: no cover - every CPython platform icefloe runs on
-    raise ImportError("icefloe needs 32-bit array('I') items")
+_BYTE_VALUES = bytes(range(256))
+_EACH_256_TIMES = b"".join(bytes([value]) * 256 for value in range(256))  # 64 KiB
 
 
 def new_row_ids(
@@ -39,14 +38,22 @@ def new_row_ids(
     for start in range(0, count, chunk):
         size = min(chunk, count - start)
         ids = bytearray((ms + os.urandom(7) + b"\0\0\0") * size)
-        index = array("I", range(size))  # 32-bit unsigned on every CPython platform
-        if sys.byteorder == "little":
-            index.byteswap()
-        big_endian = index.tobytes()
-        for byte in range(3):  # the low three bytes of each big-endian index
-            ids[13 + byte :: 16] = big_endian[1 + byte :: 4]
+        for byte, column in enumerate(_index_bytes(size)):  # the index, big-endian
+            ids[13 + byte :: 16] = column
         parts.append(ids)
     data = parts[0] if len(parts) == 1 else bytearray().join(parts)
     array_ = pa.Array.from_buffers(ROW_ID_TYPE, count, [None, pa.py_buffer(data)])
     assert isinstance(array_, pa.FixedSizeBinaryArray)
     return array_
+
+
+def _index_bytes(size: int) -> tuple[bytes, bytes, bytes]:
+    """The high, middle and low bytes of the indexes 0 .. size - 1 (below 2^24), each as one
+    run of ``size`` bytes. Each is a repeating pattern (the low byte counts 0..255 over and
+    over, the middle one holds each value for 256 rows, the high one for 65,536), so they are
+    built by repeating bytes, at C speed: a million rows in a few milliseconds, where an
+    array of the indexes took 30."""
+    low = (_BYTE_VALUES * (size // 256 + 1))[:size]
+    middle = (_EACH_256_TIMES * (size // 65536 + 1))[:size]
+    high = b"".join(bytes([value]) * 65536 for value in range(-(-size // 65536)))[:size]
+    return high, middle, low

@@ -41,3 +41,10 @@ def test_later_batches_sort_after_earlier_ones() -> None:
 def test_a_bad_chunk_size_is_refused() -> None:
     with pytest.raises(ValueError, match="chunk"):
         new_row_ids(3, chunk=0)
+
+
+def test_each_row_id_ends_with_its_index_across_all_three_index_bytes() -> None:
+    # 200,000 rows: the low byte wraps 781 times, the middle one 3 times, the high one counts 0..3
+    data = new_row_ids(200_000).buffers()[1].to_pybytes()
+    indexes = [int.from_bytes(data[16 * n + 13 : 16 * n + 16], "big") for n in range(200_000)]
+    assert indexes == list(range(200_000))
