@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
+import psycopg
 import pytest
 
 from icefloe.errors import CommitOutcomeUnknownError, MetaStoreUnavailableError
@@ -97,6 +99,65 @@ def test_an_append_lost_while_the_meta_store_stays_away_reports_unknown_outcome(
     assert fault.fired.is_set()
     # And it did commit (the server ran it): the caller was right to leave its objects
     assert meta.get_table("events").head_snapshot_id == 1
+
+
+@pytest.mark.parametrize("kind", ["key", "receipt", "plain"])
+def test_an_append_answered_with_an_error_after_it_committed_is_found(
+    proxied: MetaStore, proxy: PgFaultProxy, meta: MetaStore, kind: str
+) -> None:
+    # Given an append that commits, answered with an error instead (the connection kept, as a
+    # pooler might): an error does not prove the statement rolled back
+    fault = proxy.arm(b"INSERT INTO snapshots", "answer_error")
+    extra: dict[str, object] = {
+        "key": {"idempotency_key": "k"},
+        "receipt": {"receipts": ["message-1"]},
+        "plain": {},
+    }[kind]
+
+    # When it is committed, Then its files are found and it answers committed, once
+    result = proxied.commit_append("events", files=[new_file("a")], **extra)  # type: ignore[arg-type]
+    assert fault.fired.is_set()
+    assert result.committed and result.snapshot_id == 1
+    assert [f.path for f in meta.files("events")] == [new_file("a").path]
+
+
+def test_a_lost_append_still_waiting_when_the_retries_fail_reports_unknown_outcome(
+    proxy: PgFaultProxy,
+    meta: MetaStore,
+    events_spec: TableSpec,
+    postgres_dsn: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Given an append whose answer is lost while its statement waits for the table's head
+    # (another transaction holds it), and retries that fail for another reason (they land on
+    # a read-only server, as after a failover)
+    meta.create_table(events_spec)
+    store = MetaStore(proxy.dsn, schema=meta.schema, max_connections=1)
+    holder = psycopg.connect(postgres_dsn, options=f"-c search_path={meta.schema}")
+    holder.execute("SELECT 1 FROM lake_tables WHERE name = 'events' FOR UPDATE")
+    fault = proxy.arm(b"INSERT INTO snapshots", "drop_after")
+
+    def read_only_from_now(*_: object) -> None:
+        # New connections (the lost one is discarded) open read-only
+        store._pool.kwargs["options"] += " -c default_transaction_read_only=on"  # type: ignore[attr-defined]
+
+    monkeypatch.setattr(MetaStore, "_pause_before_retry", staticmethod(read_only_from_now))
+    try:
+        # When it is committed, Then the outcome is unknown: not a failure the caller would
+        # answer by deleting its objects
+        with pytest.raises(CommitOutcomeUnknownError):
+            store.commit_append("events", files=[new_file("a")], receipts=["message-1"])
+        assert fault.fired.is_set()
+        assert meta.get_table("events").head_snapshot_id == 0
+        # And indeed the waiting statement commits once the head is free
+        holder.rollback()
+        deadline = time.monotonic() + 10
+        while meta.get_table("events").head_snapshot_id == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert [f.path for f in meta.files("events")] == [new_file("a").path]
+    finally:
+        holder.close()
+        store.close()
 
 
 def test_a_stepwise_commit_dropped_after_commit_was_sent_reports_unknown_outcome(

@@ -14,7 +14,9 @@ from typing import Literal
 
 from psycopg.conninfo import conninfo_to_dict
 
-Mode = Literal["drop_before", "drop_after"]
+Mode = Literal["drop_before", "drop_after", "answer_error"]
+# The end of a server's answer: ReadyForQuery, idle.
+_READY = b"Z\x00\x00\x00\x05I"
 
 
 @dataclass
@@ -22,7 +24,9 @@ class Fault:
     """Cut the connection the first time the client sends a message containing ``marker``.
 
     ``drop_before``: the message never reaches the server. ``drop_after``: the server gets it
-    (and acts on it), but its answer never reaches the client.
+    (and acts on it), but its answer never reaches the client. ``answer_error``: the server
+    gets it and acts on it, and the client gets an error in place of its answer, the
+    connection kept (as a pooler in front of the server might answer).
     """
 
     marker: bytes
@@ -99,6 +103,12 @@ class PgFaultProxy:
                         return
                     if sock is client:
                         fault = self._take_fault(data)
+                        if fault is not None and fault.mode == "answer_error":
+                            server.sendall(data)
+                            _swallow_answer(server)
+                            client.sendall(_error_then_ready(b"08P01", b"server answer lost"))
+                            fault.fired.set()
+                            continue
                         if fault is not None:
                             if fault.mode == "drop_after":
                                 server.sendall(data)
@@ -114,3 +124,22 @@ class PgFaultProxy:
         finally:
             client.close()
             server.close()
+
+
+def _swallow_answer(server: socket.socket) -> None:
+    """Read the server's answer up to ReadyForQuery and drop it."""
+    answer = b""
+    while not answer.endswith(_READY):
+        chunk = server.recv(65536)
+        if not chunk:
+            return
+        answer += chunk
+
+
+def _message(kind: bytes, body: bytes) -> bytes:
+    return kind + (len(body) + 4).to_bytes(4, "big") + body
+
+
+def _error_then_ready(sqlstate: bytes, text: bytes) -> bytes:
+    fields = b"SERROR\0VERROR\0C" + sqlstate + b"\0M" + text + b"\0\0"
+    return _message(b"E", fields) + _message(b"Z", b"I")

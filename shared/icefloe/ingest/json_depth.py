@@ -70,12 +70,8 @@ def any_deeper_than(values: pa.Array | pa.ChunkedArray, limit: int) -> bool:
     whole = bytearray()
     for chunk in chunks:
         data = value_bytes(chunk)
-        if data is None:  # another layout: value by value
-            return any(
-                nests_deeper_than(skeleton(v.encode()), limit)
-                for v in chunk.to_pylist()
-                if v is not None
-            )
+        if data is None:
+            return True  # another layout (callers pass plain text): a doubt, the conversion decides
         whole += skeleton(data.to_pybytes())
     return nests_deeper_than(bytes(whole), limit)
 

@@ -859,26 +859,46 @@ class MetaStore:
         lost = False  # an append statement may have committed without its answer arriving
         while True:
             attempt += 1
+            error: Exception
             try:
                 return self._commit_once(request, after_loss=lost)
             except _AppendAnswerLost as e:
-                lost = True
-                if attempt >= self._commit_attempts:
-                    raise CommitOutcomeUnknownError(str(e)) from e.__cause__
-                self._pause_before_retry(request, e, attempt)
+                lost, error = True, e
             except (*_TRANSIENT, MetaStoreUnavailableError) as e:
-                if attempt >= self._commit_attempts:
-                    if lost:
-                        raise CommitOutcomeUnknownError(
-                            f"the answer to an append to {request.info.name!r} was lost, and the"
-                            f" meta store could not be asked whether it committed: {e}"
-                        ) from e
-                    if isinstance(e, MetaStoreUnavailableError):
-                        raise
-                    raise MetaStoreUnavailableError(
-                        f"commit failed after {attempt} attempts: {e}"
-                    ) from e
-                self._pause_before_retry(request, e, attempt)
+                error = e
+            except Exception as e:
+                if not lost:
+                    raise
+                # After a loss, a failure is no answer: the lost statement may still commit
+                # (queued behind a lock, say), and the caller must not delete its objects.
+                return self._found_after_loss(request, e)
+            if attempt >= self._commit_attempts:
+                if lost:
+                    return self._found_after_loss(request, error)
+                if isinstance(error, MetaStoreUnavailableError):
+                    raise error
+                raise MetaStoreUnavailableError(
+                    f"commit failed after {attempt} attempts: {error}"
+                ) from error
+            self._pause_before_retry(request, error, attempt)
+
+    def _found_after_loss(self, request: _CommitRequest, error: Exception) -> CommitResult:
+        """The append whose answer was lost, if its files are committed by now; otherwise
+        :class:`CommitOutcomeUnknownError` (it may still commit, or never)."""
+        try:
+            with self._connection() as conn:
+                found = _committed_before(conn, request)
+        except Exception as e:
+            raise CommitOutcomeUnknownError(
+                f"the answer to an append to {request.info.name!r} was lost, and the meta"
+                f" store could not be asked whether it committed: {e}"
+            ) from error
+        if found is not None:
+            return found
+        raise CommitOutcomeUnknownError(
+            f"the answer to an append to {request.info.name!r} was lost, and it is not"
+            f" committed yet: it may still be ({error})"
+        ) from error
 
     @staticmethod
     def _pause_before_retry(request: _CommitRequest, error: Exception, attempt: int) -> None:
@@ -932,8 +952,8 @@ class MetaStore:
         """An append as one statement in a transaction of its own (autocommit): one round
         trip, COMMIT included. None when it met a taken idempotency key, receipt or path, or a
         key committed before the table changed: nothing was written, and the stepwise
-        protocol, which looks each up, answers. A connection that breaks once the statement
-        is sent raises :class:`_AppendAnswerLost` (it may have committed)."""
+        protocol, which looks each up, answers. Any other failure raises
+        :class:`_AppendAnswerLost` (the statement may have committed)."""
         info, add = request.info, request.add
         rows_added = sum(f.row_count for f in add)
         params = {
@@ -958,11 +978,12 @@ class MetaStore:
                 row = cursor.fetchone()
         except pgerrors.UniqueViolation:
             return None  # the statement failed: nothing was written
-        except (psycopg.OperationalError, psycopg.InterfaceError) as e:
-            if e.sqlstate is not None and not conn.broken:
-                raise  # the server refused the statement (a lock timeout, say): not committed
+        except psycopg.Error as e:
+            # Any other failure may come after the statement committed (with COMMIT in the same
+            # round trip, an error does not prove a rollback: a proxy may answer one for a
+            # statement that went through), so the next attempt looks for the files first.
             raise _AppendAnswerLost(
-                f"connection lost during an append to {info.name!r}; it may have committed"
+                f"no answer to an append to {info.name!r} ({e}); it may have committed"
             ) from e
         finally:
             _back_to_transactions(conn)
@@ -1222,7 +1243,8 @@ def _unique_violation(table: str, error: pgerrors.UniqueViolation) -> Exception:
 
 
 class _AppendAnswerLost(Exception):
-    """The connection broke once an append statement was sent: it may have committed."""
+    """An append statement got no answer (its connection broke, or any error came back but a
+    unique violation): it may have committed."""
 
 
 def _committed_before(conn: Conn, request: _CommitRequest) -> CommitResult | None:
