@@ -12,6 +12,7 @@ from decimal import Decimal
 from pathlib import Path
 
 import duckdb
+import psycopg
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -578,6 +579,31 @@ def test_a_commit_whose_outcome_is_unknown_leaves_its_objects_for_the_orphan_swe
     # Nothing committed, but the object stays: only the orphan sweep may judge it.
     assert meta.files("wide") == []
     assert len(stored_keys(objects)) == 1
+
+
+def test_an_insert_interrupted_while_its_commit_is_in_flight_leaves_its_objects(
+    meta: MetaStore, objects: ObjectStore, wide: TableSpec, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given an insert interrupted (Ctrl-C) just after its commit statement ran on the server
+    real_execute = psycopg.Cursor.execute
+
+    def interrupted_after(
+        self: psycopg.Cursor, query: object, *args: object, **kw: object
+    ) -> object:
+        result = real_execute(self, query, *args, **kw)  # type: ignore[arg-type]
+        if "INSERT INTO snapshots" in str(query):
+            raise KeyboardInterrupt
+        return result
+
+    ins = Inserter(meta=meta, objects=objects)
+    monkeypatch.setattr(psycopg.Cursor, "execute", interrupted_after)
+    with pytest.raises(KeyboardInterrupt):
+        ins.insert_rows("wide", [{"ts": "2026-03-01", "event": "a"}])
+    monkeypatch.undo()
+    ins.close()
+    # Then its object stays: the statement committed it, and it is the table's file
+    assert len(meta.files("wide")) == 1
+    assert stored_keys(objects) == [f.path for f in meta.files("wide")]
 
 
 DEEP = {"a": 1}

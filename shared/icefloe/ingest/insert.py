@@ -302,6 +302,7 @@ class Inserter:
         table = spec.name
         tell = on_phase or (lambda _: None)
         written: list[str] = []
+        committing = False
         try:
             with self._duck_lock:
                 con = self._duck.cursor()
@@ -336,6 +337,7 @@ class Inserter:
                         wait([json_check])  # its cursor must not outlive the connection
                     con.close()
             tell("commit")
+            committing = True
             result = self._meta.commit_append(
                 table,
                 files=files,
@@ -348,7 +350,12 @@ class Inserter:
         except CommitOutcomeUnknownError:
             logger.warning("commit outcome unknown for %s; leaving %d objects", table, len(written))
             raise
-        except BaseException:
+        except BaseException as e:
+            if committing and not isinstance(e, Exception):
+                # Interrupted (Ctrl-C, a cancelled task) while the commit was in flight: its
+                # statement may have committed. The orphan sweep judges the objects.
+                logger.warning("insert into %s interrupted while committing", table)
+                raise
             discard_uncommitted(self._objects, written)
             raise
         if not result.committed:
