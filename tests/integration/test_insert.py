@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+import icefloe.datafiles as datafiles_module
 import icefloe.ingest.insert as insert_module
 import icefloe.ingest.load as load_module
 from icefloe import duck
@@ -312,21 +313,40 @@ def test_a_big_arrow_batch_is_written_while_its_json_text_is_checked_and_uploade
 def test_a_big_arrow_batch_still_inserts_when_no_thread_can_be_started(
     meta: MetaStore, objects: ObjectStore, inserter: Inserter, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Given the pools that check JSON text and make row ids beside other work refusing new
-    # work (as they do while the interpreter shuts down, under a non-daemon thread)
-    for module, name in ((load_module, "_JSON_CHECKS"), (insert_module, "_ROW_IDS")):
+    # Given the pools that check JSON text, make row ids and build membership filters beside
+    # other work refusing new work (as they do while the interpreter shuts down, under a
+    # non-daemon thread)
+    for module, name in (
+        (load_module, "_JSON_CHECKS"),
+        (insert_module, "_ROW_IDS"),
+        (datafiles_module, "_FILTERS"),
+    ):
         stopped = ThreadPoolExecutor(max_workers=1)
         stopped.shutdown()
         monkeypatch.setattr(module, name, stopped)
     meta.create_table(
-        TableSpec.create(name="typed", schema="ts TIMESTAMP NOT NULL, props JSON", partition_by="")
+        TableSpec.create(
+            name="typed",
+            schema="ts TIMESTAMP NOT NULL, k VARCHAR, props JSON",
+            partition_by="",
+            row_group_by="k",
+        )
     )
     rows = max(load_module._JSON_CHECK_BESIDE_FROM_ROWS, insert_module._ROW_IDS_BESIDE_FROM_ROWS)
-    batch = pa.table({"ts": pa.array([datetime(2026, 3, 1)] * rows), "props": ["[1]"] * rows})
+    batch = pa.table(
+        {
+            "ts": pa.array([datetime(2026, 3, 1)] * rows),
+            "k": [f"k{i % 3}" for i in range(rows)],
+            "props": ["[1]"] * rows,
+        }
+    )
 
-    # When a batch big enough for both is inserted, then it is, the work done in line
+    # When a batch big enough for all of them is inserted, then it is, the work done in line
     result = inserter.insert_arrow("typed", batch)
     assert result.committed and result.rows == rows
+    # And its file has its membership filter
+    (written,) = meta.files("typed")
+    assert written.column_stats["k"].membership is not None
 
 
 def test_ndjson_csv_and_parquet_inputs_give_the_same_rows(

@@ -81,6 +81,20 @@ def test_an_append_whose_answer_is_lost_without_a_key_commits_once(
     assert sorted(f.path for f in meta.files("events")) == sorted(f.path for f in files)
 
 
+def test_a_lost_answer_on_the_last_attempt_is_still_looked_up(
+    proxy: PgFaultProxy, meta: MetaStore, events_spec: TableSpec
+) -> None:
+    # Given a store that makes one attempt, and an append whose answer is lost after it ran
+    meta.create_table(events_spec)
+    fault = proxy.arm(b"INSERT INTO snapshots", "drop_after")
+    with MetaStore(proxy.dsn, schema=meta.schema, commit_attempts=1) as store:
+        # When it is committed, Then the lookup finds it: committed, not "unavailable"
+        result = store.commit_append("events", files=[new_file("a")])
+    assert fault.fired.is_set()
+    assert result.committed and result.snapshot_id == 1
+    assert [f.path for f in meta.files("events")] == [new_file("a").path]
+
+
 def test_an_append_lost_while_the_meta_store_stays_away_reports_unknown_outcome(
     proxy: PgFaultProxy, meta: MetaStore, events_spec: TableSpec, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -12,23 +12,22 @@ its first value's shape repeated; that shape alone is then matched, once per pro
 from __future__ import annotations
 
 import functools
-import struct
 
 import pyarrow as pa
 import pyarrow.compute as pc
+
+from icefloe.ingest.strict_json import value_bytes
 
 _DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
 # The column's bytes are translated and compared this many at a time (about), so that no
 # copy of a whole large column is made.
 _BLOCK_BYTES = 1 << 20
-_OFFSETS = {pa.string(): struct.Struct("<i"), pa.large_string(): struct.Struct("<q")}
 
 
 def common_shape(text: pa.ChunkedArray) -> str | None:
     """The shape every value of ``text`` has, or None: when they differ, or a value is null
     or empty, or the column is not plain text."""
-    offset = _OFFSETS.get(text.type)
-    if offset is None or text.null_count or len(text) == 0:
+    if text.type not in (pa.string(), pa.large_string()) or text.null_count or len(text) == 0:
         return None
     bounds = pc.min_max(pc.binary_length(text))
     width = bounds["min"].as_py()
@@ -37,18 +36,16 @@ def common_shape(text: pa.ChunkedArray) -> str | None:
     shape: bytes | None = None
     block = b""
     for chunk in text.chunks:
-        if len(chunk) == 0:
+        data = value_bytes(chunk)  # every value is ``width`` bytes, end to end
+        assert data is not None  # plain text, checked above
+        if data.size == 0:
             continue
-        _, offsets, data = chunk.buffers()
-        # Every value is ``width`` bytes: the chunk's values lie end to end from its first.
-        (start,) = offset.unpack_from(offsets, offset.size * chunk.offset)
         if shape is None:
-            shape = data.slice(start, width).to_pybytes().translate(_DIGITS_AS_ZERO)
+            shape = data.slice(0, width).to_pybytes().translate(_DIGITS_AS_ZERO)
             block = shape * max(1, _BLOCK_BYTES // width)
-        total = width * len(chunk)
-        for at in range(0, total, len(block)):
-            size = min(len(block), total - at)
-            piece = data.slice(start + at, size).to_pybytes().translate(_DIGITS_AS_ZERO)
+        for at in range(0, data.size, len(block)):
+            size = min(len(block), data.size - at)
+            piece = data.slice(at, size).to_pybytes().translate(_DIGITS_AS_ZERO)
             if piece != block[:size]:
                 return None
     return None if shape is None else shape.decode("utf-8", errors="replace")

@@ -39,7 +39,7 @@ import pyarrow.compute as pc
 from icefloe.ingest.arrow_input import ARROW_TYPES, proven_clean
 from icefloe.ingest.json_input import dates_from_text, json_text_clean, timestamps_from_text
 from icefloe.ingest.sources import InsertLimits, value_problem
-from icefloe.ingest.strict_json import matches_anywhere
+from icefloe.ingest.strict_json import matches_anywhere, value_bytes
 from icefloe.spec import Column, TableSpec
 
 _INTEGERS = (
@@ -165,8 +165,8 @@ def _json_text(values: list[object]) -> pa.ChunkedArray | None:
     texts = pa.array([None if v is None else orjson.dumps(v).decode() for v in values], pa.string())
     # Searched as one value (a match across two values, or in a null's bytes, which a fresh
     # array has none of, only sends the batch to the JSON paths): a third of a search of each.
-    data = texts.buffers()[2]
-    if data is not None and matches_anywhere(data, _PRINTED_OTHERWISE):
+    data = value_bytes(texts)
+    if data is not None and data.size and matches_anywhere(data, _PRINTED_OTHERWISE):
         return None
     return pa.chunked_array([texts])
 

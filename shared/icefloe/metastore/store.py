@@ -437,12 +437,8 @@ class MetaStore:
 
     @contextmanager
     def _autocommit(self) -> Iterator[Conn]:
-        with self._connection() as conn:
-            conn.autocommit = True
-            try:
-                yield conn
-            finally:
-                conn.autocommit = False
+        with self._connection() as conn, _statements_commit_alone(conn):
+            yield conn
 
     @contextmanager
     def _read_only(self, *, repeatable: bool) -> Iterator[Conn]:
@@ -970,10 +966,9 @@ class MetaStore:
             ),
             "receipts": list(request.receipts),
         }
-        conn.autocommit = True
         try:
             # Through a cursor, as the stepwise writes: tracing wraps cursors, not execute.
-            with conn.cursor() as cursor:
+            with _statements_commit_alone(conn), conn.cursor() as cursor:
                 cursor.execute(_APPEND, params)
                 row = cursor.fetchone()
         except pgerrors.UniqueViolation:
@@ -985,8 +980,6 @@ class MetaStore:
             raise _AppendAnswerLost(
                 f"no answer to an append to {info.name!r} ({e}); it may have committed"
             ) from e
-        finally:
-            _back_to_transactions(conn)
         if row is None:
             raise TableNotFoundError(f"no table named {info.name!r} (was it dropped?)")
         if row[2] is None:
@@ -1253,15 +1246,12 @@ def _committed_before(conn: Conn, request: _CommitRequest) -> CommitResult | Non
     if request.operation != "append" or not request.add:
         return None
     paths = sorted({f.path for f in request.add})
-    conn.autocommit = True
-    try:
+    with _statements_commit_alone(conn):
         found = conn.execute(
             "SELECT begin_snapshot, count(*) FROM data_files WHERE path = ANY(%s)"
             " GROUP BY begin_snapshot",
             (paths,),
         ).fetchall()
-    finally:
-        _back_to_transactions(conn)
     if not found:
         return None
     if len(found) != 1 or int(found[0][1]) != len(paths):
@@ -1285,13 +1275,19 @@ def _committed_before(conn: Conn, request: _CommitRequest) -> CommitResult | Non
     )
 
 
-def _back_to_transactions(conn: Conn) -> None:
-    """Leave autocommit, as every pooled connection must be; a connection that cannot (it
-    broke) is closed, and the pool discards it."""
+@contextmanager
+def _statements_commit_alone(conn: Conn) -> Iterator[None]:
+    """Autocommit (each statement its own transaction) for the block, then back, as every
+    pooled connection must be; a connection that cannot go back (it broke) is closed, and
+    the pool discards it."""
+    conn.autocommit = True
     try:
-        conn.autocommit = False
-    except psycopg.Error:
-        conn.close()
+        yield
+    finally:
+        try:
+            conn.autocommit = False
+        except psycopg.Error:
+            conn.close()
 
 
 def _rollback_quietly(conn: Conn) -> None:
