@@ -51,7 +51,7 @@ SCALES: dict[str, dict[str, Any]] = {
         "memory": 100_000,
         "arrow": (100_000, 3),
         "ndjson": (100_000, 3),
-        "small_batches": (50, 1_000),
+        "small_batches": (50, 1_000, 3),
     },
     "full": {
         "batches": {1_000: 7, 10_000: 5, 100_000: 3, 1_000_000: 1},
@@ -59,7 +59,7 @@ SCALES: dict[str, dict[str, Any]] = {
         "memory": 1_000_000,
         "arrow": (1_000_000, 5),
         "ndjson": (1_000_000, 5),
-        "small_batches": (200, 1_000),
+        "small_batches": (200, 1_000, 3),
     },
 }
 
@@ -289,40 +289,50 @@ def bench_ndjson(dsn: str, schema: str, events: int, runs: int, root: Path) -> d
 
 
 def bench_small_batches(
-    dsn: str, schema: str, batches: int, events: int, root: Path
+    dsn: str, schema: str, batches: int, events: int, streams: int, root: Path
 ) -> dict[str, Any]:
     """A stream: ``batches`` inserts of ``events`` consecutive sample events each (so most land
-    in one day partition), as JSON objects, one after another; the phases each insert reports,
-    beside a bare pyarrow write of each batch's rows (no checks, no commit) in the same run."""
+    in one day partition), as JSON objects, one after another; the phases each insert reports.
+    The stream runs ``streams`` times, each followed by a bare pyarrow write of each batch's
+    rows (no checks, no commit); the rates are the medians of the streams (one stream lasts
+    about a second, and this machine's speed wanders over seconds)."""
     every = sample_events(batches * events, days=7)
     chunks = [every[n * events : (n + 1) * events] for n in range(batches)]
     arrow = sample_arrow(batches * events)
     objects = LocalObjectStore(root / "small-warehouse")
+    phases = []
+    icefloe_s, bare_s = [], []
     with MetaStore(dsn, schema=schema) as meta:
         meta.create_table(sample_events_spec("small"))
         inserter = Inserter(meta=meta, objects=objects, duckdb_threads=1)
         inserter.insert_rows("small", chunks[0])  # warm-up: first-call costs
-        phases = []
-        start = time.perf_counter()
-        for chunk in chunks:
-            inserted = inserter.insert_rows("small", chunk)
-            assert inserted.phases is not None
-            phases.append(inserted.phases)
-        elapsed = time.perf_counter() - start
+        for _ in range(streams):
+            start = time.perf_counter()
+            for chunk in chunks:
+                inserted = inserter.insert_rows("small", chunk)
+                assert inserted.phases is not None
+                phases.append(inserted.phases)
+            icefloe_s.append(time.perf_counter() - start)
+            start = time.perf_counter()
+            for n in range(batches):
+                bare_arrow_write(arrow.slice(n * events, events), root / "small-bare")
+            bare_s.append(time.perf_counter() - start)
         inserter.close()
-    start = time.perf_counter()
-    for n in range(batches):
-        bare_arrow_write(arrow.slice(n * events, events), root / "small-bare")
-    bare = time.perf_counter() - start
 
     def p50_ms(values: list[float]) -> float:
         return round(statistics.median(values) * 1000, 2)
 
+    def rate(seconds: float) -> int:
+        return round(batches * events / seconds)
+
     result = {
         "batches": batches,
         "events_per_batch": events,
-        "events_per_s": round(batches * events / elapsed),
-        "bare_pyarrow_events_per_s": round(batches * events / bare),
+        "streams": streams,
+        "events_per_s": rate(statistics.median(icefloe_s)),
+        "events_per_s_runs": [rate(s) for s in icefloe_s],
+        "bare_pyarrow_events_per_s": rate(statistics.median(bare_s)),
+        "bare_pyarrow_events_per_s_runs": [rate(s) for s in bare_s],
         "p50_ms": {
             "load": p50_ms([p.load_s for p in phases]),
             "write": p50_ms([p.write_s for p in phases]),
@@ -386,8 +396,8 @@ def main() -> None:
         arrow = bench_arrow(dsn, schema, arrow_events, arrow_runs, Path(tmp))
         ndjson_events, ndjson_runs = scale["ndjson"]
         ndjson = bench_ndjson(dsn, schema, ndjson_events, ndjson_runs, Path(tmp))
-        batches, per_batch = scale["small_batches"]
-        small = bench_small_batches(dsn, schema, batches, per_batch, Path(tmp))
+        batches, per_batch, streams = scale["small_batches"]
+        small = bench_small_batches(dsn, schema, batches, per_batch, streams, Path(tmp))
         memory = bench_memory(dsn, schema, scale["memory"])
     path = write_results(
         "insert",
