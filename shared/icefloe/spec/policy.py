@@ -25,8 +25,9 @@ class SizeTargets:
     max_files_per_merge: int = 100
     # Bigger groups go to EMR Serverless. From benchmarks/compaction_bench.py: a 3,008 MB,
     # 15-minute merge worker with 10 GB of /tmp fills half its disk with spill and staged
-    # output at about 0.9 GB of input; its speed would allow about 3.8 GB.
-    lambda_merge_cap_bytes: int = 768 * MIB
+    # output at about 0.7 GB of input (files as inserts now write them); its speed would
+    # allow about 3.8 GB.
+    lambda_merge_cap_bytes: int = 512 * MIB
     # A merge group's bytes must be at least this many times its largest input's: every row
     # then lands in a file at least this much bigger each time it is rewritten, so it is
     # rewritten at most log_ratio(target / smallest file) times (ClickHouse's "base").

@@ -14,7 +14,7 @@ def test_default_size_targets() -> None:
     assert sizes.target_file_bytes == 128 * MIB
     assert sizes.row_group_target_bytes == 16 * MIB
     assert sizes.max_merge_group_bytes == 2 * GIB
-    assert sizes.lambda_merge_cap_bytes == 768 * MIB  # measured: see docs/benchmarks.md
+    assert sizes.lambda_merge_cap_bytes == 512 * MIB  # measured: see docs/benchmarks.md
 
 
 @pytest.mark.parametrize(
