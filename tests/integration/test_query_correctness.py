@@ -6,11 +6,15 @@ from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
 
+import psycopg
 import pytest
+from psycopg import sql as pgsql
 
-from icefloe.errors import SnapshotNotFoundError
+from icefloe.errors import InvalidInputError, SnapshotNotFoundError
 from icefloe.ingest import Inserter
 from icefloe.janitor import Janitor
+from icefloe.lifecycle import alter_table
+from icefloe.lifecycle.alter import add_column
 from icefloe.merge import MergeWorker, merge_locally
 from icefloe.metastore.store import MetaStore
 from icefloe.query import QueryEngine, TablePlan, TimeRange
@@ -212,3 +216,41 @@ def test_a_lost_file_of_a_live_snapshot_is_a_read_error_not_an_expiry(
     # Then the query fails naming the read, and the snapshot is not called expired
     with pytest.raises(QueryReadError, match="query failed"):
         QueryEngine(meta=meta, objects=objects).query("SELECT count(*) FROM t")
+
+
+def test_a_listing_gives_each_file_its_own_size_row_count_and_version(
+    meta: MetaStore, objects: LocalObjectStore, inserter: Inserter
+) -> None:
+    # Given files of different sizes, row counts and spec versions: days merged into one
+    # file of four rows, then a column added and more one-row files inserted
+    merge_locally(meta=meta, worker=MergeWorker(meta=meta, objects=objects), until_quiet=True)
+    alter_table(meta=meta, table="t", changes=[add_column("w INTEGER")])
+    for n in range(3):
+        inserter.insert_rows("t", [{"ts": f"2026-11-05T0{n}:00:00", "v": n, "w": n, "s": "x" * n}])
+    # When the head is listed as a query plan lists it (the same snapshot also row by row)
+    with meta.pin("t") as pinned:
+        listing = pinned.files()
+        rows = meta.files("t", snapshot_id=pinned.snapshot_id)
+    # Then each listed file carries the size, row count and version of its own file row
+    listed = {(f.path, f.size_bytes, f.row_count, f.spec_version) for f in listing.files}
+    expected = {(f.path, f.size_bytes, f.row_count, f.spec_version) for f in rows}
+    assert listed == expected
+    assert {f.row_count for f in rows} == {1, 4} and {f.spec_version for f in rows} == {1, 2}
+    assert len(listing.paths) == len(rows) == listing.considered
+
+
+def test_a_file_path_holding_a_control_character_is_refused_by_the_listing(
+    meta: MetaStore, inserter: Inserter, postgres_dsn: str
+) -> None:
+    # Given a file row whose path holds a tab (no valid key does: only a meta store edited
+    # by hand has one), which would break the listing's one-text form
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute(
+            pgsql.SQL(
+                "UPDATE {}.data_files SET path = path || E'\\tx'"
+                " WHERE file_id = (SELECT min(file_id) FROM {}.data_files)"
+            ).format(pgsql.Identifier(meta.schema), pgsql.Identifier(meta.schema))
+        )
+    # When the head is listed, then the listing refuses it by name instead of misreading it
+    with meta.pin("t") as pinned, pytest.raises(InvalidInputError, match=r"table 't'.*control"):
+        pinned.files()

@@ -352,19 +352,19 @@ class QueryEngine:
             may_match=file_condition(scans, spec) if self.pruning else None,
             renamed=stat_names(spec),
         )
-        scanned = listing.files
         plan = TablePlan(
             table=spec.name,
             snapshot_id=pinned.snapshot_id,
             files_considered=listing.considered,
-            files_scanned=len(scanned),
-            bytes_scanned=sum(f.size_bytes for f in scanned),
-            paths=tuple(f.path for f in scanned),
+            files_scanned=len(listing.paths),
+            bytes_scanned=sum(listing.sizes),
+            paths=listing.paths,
             spec_version=spec.version,
-            file_versions=tuple(f.spec_version for f in scanned),
+            file_versions=listing.spec_versions,
         )
         logger.debug("query plan %s", plan)
-        source = files_source(spec, [(self._objects.uri(f.path), f.spec_version) for f in scanned])
+        uris = map(self._objects.uri, listing.paths)
+        source = files_source(spec, list(zip(uris, listing.spec_versions, strict=True)))
         if scans.key is not None:
             self._plan_cache.put(key, (plan, source))
         return plan, source
