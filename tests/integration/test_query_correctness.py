@@ -239,17 +239,19 @@ def test_a_listing_gives_each_file_its_own_size_row_count_and_version(
     assert len(listing.paths) == len(rows) == listing.considered
 
 
+@pytest.mark.parametrize("separator", ["\t", "\n"], ids=["tab", "line break"])
 def test_a_file_path_holding_a_control_character_is_refused_by_the_listing(
-    meta: MetaStore, inserter: Inserter, postgres_dsn: str
+    meta: MetaStore, inserter: Inserter, postgres_dsn: str, separator: str
 ) -> None:
-    # Given a file row whose path holds a tab (no valid key does: only a meta store edited
-    # by hand has one), which would break the listing's one-text form
+    # Given a file row whose path holds a tab or a line break (no valid key does: only a
+    # meta store edited by hand has one), which would break the listing's one-text form
     with psycopg.connect(postgres_dsn, autocommit=True) as conn:
         conn.execute(
             pgsql.SQL(
-                "UPDATE {}.data_files SET path = path || E'\\tx'"
+                "UPDATE {}.data_files SET path = path || %s"
                 " WHERE file_id = (SELECT min(file_id) FROM {}.data_files)"
-            ).format(pgsql.Identifier(meta.schema), pgsql.Identifier(meta.schema))
+            ).format(pgsql.Identifier(meta.schema), pgsql.Identifier(meta.schema)),
+            (f"{separator}x",),
         )
     # When the head is listed, then the listing refuses it by name instead of misreading it
     with meta.pin("t") as pinned, pytest.raises(InvalidInputError, match=r"table 't'.*control"):
