@@ -159,7 +159,7 @@ class MergeOrchestrator:
 
     def _plan(self, table: str) -> tuple[TableSpec, list[MergeGroup], int]:
         spec = self._meta.get_table(table).spec
-        live = self._meta.files(table)
+        live = self._meta.live_files(table)
         candidates = [
             MergeCandidate(
                 file_id=f.file_id,
@@ -167,7 +167,7 @@ class MergeOrchestrator:
                 partition_start=f.partition_start,
                 size_bytes=f.size_bytes,
                 row_count=f.row_count,
-                created_at=f.created_at or datetime.now(UTC),
+                created_at=f.created_at,
                 claimed=f.claimed,
             )
             for f in live

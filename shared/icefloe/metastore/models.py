@@ -100,6 +100,20 @@ class NewFile:
         )
 
 
+class LiveFile(NamedTuple):
+    """What planning merges needs of a live file: :class:`DataFile` without its statistics
+    (a table in a merge backlog may hold 10^5 live files, and decoding their statistics took
+    ten times as long as the rest of the listing)."""
+
+    file_id: int
+    partition_path: str
+    partition_start: datetime | None
+    size_bytes: int
+    row_count: int
+    created_at: datetime
+    claimed: bool  # a merge holds it under an unexpired lease (by the database's clock)
+
+
 class ScanFile(NamedTuple):
     """What a query plan needs of a live file: the lean form of :class:`DataFile`."""
 

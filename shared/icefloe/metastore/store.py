@@ -61,6 +61,7 @@ from icefloe.metastore.models import (
     DataFile,
     FileListing,
     JsonScalar,
+    LiveFile,
     NewFile,
     Operation,
     PartitionShape,
@@ -536,6 +537,20 @@ class MetaStore:
             )
             conn.rollback()
         return files
+
+    def live_files(self, table: str) -> list[LiveFile]:
+        """The files live at the head, in id order, as :meth:`files` gives them but without
+        their statistics: what planning merges reads."""
+        info = self.get_table(table)
+        where, params = _live_at(info.table_id, info.head_snapshot_id)
+        query = sql.SQL(
+            "SELECT file_id, partition_path, partition_start, size_bytes, row_count, created_at,"
+            " coalesce(claim_token IS NOT NULL AND claim_expires_at > now(), false)"
+            " FROM data_files WHERE {} ORDER BY file_id"
+        ).format(where)
+        with self._autocommit() as conn:
+            rows = conn.execute(query, params).fetchall()
+        return list(map(LiveFile._make, rows))
 
     def files_by_id(self, table: str, file_ids: Sequence[int]) -> list[DataFile]:
         """The rows of these files of ``table``, live or not, in id order (missing ids are

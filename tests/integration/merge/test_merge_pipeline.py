@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from collections import Counter
+from datetime import timedelta
 
 import pyarrow.parquet as pq
 import pytest
 
-from icefloe.merge import InProcessQueue, MergeOrchestrator
+from icefloe.merge import InProcessQueue, MergeOrchestrator, MergeWorker, merge_locally
+from icefloe.metastore.models import LiveFile
 from support.merge_lake import Lake
 
 pytestmark = pytest.mark.integration
@@ -135,3 +137,34 @@ def test_claims_are_sent_in_chunks_and_only_a_refused_chunk_is_released(lake: La
     assert (plan.groups_sent, plan.groups_unsent) == (SEND_CHUNK, 2)
     claimed = {f.file_id for f in lake.meta.files("events") if f.claimed}
     assert claimed == {i for task in sender.calls[0] for i in task.file_ids}
+
+
+def test_the_merge_planners_listing_is_the_heads_files_without_their_statistics(
+    lake: Lake,
+) -> None:
+    # Given live files over two days, beside files an earlier merge replaced, two of them
+    # claimed by a merge in progress
+    lake.create()
+    lake.insert_batches("events", batches=6, rows=50, days=2)
+    merge_locally(meta=lake.meta, worker=MergeWorker(meta=lake.meta, objects=lake.objects))
+    lake.insert_batches("events", batches=3, rows=20, days=2)
+    rows = lake.meta.files("events")
+    lake.meta.claim_files("events", [rows[0].file_id, rows[-1].file_id], lease=timedelta(minutes=5))
+    # When the merge planner's listing is read
+    listed = lake.meta.live_files("events")
+    # Then it is the head's files in id order, each as its full row gives it
+    expected = [
+        LiveFile(
+            file_id=f.file_id,
+            partition_path=f.partition_path,
+            partition_start=f.partition_start,
+            size_bytes=f.size_bytes,
+            row_count=f.row_count,
+            created_at=f.created_at,
+            claimed=f.claimed,
+        )
+        for f in lake.meta.files("events")
+    ]
+    assert listed == expected
+    assert sum(f.claimed for f in listed) == 2
+    assert len({f.partition_path for f in listed}) == 2 and len({f.row_count for f in listed}) > 1
