@@ -342,7 +342,7 @@ def _listing_timing(
     samples, note = capped_samples(listing, repeat=repeat, warmup_s=time.perf_counter() - start)
     row: dict[str, Any] = {
         "files_considered": first.considered,
-        "files_listed": len(first.files),
+        "files_listed": len(first.paths),
         "median_ms": round(statistics.median(samples) * 1000, 3),
         "samples": len(samples),
     }

@@ -196,7 +196,7 @@ def stored(postgres_dsn: str) -> Any:
 def _listed(meta: MetaStore, scans: TableScans) -> set[str]:
     with meta.read_tables([SPEC.name]) as read:
         listing = read.pin(SPEC.name).files(may_match=file_condition(scans, SPEC))
-    return {f.path for f in listing.files}
+    return set(listing.paths)
 
 
 def test_a_file_holding_a_matching_row_is_always_listed(stored: Any) -> None:

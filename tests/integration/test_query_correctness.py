@@ -126,7 +126,7 @@ def test_the_listing_is_the_whole_snapshot_when_the_janitor_runs_between_resolve
     with meta.pin("t", snapshot_id=pinned_id) as pinned:
         report = janitor.run(table="t", retention=timedelta(0))
         assert report.total("files_deleted") == len(expected)
-        listed = {f.path for f in pinned.files().files}
+        listed = set(pinned.files().paths)
     # Then the listing is still the snapshot's whole file list
     assert listed == expected
     # And a read that starts after the janitor is told the snapshot expired
@@ -232,7 +232,8 @@ def test_a_listing_gives_each_file_its_own_size_row_count_and_version(
         listing = pinned.files()
         rows = meta.files("t", snapshot_id=pinned.snapshot_id)
     # Then each listed file carries the size, row count and version of its own file row
-    listed = {(f.path, f.size_bytes, f.row_count, f.spec_version) for f in listing.files}
+    columns = (listing.paths, listing.sizes, listing.row_counts, listing.spec_versions)
+    listed = set(zip(*columns, strict=True))
     expected = {(f.path, f.size_bytes, f.row_count, f.spec_version) for f in rows}
     assert listed == expected
     assert {f.row_count for f in rows} == {1, 4} and {f.spec_version for f in rows} == {1, 2}

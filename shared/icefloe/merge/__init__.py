@@ -16,7 +16,6 @@ from icefloe.merge.orchestrator import (
     TaskSender,
 )
 from icefloe.merge.planner import (
-    MergeCandidate,
     MergeGroup,
     MergePolicy,
     PartitionOrder,
@@ -40,7 +39,6 @@ __all__ = [
     "InvalidMergeMessageError",
     "LocalMergeReport",
     "MergeBatchResult",
-    "MergeCandidate",
     "MergeFailedError",
     "MergeGroup",
     "MergeLimits",

@@ -17,7 +17,6 @@ from typing import Any, Protocol
 
 from icefloe.errors import CommitOutcomeUnknownError, IcefloeError, MetaStoreUnavailableError
 from icefloe.merge.planner import (
-    MergeCandidate,
     MergeGroup,
     MergePolicy,
     PartitionOrder,
@@ -160,20 +159,8 @@ class MergeOrchestrator:
     def _plan(self, table: str) -> tuple[TableSpec, list[MergeGroup], int]:
         spec = self._meta.get_table(table).spec
         live = self._meta.live_files(table)
-        candidates = [
-            MergeCandidate(
-                file_id=f.file_id,
-                partition_path=f.partition_path,
-                partition_start=f.partition_start,
-                size_bytes=f.size_bytes,
-                row_count=f.row_count,
-                created_at=f.created_at,
-                claimed=f.claimed,
-            )
-            for f in live
-        ]
         groups = plan_table(
-            candidates,
+            live,
             policy=MergePolicy.from_sizes(spec.sizes),
             now=datetime.now(UTC),
             order=self._order,

@@ -18,22 +18,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal
 
+from icefloe.metastore.models import LiveFile
 from icefloe.spec import SizeTargets
 
 PartitionOrder = Literal["newest_first", "oldest_first"]
-
-
-@dataclass(frozen=True, slots=True)
-class MergeCandidate:
-    """What the planner needs to know about one live file."""
-
-    file_id: int
-    partition_path: str
-    partition_start: datetime | None
-    size_bytes: int
-    row_count: int
-    created_at: datetime
-    claimed: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +59,7 @@ class MergePolicy:
 
 
 def plan_partition(
-    files: Iterable[MergeCandidate], *, policy: MergePolicy, now: datetime
+    files: Iterable[LiveFile], *, policy: MergePolicy, now: datetime
 ) -> list[MergeGroup]:
     """Merge groups for the files of ONE partition (all ``files`` must share it)."""
     eligible = sorted(
@@ -88,7 +76,7 @@ def plan_partition(
     if len(partitions) > 1:
         raise ValueError(f"plan_partition got files of {len(partitions)} partitions")
     groups: list[MergeGroup] = []
-    current: list[MergeCandidate] = []
+    current: list[LiveFile] = []
     current_bytes = 0
     for f in eligible:
         over_cap = (
@@ -111,7 +99,7 @@ def plan_partition(
 
 
 def plan_table(
-    files: Iterable[MergeCandidate],
+    files: Iterable[LiveFile],
     *,
     policy: MergePolicy,
     now: datetime,
@@ -121,7 +109,7 @@ def plan_table(
 
     Partitions are ordered by their period start (partitions without one last), then by path.
     """
-    by_partition: dict[str, list[MergeCandidate]] = {}
+    by_partition: dict[str, list[LiveFile]] = {}
     for f in files:
         by_partition.setdefault(f.partition_path, []).append(f)
     groups = [
@@ -143,12 +131,12 @@ def plan_table(
     return dated + undated
 
 
-def _valid(files: Sequence[MergeCandidate], total: int, policy: MergePolicy) -> bool:
+def _valid(files: Sequence[LiveFile], total: int, policy: MergePolicy) -> bool:
     largest = max(f.size_bytes for f in files)
     return len(files) >= policy.min_files and total >= policy.size_ratio * largest
 
 
-def _group(files: Sequence[MergeCandidate], total: int) -> MergeGroup:
+def _group(files: Sequence[LiveFile], total: int) -> MergeGroup:
     return MergeGroup(
         partition_path=files[0].partition_path,
         partition_start=files[0].partition_start,

@@ -101,9 +101,9 @@ class NewFile:
 
 
 class LiveFile(NamedTuple):
-    """What planning merges needs of a live file: :class:`DataFile` without its statistics
-    (a table in a merge backlog may hold 10^5 live files, and decoding their statistics took
-    ten times as long as the rest of the listing)."""
+    """What planning merges needs of a live file (the merge planner's input): :class:`DataFile`
+    without its statistics (a table in a merge backlog may hold 10^5 live files, and decoding
+    their statistics took ten times as long as the rest of the listing)."""
 
     file_id: int
     partition_path: str
@@ -111,16 +111,7 @@ class LiveFile(NamedTuple):
     size_bytes: int
     row_count: int
     created_at: datetime
-    claimed: bool  # a merge holds it under an unexpired lease (by the database's clock)
-
-
-class ScanFile(NamedTuple):
-    """What a query plan needs of a live file: the lean form of :class:`DataFile`."""
-
-    path: str
-    size_bytes: int
-    row_count: int
-    spec_version: int = 1
+    claimed: bool = False  # a merge holds it under an unexpired lease (the database's clock)
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,12 +128,6 @@ class FileListing:
     row_counts: tuple[int, ...]
     spec_versions: tuple[int, ...]
     considered: int
-
-    @property
-    def files(self) -> list[ScanFile]:
-        """The files one by one."""
-        columns = zip(self.paths, self.sizes, self.row_counts, self.spec_versions, strict=True)
-        return [ScanFile(*columns_of_one) for columns_of_one in columns]
 
 
 @dataclass(frozen=True, slots=True)

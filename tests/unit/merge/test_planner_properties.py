@@ -14,13 +14,13 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from icefloe.merge.planner import (
-    MergeCandidate,
     MergeGroup,
     MergePolicy,
     PartitionOrder,
     plan_partition,
     plan_table,
 )
+from icefloe.metastore.models import LiveFile
 from icefloe.spec import SizeTargets
 
 NOW = datetime(2024, 6, 1, 12, 0, tzinfo=UTC)
@@ -43,7 +43,7 @@ PROPERTY = settings(max_examples=200, deadline=None)
 @dataclass(frozen=True)
 class Scenario:
     policy: MergePolicy
-    files: list[MergeCandidate]
+    files: list[LiveFile]
 
 
 def _policy(
@@ -76,8 +76,8 @@ def _file(
     created_at: datetime = LONG_AGO,
     claimed: bool = False,
     rows: int | None = None,
-) -> MergeCandidate:
-    return MergeCandidate(
+) -> LiveFile:
+    return LiveFile(
         file_id=file_id,
         partition_path=partition,
         partition_start=START_OF.get(partition),
@@ -165,7 +165,7 @@ def scenarios(
     return Scenario(policy, files)
 
 
-def _eligible(f: MergeCandidate, policy: MergePolicy) -> bool:
+def _eligible(f: LiveFile, policy: MergePolicy) -> bool:
     return (
         not f.claimed
         and f.size_bytes < policy.target_file_bytes
@@ -345,7 +345,7 @@ def test_repeated_planning_converges_with_bounded_rewrites(scenario: Scenario) -
                 merged.extend(contents.pop(file_id))
             for original in merged:
                 rewrites[original] += 1
-            files[next_id] = MergeCandidate(
+            files[next_id] = LiveFile(
                 file_id=next_id,
                 partition_path=group.partition_path,
                 partition_start=group.partition_start,
