@@ -80,6 +80,12 @@ class DuplicateReceiptError(CommitConflictError):
         self.receipts = receipts
 
 
+class RowCountMismatchError(CommitError):
+    """A rewrite would remove a different number of rows than it decided to remove (rows of a
+    file minus rows of its rewrites, against the rows its one evaluation matched). Nothing was
+    committed; the caller deletes the objects it wrote."""
+
+
 class SpecChangedError(CommitConflictError):
     """The table's spec changed (a schema change) after the batch was converted under the spec
     it read: nothing was committed. The inserter converts the batch again under the new spec."""

@@ -462,6 +462,11 @@ def test_compact_one_partition_with_either_engine(
         ("merge them please", "syntax error"),
         ("SELECT ts, event FROM events", "user_id"),
         ("SELECT * FROM read_csv('/etc/passwd')", "refused"),
+        # Queries a retried merge could answer differently: DuckDB's own function stability
+        ("SELECT * FROM events WHERE random() < 0.5", "random() is VOLATILE"),
+        ("SELECT * FROM events WHERE ts < now()", "now() is CONSISTENT_WITHIN_QUERY"),
+        ("SELECT * FROM events WHERE ts < current_date", "current_date is CONSISTENT_WITHIN"),
+        ("SELECT * FROM events USING SAMPLE 50%", "sample"),
     ],
 )
 def test_a_custom_merge_query_that_every_merge_would_refuse_is_refused_at_create(
@@ -622,6 +627,48 @@ def test_delete_dry_run_then_delete_then_a_refused_predicate(
 
     assert run("delete", "events", "--where", "user_id IN (SELECT 'u1')")[0] == 1
     assert "may not hold a subquery" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("where", "message"),
+    [
+        # Each of these once deleted rows it did not match, or ended in a traceback
+        (
+            "user_id = 'u1' OR current_query() LIKE '%W' || 'HERE NOT%'",
+            "current_query() is VOLATILE in DuckDB",
+        ),
+        ("user_id = 'u3' AND current_connection_id() >= 0", "current_connection_id() is VOLATILE"),
+        ("true) QUALIFY (row_number() OVER () = 1", "must be one boolean expression"),
+        ("true) USING SAMPLE (1", "must be one boolean expression"),
+        ("true) WINDOW w AS (", "is not one expression"),
+    ],
+)
+def test_a_delete_refuses_a_predicate_that_could_decide_a_row_twice_or_leave_its_frame(
+    cli_env: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], where: str, message: str
+) -> None:
+    # Given six rows in two day partitions
+    assert run("init")[0] == 0
+    create_events()
+    source = tmp_path / "b.ndjson"
+    source.write_text(
+        "\n".join(
+            json.dumps({"ts": f"2026-03-0{d}T00:00:00", "event": "e", "user_id": user})
+            for d in (1, 2)
+            for user in ("u1", "u2", "u3")
+        )
+        + "\n"
+    )
+    assert run("insert", "events", str(source))[0] == 0
+    capsys.readouterr()
+
+    # When the delete is asked with the predicate
+    code, out = run("delete", "events", "--where", where)
+
+    # Then it is refused by name, with no traceback, and every row is still there
+    err = capsys.readouterr().err
+    assert (code, out) == (1, "") and message in err and "Traceback" not in err
+    counted = run("query", "SELECT count(*) AS n FROM events", "--format", "json")[1]
+    assert json.loads(counted) == [{"n": 6}]
 
 
 def test_erasure_of_one_user_over_merged_and_spark_compacted_files(

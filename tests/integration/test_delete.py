@@ -7,9 +7,11 @@ from __future__ import annotations
 from datetime import timedelta
 
 import duckdb
+import psycopg
 import pytest
+from psycopg import sql
 
-from icefloe.errors import CommitConflictError, InvalidInputError
+from icefloe.errors import CommitConflictError, InvalidInputError, RowCountMismatchError
 from icefloe.janitor import Janitor
 from icefloe.lifecycle import delete_rows
 from icefloe.metastore.models import NewFile
@@ -121,13 +123,21 @@ def test_deleting_every_row_of_a_file_removes_it_without_a_rewrite(lake: Lake) -
     [
         ("nope = 1", 'column "nope" not found'),
         ("user_id IN (SELECT user_id FROM events)", "may not hold a subquery"),
-        ("random() < 0.5", "random() gives another value"),
-        ("ts < now()", "now() gives another value"),
-        ("ts < current_date", "current_date gives another value"),
+        ("random() < 0.5", "random() is VOLATILE in DuckDB"),
+        ("ts < now()", "now() is CONSISTENT_WITHIN_QUERY in DuckDB"),
+        ("ts < current_date", "current_date is CONSISTENT_WITHIN_QUERY in DuckDB"),
+        ("ts < current_timestamp", "current_timestamp is not a function DuckDB lists"),
+        ("ts > ago(INTERVAL 1 DAY)", "ago() is not a function DuckDB lists as consistent"),
+        ("user_id = 'u5' AND current_connection_id() >= 0", "current_connection_id() is VOLATILE"),
+        ("event = 'x' OR current_query() LIKE '%W'", "current_query() is VOLATILE"),
+        ("pg_sleep(0) IS NULL", "pg_sleep() is VOLATILE"),
+        ("true) QUALIFY (row_number() OVER () = 1", "one boolean expression (it adds qualify)"),
+        ("true) USING SAMPLE (1", "one boolean expression (it adds sample)"),
+        ("true) WINDOW w AS (", "is not one expression"),
         ("_row_id IS NULL", "_row_id is icefloe's row id"),
         ("count(*) > 1", "cannot contain aggregates"),
         ("true) UNION (SELECT 1", "one boolean expression"),
-        ("event = 'x' -- trailing", "does not parse"),
+        ("event = 'x' -- trailing", "is not one expression"),
         ("  ", "predicate is empty"),
     ],
 )
@@ -180,6 +190,31 @@ def test_a_failed_upload_commits_nothing_and_leaves_no_object(lake: Lake) -> Non
     with pytest.raises(InjectedFault):
         delete(lake, "user_id = 'u3' OR user_id = 'u5'", objects=failing)
     assert lake.head() == before and lake.data_objects() == objects_before
+
+
+def test_a_file_that_would_lose_other_rows_than_decided_commits_nothing(
+    lake: Lake, postgres_dsn: str
+) -> None:
+    # Given a live file whose row count in the meta store is one more than the rows it holds
+    # (as if the rewrite lost a row the predicate did not match)
+    merged_lake(lake)
+    where = "user_id = 'u3'"
+    plan = delete(lake, where, dry_run=True)
+    target = next(c for c in plan.changes if c.action == "rewrite")
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL("UPDATE {}.data_files SET row_count = row_count + 1 WHERE path = %s").format(
+                sql.Identifier(lake.meta.schema)
+            ),
+            (target.path,),
+        )
+    before, objects_before, rows_before = lake.head(), lake.data_objects(), lake.rows(ALL_ROWS)
+
+    # When the delete runs, then it refuses to commit, and its rewrites are gone
+    with pytest.raises(RowCountMismatchError, match=target.path):
+        delete(lake, where)
+    assert lake.head() == before and lake.data_objects() == objects_before
+    assert lake.rows(ALL_ROWS) == rows_before
 
 
 def test_after_gc_no_object_in_the_warehouse_holds_a_deleted_row(lake: Lake) -> None:

@@ -11,7 +11,9 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
+from psycopg import sql
 
 from icefloe.cli import main
 from icefloe.lifecycle import (
@@ -23,6 +25,7 @@ from icefloe.lifecycle import (
 )
 from icefloe.lifecycle.alter import rename_column
 from icefloe.lifecycle.delete_jobs import MESSAGE_KIND, DeletePartTask
+from icefloe.lifecycle.predicate import check_predicate
 from icefloe.merge import InProcessQueue, process_merge_records
 from icefloe.metastore.deletes import DeleteJob, DeleteJobStore
 from icefloe.spec import SizeTargets
@@ -177,6 +180,37 @@ def test_a_job_whose_lease_ends_with_parts_undone_fails_and_cleans_up(lake: Lake
     assert late.status == "already_committed" and lake.head() == before
 
 
+def test_a_job_whose_files_would_lose_other_rows_than_its_parts_decided_fails_uncommitted(
+    lake: Lake, postgres_dsn: str
+) -> None:
+    # Given a job whose parts are all recorded, and a changed file whose row count in the meta
+    # store no longer matches what the parts decided (as if a rewrite lost an unmatched row)
+    setup(lake)
+    before, rows_before = lake.head(), lake.rows(ALL_ROWS)
+    objects_before = lake.data_objects()
+    queue = InProcessQueue()
+    started = start(lake, queue)
+    assert started.job is not None
+
+    def tamper(job: DeleteJob) -> None:
+        changed = [i for p in DeleteJobStore(lake.meta).parts(job.job_id) for i in p.changed_ids]
+        with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+            conn.execute(
+                sql.SQL(
+                    "UPDATE {}.data_files SET row_count = row_count + 1 WHERE file_id = %s"
+                ).format(sql.Identifier(lake.meta.schema)),
+                (changed[0],),
+            )
+
+    # When the last part finishes the job, then the job fails and nothing is committed
+    drain(lake, queue, DeletePartRunner(meta=lake.meta, objects=lake.objects, before_commit=tamper))
+    job = job_of(lake, started)
+    assert job.state == "failed" and "would lose" in (job.error or "")
+    assert lake.head() == before and lake.rows(ALL_ROWS) == rows_before
+    assert lake.data_objects() == objects_before  # the recorded rewrites were deleted
+    assert not [f for f in lake.meta.files("events") if f.claim_token is not None]
+
+
 def test_a_rollback_taking_the_files_makes_the_job_fail_without_committing(lake: Lake) -> None:
     setup(lake)
     queue = InProcessQueue()
@@ -263,7 +297,10 @@ def test_the_cli_lists_delete_jobs_with_their_state(
     drain(lake, queue, DeletePartRunner(meta=lake.meta, objects=lake.objects))
     (done,) = deletes()
     assert (done["state"], done["parts_done"], done["snapshot_id"]) == ("committed", 3, lake.head())
-    assert done["rows_deleted"] > 0 and done["where"] == f"({WHERE})"
+    # The job keeps the predicate as DuckDB renders it: the one expression that was checked.
+    rendered = check_predicate(lake.meta.get_table("events").spec, WHERE)
+    assert rendered == "(((user_id = 'u3') OR (\"event\" = 'signup')))"
+    assert done["rows_deleted"] > 0 and done["where"] == rendered
 
 
 class RefusingQueue:

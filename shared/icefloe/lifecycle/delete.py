@@ -2,10 +2,14 @@
 
 The query engine finds the files that may hold a matching row (its pruning, checked
 differentially against unpruned reads, skips only files whose statistics prove no match).
-Each of those is read once to count its matches; a file without one is left alone, a file
-whose every row matches is removed, and any other is rewritten without the matching rows
-(sorted and cut into row groups as a merge writes). Removals and rewrites commit together, so
-readers see all of a delete or none of it.
+Each of those is read once, and the predicate evaluated once per row, into a decided copy
+(each row with its verdict); the count reported and the rewrite both come from that copy, so
+they cannot disagree. A file without a match is left alone, a file whose every row matches is
+removed, and any other is rewritten without the matching rows (sorted and cut into row groups
+as a merge writes). Before anything commits, every changed file must lose exactly the rows
+its verdicts named, counted by the meta store's own row counts (the file's, and its
+rewrites'); otherwise nothing commits (:class:`RowCountMismatchError`). Removals and rewrites
+commit together, so readers see all of a delete or none of it.
 
 Rows inserted after the delete planned are not deleted: they are in files it did not read.
 A merge that replaced a planned file first makes the commit a conflict; the delete then
@@ -23,10 +27,18 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
+import duckdb
+
 from icefloe import duck
 from icefloe.datafiles import membership_column
 from icefloe.duck import ident
-from icefloe.errors import CommitConflictError, CommitOutcomeUnknownError, TableNotFoundError
+from icefloe.errors import (
+    CommitConflictError,
+    CommitOutcomeUnknownError,
+    InvalidInputError,
+    RowCountMismatchError,
+    TableNotFoundError,
+)
 from icefloe.lifecycle.predicate import check_predicate
 from icefloe.merge.modes import ordered_output
 from icefloe.merge.writer import stage_rows, upload_staged
@@ -42,6 +54,13 @@ from icefloe.storage import ObjectStore, discard_uncommitted
 # Plans lost to merges before the delete gives up.
 MAX_PLANS = 5
 BATCH_ROWS = 65_536
+# The decided copy of the files being rewritten: each row with its file's number and its
+# verdict. Files are decided together up to this many bytes (of Parquet), so that a delete
+# over many small files runs few statements, and one over big files holds one at a time.
+_DECIDED = ident("__icefloe_decided")
+_FILE = ident("__icefloe_file")
+_MATCH = ident("__icefloe_match")
+DECISION_GROUP_BYTES = 64 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,13 +187,15 @@ def delete_rows(
             if dry_run or not changes:
                 return result
             changed = {c.path for c in changes}
+            removed = [f for f in plan.candidates if f.path in changed]
             try:
+                check_rows_lost(removed, added, reported=result.rows_deleted)
                 if before_commit is not None:
                     before_commit(added)
                 committed = meta.commit(
                     table,
                     operation="delete",
-                    remove=[f.file_id for f in plan.candidates if f.path in changed],
+                    remove=[f.file_id for f in removed],
                     add=added,
                     table_id=planner.table_id,
                 )
@@ -274,25 +295,32 @@ def rewrite_files(
             con.execute(f"CREATE VIEW {view} AS {view_body(spec, source, None)}")
             views.append(view)
         lock_down(con, allowed_paths=uris, limits=limits)
-        matches = f"coalesce(({predicate}), false)"
-        for f, view in zip(candidates, views, strict=True):
-            source = f"{view} AS {ident(spec.name)}"
-            counts = con.execute(
-                f"SELECT count(*) FILTER (WHERE {matches}), count(*) FROM {source}"
-            ).fetchone()
-            assert counts is not None
-            deleted, rows = int(counts[0]), int(counts[1])
-            if deleted == 0:
-                continue
-            action: Literal["rewrite", "remove"] = "remove" if deleted == rows else "rewrite"
-            changes.append(FileChange(f.path, f.partition_path, action, rows, deleted))
-            if not write or action == "remove":
-                continue
-            kept = ordered_output(spec, f"SELECT * FROM {source} WHERE NOT {matches}")
-            reader = con.execute(kept).to_arrow_reader(BATCH_ROWS)
-            staged = stage_rows(spec, reader, scratch, bytes_per_row=f.size_bytes / max(1, rows))
-            added.extend(
-                upload_staged(
+        numbered = list(enumerate(candidates))
+        for group in _decision_groups(numbered):
+            decided = _decide(con, spec, predicate, [(n, views[n]) for n, _ in group])
+            for number, f in group:
+                deleted, rows = decided.get(number, (0, 0))
+                if rows != f.row_count:
+                    raise RowCountMismatchError(
+                        f"delete refused: {f.path} read back {rows} rows, but the meta store"
+                        f" records {f.row_count}; nothing was committed"
+                    )
+                if deleted == 0:
+                    continue
+                action: Literal["rewrite", "remove"] = "remove" if deleted == rows else "rewrite"
+                changes.append(FileChange(f.path, f.partition_path, action, rows, deleted))
+                if not write or action == "remove":
+                    continue
+                kept = ordered_output(
+                    spec,
+                    f"SELECT * EXCLUDE ({_FILE}, {_MATCH}) FROM {_DECIDED}"
+                    f" WHERE {_FILE} = {number} AND NOT {_MATCH}",
+                )
+                reader = con.execute(kept).to_arrow_reader(BATCH_ROWS)
+                staged = stage_rows(
+                    spec, reader, scratch, bytes_per_row=f.size_bytes / max(1, rows)
+                )
+                rewrites = upload_staged(
                     objects,
                     staged,
                     table=spec.name,
@@ -303,7 +331,9 @@ def rewrite_files(
                     spec_version=spec.version,
                     membership_column=membership_column(spec),
                 )
-            )
+                check_rows_lost([f], rewrites, reported=deleted)
+                added.extend(rewrites)
+        con.execute(f"DROP TABLE IF EXISTS {_DECIDED}")
     except BaseException:
         discard_uncommitted(objects, written)
         raise
@@ -311,3 +341,66 @@ def rewrite_files(
         con.close()
         shutil.rmtree(scratch, ignore_errors=True)
     return changes, written, added
+
+
+def check_rows_lost(
+    removed: Sequence[DataFile], added: Sequence[NewFile], *, reported: int
+) -> None:
+    """Refuse a rewrite whose files, by the meta store's row counts, lose other than
+    ``reported`` rows (the rows the predicate's one evaluation matched)."""
+    lost = sum(f.row_count for f in removed) - sum(f.row_count for f in added)
+    if lost != reported:
+        paths = ", ".join(f.path for f in removed[:3]) + (", ..." if len(removed) > 3 else "")
+        raise RowCountMismatchError(
+            f"delete refused to commit: {paths} would lose {lost} rows, but its predicate"
+            f" matched {reported}; nothing was committed"
+        )
+
+
+def _decision_groups(
+    numbered: Sequence[tuple[int, DataFile]],
+) -> list[list[tuple[int, DataFile]]]:
+    """Consecutive runs of files of at most :data:`DECISION_GROUP_BYTES` (a bigger file is a
+    run of its own)."""
+    groups: list[list[tuple[int, DataFile]]] = []
+    size = 0
+    for item in numbered:
+        if not groups or size + item[1].size_bytes > DECISION_GROUP_BYTES:
+            groups.append([])
+            size = 0
+        groups[-1].append(item)
+        size += item[1].size_bytes
+    return groups
+
+
+def _decide(
+    con: duckdb.DuckDBPyConnection,
+    spec: TableSpec,
+    predicate: str,
+    views: Sequence[tuple[int, str]],
+) -> dict[int, tuple[int, int]]:
+    """Evaluate ``predicate`` once per row of these files into :data:`_DECIDED` (replacing
+    the last group's), and return each file number's (matching rows, rows); every later step
+    reads the verdicts stored here, never the predicate again."""
+    sources = " UNION ALL ".join(
+        f"SELECT *, {number} AS {_FILE}, coalesce({predicate}, false) AS {_MATCH}"
+        f" FROM {view} AS {ident(spec.name)}"
+        for number, view in views
+    )
+    try:
+        con.execute(f"CREATE OR REPLACE TEMP TABLE {_DECIDED} AS {sources}")
+    except (duckdb.OutOfMemoryException, duckdb.InterruptException):
+        raise
+    except duckdb.Error as e:
+        # The predicate fails on a row these files hold (a cast of a value that does not
+        # convert): it cannot decide that row, so the delete decides none.
+        message = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise InvalidInputError(
+            f"delete refused: the predicate cannot be evaluated on every row of"
+            f" {spec.name!r} that it may match: {message}"
+        ) from e
+    counts = con.execute(
+        f"SELECT {_FILE}, count(*) FILTER (WHERE {_MATCH}), count(*) FROM {_DECIDED}"
+        f" GROUP BY {_FILE}"
+    ).fetchall()
+    return {int(n): (int(deleted), int(rows)) for n, deleted, rows in counts}

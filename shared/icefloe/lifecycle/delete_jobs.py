@@ -31,8 +31,13 @@ from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any, Protocol
 
-from icefloe.errors import CommitConflictError, InvalidInputError, NotFoundError
-from icefloe.lifecycle.delete import DeletePlanner, rewrite_files
+from icefloe.errors import (
+    CommitConflictError,
+    InvalidInputError,
+    NotFoundError,
+    RowCountMismatchError,
+)
+from icefloe.lifecycle.delete import DeletePlanner, check_rows_lost, rewrite_files
 from icefloe.merge.claims import claim_problem
 from icefloe.merge.worker import MergeOutcome
 from icefloe.metastore.deletes import DeleteJob, DeleteJobStore, DeletePart
@@ -304,6 +309,16 @@ class DeletePartRunner:
             return _outcome(job.table, "", "already_committed", "no row matched")
         if self._before_commit is not None:
             self._before_commit(job)
+        try:
+            # Every part's rewrites against its files, by the meta store's row counts.
+            check_rows_lost(
+                self._meta.files_by_id(job.table, removed),
+                added,
+                reported=sum(p.rows_deleted for p in parts),
+            )
+        except RowCountMismatchError as e:
+            self.fail(job, str(e))
+            return _outcome(job.table, "", "failed", str(e))
         try:
             result = self._meta.commit(
                 job.table,

@@ -1,14 +1,23 @@
 """A delete's predicate: one boolean SQL expression over one table's own columns.
 
-It is checked on DuckDB's parse tree and bound by DuckDB over a stand-in of the table (so
-DuckDB's typing decides what it means, exactly as in a query), and refused when it could mean
-something else file by file: a subquery sees only the file being rewritten, a volatile
-function answers differently on every evaluation, and the row id is not the user's column.
+DuckDB parses it inside a fixed frame (``SELECT count(*) FROM t WHERE (...)``), the frame is
+checked to hold nothing but the expression (no ``QUALIFY``, sample, window clause or second
+statement smuggled in by a closing parenthesis), and what icefloe runs from then on is DuckDB's
+own rendering of that one expression, checked to parse back to the same tree. It is bound by
+DuckDB over a stand-in of the table (so DuckDB's typing decides what it means, exactly as in a
+query), and refused when it could mean something else from one evaluation to the next: a
+subquery sees only the file being rewritten, a function DuckDB does not mark consistent
+answers differently each time (see :mod:`icefloe.stability`), and the row id is not the
+user's column.
 """
 
 from __future__ import annotations
 
 import json
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
 
 import duckdb
 
@@ -18,86 +27,152 @@ from icefloe.errors import InvalidInputError
 from icefloe.ingest.row_ids import ROW_ID_COLUMN
 from icefloe.query.sql_refs import walk
 from icefloe.spec import TableSpec
+from icefloe.stability import unstable_calls
 
 MAX_PREDICATE_CHARS = 100_000
-# Functions whose value changes from one evaluation to the next: a delete counts its rows
-# once and rewrites each file again, so both must see the same rows.
-# The current time is refused too: each file is rewritten at another moment.
-VOLATILE_FUNCTIONS = frozenset(
-    {
-        "random",
-        "setseed",
-        "uuid",
-        "gen_random_uuid",
-        "uuidv4",
-        "uuidv7",
-        "nextval",
-        "currval",
-        "now",
-        "current_timestamp",
-        "get_current_timestamp",
-        "transaction_timestamp",
-        "current_date",
-        "current_time",
-        "get_current_time",
-        "current_localtimestamp",
-        "current_localtime",
-        "today",
-    }
-)
+# The SELECT node of the frame, as DuckDB serializes it, when the text inside the parentheses
+# was one expression: every other field of the node must hold exactly this.
+_FRAME_FIELDS: dict[str, Any] = {
+    "type": "SELECT_NODE",
+    "modifiers": [],
+    "cte_map": {"map": []},
+    "group_expressions": [],
+    "group_sets": [],
+    "aggregate_handling": "STANDARD_HANDLING",
+    "having": None,
+    "sample": None,
+    "qualify": None,
+}
+_FRAME_EXPRESSIONS = ("select_list", "from_table", "where_clause")
+_lock = threading.Lock()
+_connection: duckdb.DuckDBPyConnection | None = None
 
 
 def check_predicate(spec: TableSpec, where: str) -> str:
-    """``where`` in parentheses (embed it in parentheses of your own too: ``a) OR (b`` is an
-    expression), or InvalidInputError naming what is wrong."""
+    """DuckDB's rendering of ``where`` in parentheses (it is one expression and stays one
+    wherever it is embedded), or InvalidInputError naming what is wrong."""
     if not where.strip():
         raise InvalidInputError("delete refused: the --where predicate is empty")
     if len(where) > MAX_PREDICATE_CHARS:
         raise InvalidInputError(
             f"delete refused: a predicate longer than {MAX_PREDICATE_CHARS:,} characters"
         )
-    predicate = f"({where})"
-    statement = f"SELECT count(*) FROM {ident(spec.name)} WHERE {predicate}"
-    con = duck.connect()
-    try:
-        raw = con.execute("SELECT json_serialize_sql(?)", [statement]).fetchone()
-        assert raw is not None
-        tree = json.loads(raw[0])
-        if tree.get("error"):
-            raise InvalidInputError(
-                f"delete refused: the predicate does not parse: {tree.get('error_message')}"
-            )
-        _check_shape(spec, tree)
+    with _checker() as con:
+        expression = _framed_expression(con, spec, where)
+        _check_expression(spec, expression)
+        predicate = f"({_render(con, spec, expression)})"
         columns = ", ".join(f"{ident(c.name)} {c.type}" for c in spec.columns)
-        con.execute(f"CREATE TABLE {ident(spec.name)} ({columns})")
+        con.execute(f"CREATE OR REPLACE TEMP TABLE {ident(spec.name)} ({columns})")
         try:
-            con.execute(statement).fetchall()
+            con.execute(f"SELECT count(*) FROM {ident(spec.name)} WHERE {predicate}").fetchall()
         except duckdb.Error as e:
             message = str(e).strip().splitlines()[0]
             raise InvalidInputError(f"delete refused: {message}") from e
-    finally:
-        con.close()
+        finally:
+            con.execute(f"DROP TABLE IF EXISTS {ident(spec.name)}")
     return predicate
 
 
-def _check_shape(spec: TableSpec, tree: dict[str, object]) -> None:
+@contextmanager
+def _checker() -> Iterator[duckdb.DuckDBPyConnection]:
+    """The process's connection for checking predicates (opening one costs about 20 ms),
+    one check at a time; it holds nothing between checks but an empty catalog."""
+    global _connection
+    with _lock:
+        if _connection is None:
+            _connection = duck.connect()
+        yield _connection
+
+
+def _parse(con: duckdb.DuckDBPyConnection, statement: str) -> dict[str, Any]:
+    raw = con.execute("SELECT json_serialize_sql(?)", [statement]).fetchone()
+    assert raw is not None
+    tree: dict[str, Any] = json.loads(raw[0])
+    if tree.get("error"):
+        raise InvalidInputError(
+            f"delete refused: the predicate is not one expression: {tree.get('error_message')}"
+        )
+    return tree
+
+
+def _framed_expression(
+    con: duckdb.DuckDBPyConnection, spec: TableSpec, where: str
+) -> dict[str, Any]:
+    """The parse tree of ``where`` as the WHERE of the frame, or a refusal when the text
+    reaches outside the frame."""
+    tree = _parse(con, f"SELECT count(*) FROM {ident(spec.name)} WHERE ({where})")
     statements = tree.get("statements")
     if not isinstance(statements, list) or len(statements) != 1:
         raise InvalidInputError("delete refused: the predicate must be one expression")
-    node = statements[0]["node"]
+    node = statements[0].get("node") or {}
     from_table = node.get("from_table") or {}
+    outside = sorted(
+        key
+        for key in {*node, *_FRAME_FIELDS}
+        if key not in _FRAME_EXPRESSIONS and node.get(key) != _FRAME_FIELDS.get(key)
+    )
     if (
-        node.get("type") != "SELECT_NODE"
+        outside
         or from_table.get("type") != "BASE_TABLE"
         or from_table.get("table_name") != spec.name
-        or (node.get("cte_map") or {}).get("map")
-        or node.get("group_expressions")
-        or node.get("having")
-        or node.get("modifiers")
+        or from_table.get("sample") is not None
         or len(node.get("select_list") or []) != 1
+        or not isinstance(node.get("where_clause"), dict)
+    ):
+        shown = f" (it adds {', '.join(outside)})" if outside else ""
+        raise InvalidInputError(
+            f"delete refused: the predicate must be one boolean expression{shown}"
+        )
+    expression: dict[str, Any] = node["where_clause"]
+    # A clause after a closing parenthesis can hide in a SELECT (a WINDOW clause the tree
+    # does not show); inside a function's argument list no clause parses at all.
+    tree = _parse(con, f"SELECT __icefloe_frame(({where}))")
+    select = (tree.get("statements") or [{}])[0].get("node", {}).get("select_list") or [{}]
+    argument = (select[0].get("children") or [None])[0] if len(select) == 1 else None
+    if len(tree.get("statements") or []) != 1 or _without_locations(argument) != _without_locations(
+        expression
     ):
         raise InvalidInputError("delete refused: the predicate must be one boolean expression")
-    where = node.get("where_clause")
+    return expression
+
+
+def _render(con: duckdb.DuckDBPyConnection, spec: TableSpec, expression: dict[str, Any]) -> str:
+    """DuckDB's text for ``expression``. The text is what runs, so it passes the frame and
+    the expression checks itself, and it is DuckDB's settled writing: read and written again,
+    it stays the same (a constant ``true`` is written ``true``, read back as a cast and written
+    as one: two rounds settle it)."""
+    rendered = _to_text(con, expression)
+    for _ in range(3):
+        again = _framed_expression(con, spec, rendered)
+        _check_expression(spec, again)
+        settled = _to_text(con, again)
+        if settled == rendered:
+            return rendered
+        rendered = settled
+    raise InvalidInputError(
+        "delete refused: the predicate does not read back as the same expression"
+    )
+
+
+def _to_text(con: duckdb.DuckDBPyConnection, expression: dict[str, Any]) -> str:
+    tree = _parse(con, "SELECT NULL")
+    tree["statements"][0]["node"]["select_list"] = [expression]
+    raw = con.execute("SELECT json_deserialize_sql(?)", [json.dumps(tree)]).fetchone()
+    text = str(raw[0]) if raw is not None else ""
+    if not text.startswith("SELECT "):
+        raise InvalidInputError("delete refused: the predicate cannot be written back as SQL")
+    return text[len("SELECT ") :]
+
+
+def _without_locations(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _without_locations(v) for k, v in value.items() if k != "query_location"}
+    if isinstance(value, list):
+        return [_without_locations(v) for v in value]
+    return value
+
+
+def _check_expression(spec: TableSpec, where: dict[str, Any]) -> None:
     for value in walk(where):
         kind = value.get("class")
         if kind == "SUBQUERY":
@@ -106,25 +181,16 @@ def _check_shape(spec: TableSpec, tree: dict[str, object]) -> None:
             )
         if kind == "WINDOW":
             raise InvalidInputError("delete refused: the predicate may not hold a window function")
-        if kind == "FUNCTION" and str(value.get("function_name", "")).lower() in VOLATILE_FUNCTIONS:
-            raise InvalidInputError(
-                f"delete refused: {value['function_name']}() gives another value each time it is"
-                " evaluated (each file of a delete is rewritten at another moment); use a literal"
-            )
         if kind == "COLUMN_REF":
             names = [str(n) for n in value.get("column_names") or []]
-            # CURRENT_DATE and the like parse as column names that bind to functions.
-            if (
-                len(names) == 1
-                and names[0].lower() in VOLATILE_FUNCTIONS
-                and names[0].lower() not in {c.name.lower() for c in spec.columns}
-            ):
-                raise InvalidInputError(
-                    f"delete refused: {names[0]} gives another value each time it is evaluated"
-                    " (each file of a delete is rewritten at another moment); use a literal"
-                )
             if names and names[-1].lower() == ROW_ID_COLUMN:
                 raise InvalidInputError(
                     f"delete refused: {ROW_ID_COLUMN} is icefloe's row id, not a column of"
                     f" {spec.name!r}"
                 )
+    unstable = unstable_calls(where, columns=[spec.name, *(c.name for c in spec.columns)])
+    if unstable:
+        raise InvalidInputError(
+            f"delete refused: {unstable[0].describe()}; a delete decides each row once per"
+            " file and must decide it the same way on every evaluation (use a literal)"
+        )

@@ -6,6 +6,8 @@ the file sort keys (row-group key first) and then ``_row_id``, so outputs are de
 
 from __future__ import annotations
 
+import json
+
 import duckdb
 
 from icefloe import duck
@@ -15,6 +17,7 @@ from icefloe.ingest.row_ids import ROW_ID_COLUMN
 from icefloe.query.sandbox import QueryLimits, QueryRefusedError, check_sql, lock_down
 from icefloe.query.views import view_sql
 from icefloe.spec import AggregateMode, AppendMode, CustomMode, ReplaceMode, TableSpec
+from icefloe.stability import unstable_calls
 
 _AGGREGATE_SQL = {"sum": "sum", "min": "min", "max": "max", "count": "sum", "any": "any_value"}
 
@@ -46,7 +49,7 @@ def merge_sql(spec: TableSpec) -> str:
         group = ", ".join(ident(k) for k in mode.group_by)
         body = f"SELECT {', '.join(items)} FROM {source} GROUP BY {group}"
     elif isinstance(mode, CustomMode):
-        body = custom_select(mode)
+        body = custom_select(spec, mode)
     else:  # pragma: no cover - MergeMode is closed
         raise TypeError(f"unknown merge mode {mode!r}")
     return ordered_output(spec, body)
@@ -62,12 +65,29 @@ def ordered_output(spec: TableSpec, body: str) -> str:
     return f"SELECT {', '.join(columns)} FROM ({body}) ORDER BY {', '.join(order)}"
 
 
-def custom_select(mode: CustomMode) -> str:
-    """The custom query, checked to be one SELECT (it runs on a locked-down connection)."""
+def custom_select(spec: TableSpec, mode: CustomMode) -> str:
+    """The custom query, checked to be one SELECT (it runs on a locked-down connection) that
+    gives the same rows every time it runs: a merge retried or redelivered runs it again, and
+    a query calling a function DuckDB does not mark CONSISTENT (``random()``, ``now()``) could
+    keep other rows the second time."""
     try:
-        return check_sql(mode.sql, limits=QueryLimits())
+        statement = check_sql(mode.sql, limits=QueryLimits())
     except QueryRefusedError as e:
         raise QueryRefusedError(f"custom merge query refused: {e}") from e
+    con = duck.connect()
+    try:
+        raw = con.execute("SELECT json_serialize_sql(?)", [statement]).fetchone()
+    finally:
+        con.close()
+    tree = json.loads(raw[0]) if raw is not None else {}
+    columns = [spec.name, ROW_ID_COLUMN, *(c.name for c in spec.columns)]
+    unstable = unstable_calls(tree.get("statements"), columns=columns)
+    if unstable:
+        raise QueryRefusedError(
+            f"custom merge query refused: {unstable[0].describe()}; a merge may run its query"
+            " again (a retry, a redelivery) and must keep the same rows each time"
+        )
+    return statement
 
 
 def check_merge_query(spec: TableSpec) -> None:
@@ -77,7 +97,7 @@ def check_merge_query(spec: TableSpec) -> None:
     connection locked down as the merge worker's is."""
     if not isinstance(spec.merge, CustomMode):
         return
-    body = custom_select(spec.merge)
+    body = custom_select(spec, spec.merge)
     con = duck.connect()
     try:
         con.execute(view_sql(spec, None, None))
