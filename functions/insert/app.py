@@ -3,8 +3,11 @@
 Direct invoke: ``{"table", "rows", "idempotency_key"?}`` (``icefloe/aws/schemas/insert.schema.json``)
 answers ``{"snapshot_id", "files", "rows", "committed"}``, or ``{"error": {"type", "message",
 "problems"}}`` when the rows are refused. SQS: one commit per table per delivered batch,
-answered ``{"batchItemFailures": [...]}`` naming the messages to retry. What it does:
-:mod:`icefloe.aws.functions.insert`.
+answered ``{"batchItemFailures": [...]}`` naming the messages to retry, records that are no
+usable SQS record (another event source, no string body) among them; an event whose
+``Records`` is not an array, or holds a record without a ``messageId``, is answered
+``{"error": {...}}`` and nothing of it is inserted
+(:mod:`icefloe.aws.functions.queue_batches`). What it does: :mod:`icefloe.aws.functions.insert`.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from typing import Any
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from icefloe.aws.functions import insert as function
+from icefloe.aws.functions import queue_batches
 from icefloe.aws.observability import FunctionTelemetry
 
 telemetry = FunctionTelemetry("icefloe-insert")
@@ -22,7 +26,11 @@ logger = telemetry.logger
 
 @telemetry.entry_point
 def lambda_handler(event: Any, context: LambdaContext) -> dict[str, Any]:
-    return function.handle(event, telemetry=telemetry)
+    if queue_batches.is_sqs_event(event):
+        return queue_batches.handle(
+            event, function.handle, telemetry=telemetry, failure_line="message failed"
+        )
+    return function.handle(event, telemetry=telemetry)  # a direct invoke
 
 
 def reset_for_tests() -> None:

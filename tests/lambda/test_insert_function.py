@@ -13,7 +13,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from icefloe.errors import InvalidInputError, StorageError
+from icefloe.errors import StorageError
 from icefloe.metastore.store import MetaStore
 from icefloe.spec import TableSpec
 from support.aws import (
@@ -430,12 +430,17 @@ def test_malformed_records_fail_by_their_message_id_and_the_others_commit(
     assert meta.status(TABLE).rows == 2
 
 
-def test_a_record_without_a_message_id_refuses_the_whole_event_by_its_index(
+def test_a_record_without_a_message_id_refuses_the_whole_event_naming_its_index(
     app: ModuleType, stack: Stack, meta: MetaStore
 ) -> None:
     send_messages(stack.sqs, stack.queue.url, [json.dumps(event_row(0))])
     event = sqs_event(receive(stack.sqs, stack.queue.url, limit=1), stack.queue)
     del event["Records"][0]["messageId"]
-    with pytest.raises(InvalidInputError, match="record 0 of 'Records' has no 'messageId'"):
-        invoke(app, event)
+    assert invoke(app, event) == {
+        "error": {
+            "type": "InvalidInputError",
+            "message": "record 0 of 'Records' has no 'messageId' (its 'eventSource' is 'aws:sqs')",
+            "problems": [],
+        }
+    }
     assert meta.snapshots(TABLE) == []

@@ -502,14 +502,27 @@ def test_a_poison_message_ends_in_the_dead_letter_queue_after_max_receive_count_
     assert files_per_partition(meta) == {f"day=2026-05-0{d}": 1 for d in (1, 2, 3)}
 
 
-@pytest.mark.filterwarnings("ignore:No application metrics to publish")
-def test_the_worker_refuses_an_event_that_is_not_from_sqs(
+def test_the_worker_answers_an_event_that_is_not_from_sqs_with_an_error(
     worker_app: ModuleType, stack: Stack
 ) -> None:
-    with pytest.raises(ValueError, match="SQS event"):
-        stack.invoke(worker_app, WORKER, {"table": TABLE})
-    with pytest.raises(ValueError, match="event source"):
-        stack.invoke(worker_app, WORKER, {"Records": [{"eventSource": "aws:kinesis"}]})
+    # (every malformed shape: tests/lambda/test_malformed_events.py)
+    assert stack.invoke(worker_app, WORKER, {"table": TABLE}) == {
+        "error": {
+            "type": "InvalidInputError",
+            "message": "event must have 'Records': only an SQS event is accepted",
+            "problems": [],
+        }
+    }
+    kinesis = {"Records": [{"eventSource": "aws:kinesis", "kinesis": {}}]}
+    assert stack.invoke(worker_app, WORKER, kinesis) == {
+        "error": {
+            "type": "InvalidInputError",
+            "message": "record 0 of 'Records' has no 'messageId' (its 'eventSource' is"
+            " 'aws:kinesis')",
+            "problems": [],
+        }
+    }
+    assert stack.queue_depth(stack.queue) == 0
 
 
 def worker_app_invoke(

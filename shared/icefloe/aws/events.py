@@ -9,6 +9,9 @@ duration's value, an ISO-8601 time) is checked while building the model. A refus
 an array`` or ``unknown event keys ['idempotencyKey']; expected [...]``.
 
 JSON has one number type: an integer key accepts ``10.0`` as 10, as JSON Schema says.
+
+The queue-fed functions (insert, merge worker) take SQS events through :class:`SqsBatch`: a
+record that is no usable SQS record fails by its message id, while its neighbours go on.
 """
 
 from __future__ import annotations
@@ -185,6 +188,110 @@ class JanitorInvoke:
         )
 
 
+SQS_EVENT_SOURCE = "aws:sqs"
+
+
+def is_sqs_event(event: object) -> bool:
+    """Shaped as what Lambda's SQS event source mapping sends: an object with ``Records`` (which
+    :meth:`SqsBatch.parse` may still refuse)."""
+    return isinstance(event, Mapping) and "Records" in event
+
+
+@dataclass(frozen=True, slots=True)
+class SqsBatch:
+    """An SQS event of a queue-fed function, split: ``records`` the core can take (an object
+    from ``aws:sqs`` with a message id and a string body), and ``refused``, the message id of
+    every other record with why. Refused records are answered as batch item failures beside the
+    core's own, so that their well-formed neighbours are still processed.
+
+    A record with no usable ``messageId`` (not an object, no id, an id that is not a non-empty
+    string: an SNS or S3 record, a hand-made one) cannot be named in ``batchItemFailures``. SQS
+    gives every record an id, so such an event was not delivered by SQS: :meth:`parse` refuses
+    the whole event, naming the record, and nothing of it is processed. Its invoker reads an
+    error answer and knows that none of its records went through; had the others been
+    processed, it could not tell which record was dropped.
+    """
+
+    records: tuple[Mapping[str, Any], ...]
+    refused: Mapping[str, str]  # message id -> why
+
+    @classmethod
+    def parse(cls, event: object) -> SqsBatch:
+        if not isinstance(event, Mapping):
+            raise InvalidInputError("event must be an object: an SQS event with 'Records'")
+        if "Records" not in event:
+            raise InvalidInputError("event must have 'Records': only an SQS event is accepted")
+        records = event["Records"]
+        if not isinstance(records, list):
+            raise InvalidInputError("event 'Records' must be an array of SQS records")
+        taken: list[Mapping[str, Any]] = []
+        refused: dict[str, str] = {}
+        for index, record in enumerate(records):
+            message_id = _message_id(record, index=index)  # refuses the whole event
+            sqs_record = cast(Mapping[str, Any], record)
+            reason = _unusable(sqs_record)
+            if reason is None:
+                taken.append(sqs_record)
+            else:
+                refused[message_id] = f"record {message_id!r}: {reason}"
+        return cls(records=tuple(taken), refused=refused)
+
+    def event(self) -> dict[str, Any]:
+        """The SQS event of the records the core can take."""
+        return {"Records": list(self.records)}
+
+    def answer(self, processed: Mapping[str, Any]) -> dict[str, Any]:
+        """The core's partial batch response for :meth:`event`, with the refused records
+        added as failures."""
+        failures = [item["itemIdentifier"] for item in processed.get("batchItemFailures", [])]
+        failures += [m for m in self.refused if m not in failures]
+        return {
+            **processed,
+            "batchItemFailures": [{"itemIdentifier": m} for m in failures],
+        }
+
+
+def _message_id(record: object, *, index: int) -> str:
+    where = f"record {index} of 'Records'"
+    if not isinstance(record, Mapping):
+        raise InvalidInputError(f"{where} is not an object (an SQS record)")
+    if "messageId" not in record:
+        source = record.get("eventSource", record.get("EventSource"))
+        came = f" (its 'eventSource' is {source!r})" if source is not None else ""
+        raise InvalidInputError(f"{where} has no 'messageId'{came}")
+    message_id = record["messageId"]
+    if not isinstance(message_id, str) or not message_id.strip():
+        raise InvalidInputError(f"{where}: 'messageId' must be a non-empty string")
+    return message_id
+
+
+def _unusable(record: Mapping[str, Any]) -> str | None:
+    """Why the core cannot take this SQS record, or None."""
+    if "eventSource" not in record:
+        return f"no 'eventSource' (expected {SQS_EVENT_SOURCE!r})"
+    if record["eventSource"] != SQS_EVENT_SOURCE:
+        return f"'eventSource' is {record['eventSource']!r}, expected {SQS_EVENT_SOURCE!r}"
+    if "body" not in record:
+        return "no 'body'"
+    if not isinstance(record["body"], str):
+        return f"'body' must be a string, not {_json_type(record['body'])}"
+    return None
+
+
+def _json_type(value: object) -> str:
+    if isinstance(value, bool):
+        return _TYPE_WORDS["boolean"]
+    if isinstance(value, int):
+        return _TYPE_WORDS["integer"]
+    if isinstance(value, float):
+        return _TYPE_WORDS["number"]
+    if isinstance(value, Mapping):
+        return _TYPE_WORDS["object"]
+    if isinstance(value, list):
+        return _TYPE_WORDS["array"]
+    return _TYPE_WORDS["null"] if value is None else type(value).__name__
+
+
 JOB_STATE_SOURCE = "aws.emr-serverless"
 JOB_STATE_DETAIL_TYPE = "EMR Serverless Job Run State Change"
 
@@ -200,9 +307,10 @@ class JobStateChange:
 
     @classmethod
     def parse(cls, event: object, *, application_id: str | None) -> JobStateChange | None:
-        """The change, or ``None`` for any other event: another source or detail-type, or
+        """The change, or ``None`` for any other event: another source or detail-type,
         another application than ``application_id`` (the stack's rule matches its own only;
-        this guards direct invokes and rule edits)."""
+        this guards direct invokes and rule edits), or a detail whose ``jobRunId`` or
+        ``state`` is not a string (no event of EMR Serverless)."""
         if not isinstance(event, Mapping):
             return None
         if event.get("source") != JOB_STATE_SOURCE:
@@ -214,6 +322,8 @@ class JobStateChange:
             return None
         if application_id is not None and detail.get("applicationId") != application_id:
             return None
+        if not isinstance(detail.get("jobRunId"), str) or not isinstance(detail.get("state"), str):
+            return None  # EMR Serverless sends both as strings: this is no change of a job run
         return cls(
             application_id=_text(detail.get("applicationId")),
             job_run_id=_text(detail.get("jobRunId")),
