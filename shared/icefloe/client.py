@@ -8,6 +8,9 @@
         lake.insert("events", [{"ts": "2026-11-02T10:00:00Z", "event": "click"}])
         lake.query("SELECT event, count(*) AS n FROM events GROUP BY event")  # a pyarrow Table
 
+Queries hold the ``ICEFLOE_QUERY_*`` limits (memory, time, result size) as the CLI's do: DuckDB
+runs in a child process that is stopped when it passes the memory or the time limit.
+
 The classes underneath (:class:`icefloe.runtime.Runtime`, :class:`icefloe.ingest.Inserter`,
 :class:`icefloe.query.QueryEngine`, :mod:`icefloe.lifecycle`, :class:`icefloe.janitor.Janitor`)
 stay available for finer control.
@@ -18,11 +21,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, get_args
 
 import pyarrow as pa
 
-from icefloe.errors import TableExistsError
+from icefloe.errors import ConfigError, TableExistsError
 from icefloe.ingest import Inserter, InsertResult, format_from_suffix
 from icefloe.janitor import Janitor, JanitorReport
 from icefloe.lifecycle import (
@@ -36,8 +39,9 @@ from icefloe.lifecycle import (
 from icefloe.lifecycle.alter import add_column, drop_column, widen_column
 from icefloe.merge import LocalMergeReport, MergeWorker, merge_locally
 from icefloe.metastore.models import Snapshot, TableInfo, TableStatus
-from icefloe.query import QueryEngine
-from icefloe.query.s3_access import configure_s3_from_settings
+from icefloe.query import QueryEngine, QueryLimits
+from icefloe.query.engine import Isolation
+from icefloe.query.s3_access import S3Endpoint, configure_s3_from_settings
 from icefloe.runtime import Runtime
 from icefloe.settings import IcefloeSettings, process_environment
 from icefloe.spec import TableSpec
@@ -62,10 +66,16 @@ def connect(
     warehouse: str | None = None,
     database_url: str | None = None,
     database_schema: str | None = None,
+    query_isolation: Isolation = "child_process",
 ) -> IcefloeLake:
     """Open the lake: the environment's (``ICEFLOE_*``), with any of these arguments in place
     of their variables. The meta store schema is created or upgraded on the way (as
-    ``icefloe init`` does; idempotent). Close it, or use it as a context manager."""
+    ``icefloe init`` does; idempotent). Close it, or use it as a context manager.
+
+    Queries hold the ``ICEFLOE_QUERY_*`` limits as the CLI's do: DuckDB runs in a watched
+    child process, stopped at the memory or time limit. ``query_isolation="in_process"`` runs
+    DuckDB in this process instead (no process start, no copy of the result), where only
+    DuckDB's own limits apply: a query can pass the memory limit, and stop late."""
     given = {
         "home": home,
         "warehouse": warehouse,
@@ -74,20 +84,34 @@ def connect(
     }
     environ = process_environment()
     environ.update({_VARIABLES[k]: str(v) for k, v in given.items() if v is not None})
-    runtime = Runtime.open(IcefloeSettings.from_environ(environ).core, max_connections=4)
+    settings = IcefloeSettings.from_environ(environ)
+    runtime = Runtime.open(settings.core, max_connections=4)
     try:
         runtime.meta.migrate()
+        return IcefloeLake(runtime, query_limits=settings.query, query_isolation=query_isolation)
     except BaseException:
         runtime.close()
         raise
-    return IcefloeLake(runtime)
 
 
 class IcefloeLake:
     """A lake on this machine: tables, inserts, queries, merges, deletes, rollbacks, gc."""
 
-    def __init__(self, runtime: Runtime) -> None:
+    def __init__(
+        self,
+        runtime: Runtime,
+        *,
+        query_limits: QueryLimits | None = None,
+        query_isolation: Isolation = "child_process",
+    ) -> None:
+        if query_isolation not in get_args(Isolation):
+            raise ConfigError(
+                f"query_isolation must be one of {', '.join(get_args(Isolation))},"
+                f" not {query_isolation!r}"
+            )
         self.runtime = runtime
+        self.query_limits = query_limits or QueryLimits()
+        self._query_isolation: Isolation = query_isolation
         settings = runtime.settings
         self._configure = (
             (lambda con: configure_s3_from_settings(con, settings))
@@ -184,12 +208,24 @@ class IcefloeLake:
     def query(
         self, sql: str, *, snapshot_id: int | None = None, as_of: datetime | None = None
     ) -> pa.Table:
-        """One SELECT over snapshot-pinned tables (the heads by default), as a pyarrow Table."""
-        engine = self._engine or QueryEngine(
-            meta=self.runtime.meta, objects=self.runtime.objects, configure=self._configure
-        )
+        """One SELECT over snapshot-pinned tables (the heads by default), as a pyarrow Table,
+        within :attr:`query_limits` (a :class:`QueryLimitError` or :class:`QueryTimeoutError`
+        names the limit it passed)."""
+        engine = self._engine or self._query_engine()
         self._engine = engine
         return engine.query(sql, snapshot_id=snapshot_id, as_of=as_of).rows
+
+    def _query_engine(self) -> QueryEngine:
+        in_process = self._query_isolation == "in_process"
+        return QueryEngine(
+            meta=self.runtime.meta,
+            objects=self.runtime.objects,
+            limits=self.query_limits,
+            isolation=self._query_isolation,
+            # The child reads S3 through the endpoint (a callable cannot cross to it).
+            configure=self._configure if in_process else None,
+            s3=None if in_process else S3Endpoint.from_settings(self.runtime.settings),
+        )
 
     def delete(self, table: str, where: str, *, dry_run: bool = False) -> DeleteResult:
         """Delete the rows for which ``where`` is true, in one snapshot."""

@@ -4,16 +4,24 @@ of its own."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Literal
 
+import boto3
 import pyarrow as pa
 import pytest
 
 import icefloe
 from icefloe.client import IcefloeLake
-from icefloe.errors import TableExistsError, TableNotFoundError
+from icefloe.errors import ConfigError, TableExistsError, TableNotFoundError
+from icefloe.query import QueryLimits, QueryTimeoutError
+from icefloe.query.isolation import DEFAULT_MARGIN_BYTES, TIMEOUT_GRACE_S
 
 pytestmark = pytest.mark.integration
 
@@ -70,3 +78,158 @@ def test_rows_arrow_and_files_go_in_and_the_lifecycle_works(
     lake.drop_table("t")
     with pytest.raises(TableNotFoundError):
         lake.table("t")
+
+
+# How far past its ceiling the query process may get between two samples of its memory.
+SAMPLING_SLACK_BYTES = 128 * 2**20
+
+
+@pytest.fixture
+def limited_lake(
+    tmp_path: Path, postgres_dsn: str, schema_name: str, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[IcefloeLake]:
+    """A lake opened under the environment's query limits: 256 MB and 2 s."""
+    monkeypatch.setenv("ICEFLOE_QUERY_MEMORY_LIMIT", "256MB")
+    monkeypatch.setenv("ICEFLOE_QUERY_TIMEOUT_S", "2")
+    with icefloe.connect(
+        home=tmp_path / "home", database_url=postgres_dsn, database_schema=schema_name
+    ) as opened:
+        opened.create_table("t", schema="k VARCHAR, v INTEGER")
+        opened.insert("t", [{"k": f"k{i % 3}", "v": i} for i in range(100)])
+        assert opened.query("SELECT count(*) AS n FROM t").to_pylist() == [{"n": 100}]
+        yield opened
+
+
+# A script that opens the environment's lake and runs one query far past the memory limit:
+# in one process, DuckDB's own limit missed it (4.6 GB under a 1 GB limit, for 18 s).
+PAST_THE_MEMORY_LIMIT = """
+import json, resource, icefloe
+from icefloe.query import QueryLimitError
+with icefloe.connect() as lake:
+    lake.query("SELECT count(*) FROM t")
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    try:
+        lake.query("SELECT list(range(0, 40000000)) AS l")
+        error = None
+    except QueryLimitError as e:
+        error = str(e)
+    after = lake.query("SELECT CAST(sum(v) AS BIGINT) AS s FROM t").to_pylist()
+peaks = {w: resource.getrusage(getattr(resource, w)).ru_maxrss * 1024 for w in ("RUSAGE_SELF", "RUSAGE_CHILDREN")}
+print(json.dumps({"error": error, "after": after, "SELF_BEFORE": before, **peaks}))
+"""
+
+
+def test_lake_query_stops_a_query_near_the_memory_limit_of_the_settings(
+    limited_lake: IcefloeLake, tmp_path: Path, postgres_dsn: str, schema_name: str
+) -> None:
+    # Given ICEFLOE_QUERY_MEMORY_LIMIT=256MB, and a Python process of its own (so that its
+    # peaks, and its children's, are the query's alone)
+    env = {
+        **os.environ,
+        "ICEFLOE_HOME": str(tmp_path / "home"),
+        "ICEFLOE_DATABASE_URL": postgres_dsn,
+        "ICEFLOE_DATABASE_SCHEMA": schema_name,
+    }
+    env.pop("ICEFLOE_WAREHOUSE", None)
+    assert env["ICEFLOE_QUERY_MEMORY_LIMIT"] == "256MB"
+    ran = subprocess.run(
+        [sys.executable, "-c", PAST_THE_MEMORY_LIMIT],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert ran.returncode == 0, ran.stderr
+    seen = json.loads(ran.stdout)
+    # Then the query was stopped with the error naming the limit and its variable
+    assert "more than 256MB (the memory limit, ICEFLOE_QUERY_MEMORY_LIMIT)" in seen["error"]
+    # And the query's process was stopped near the limit's ceiling, while the caller's
+    # process never held the query's memory (the list alone is 320 MB)
+    ceiling = QueryLimits(memory_limit="256MB").memory_bytes + DEFAULT_MARGIN_BYTES
+    assert seen["RUSAGE_CHILDREN"] <= ceiling + SAMPLING_SLACK_BYTES
+    assert seen["RUSAGE_SELF"] - seen["SELF_BEFORE"] < 64 * 2**20
+    # And the next query answered
+    assert seen["after"] == [{"s": 4950}]
+
+
+@pytest.mark.parametrize("isolation", ["child_process", "in_process"])
+def test_lake_query_stops_a_query_at_the_time_limit_of_the_settings(
+    tmp_path: Path,
+    postgres_dsn: str,
+    schema_name: str,
+    monkeypatch: pytest.MonkeyPatch,
+    isolation: Literal["child_process", "in_process"],
+) -> None:
+    # Given ICEFLOE_QUERY_TIMEOUT_S=2, and a query of little memory that runs far longer
+    monkeypatch.setenv("ICEFLOE_QUERY_TIMEOUT_S", "2")
+    with icefloe.connect(
+        home=tmp_path / "home",
+        database_url=postgres_dsn,
+        database_schema=schema_name,
+        query_isolation=isolation,
+    ) as lake:
+        assert lake.query("SELECT 1 AS one").to_pylist() == [{"one": 1}]  # warm
+        started = time.monotonic()
+        with pytest.raises(QueryTimeoutError) as stopped:
+            lake.query("SELECT count(*) FROM range(10000000000) t WHERE hash(t.range) % 7 = 3")
+        elapsed = time.monotonic() - started
+        # Then it was stopped at the limit (past it by at most the watch's grace), naming it
+        assert "after 2 s (the time limit, ICEFLOE_QUERY_TIMEOUT_S)" in str(stopped.value)
+        assert 2 <= elapsed < 2 + TIMEOUT_GRACE_S + 1
+        assert lake.query("SELECT 2 AS two").to_pylist() == [{"two": 2}]
+
+
+def test_an_unknown_query_isolation_is_refused_by_name(
+    tmp_path: Path, postgres_dsn: str, schema_name: str
+) -> None:
+    with pytest.raises(ConfigError, match="query_isolation must be one of in_process,"):
+        icefloe.connect(
+            home=tmp_path / "home",
+            database_url=postgres_dsn,
+            database_schema=schema_name,
+            query_isolation="child",
+        )
+
+
+def test_lake_query_runs_pivot_over_a_table(lake: IcefloeLake) -> None:
+    lake.create_table("clicks", schema="user_id VARCHAR, page VARCHAR")
+    lake.insert(
+        "clicks",
+        [{"user_id": u, "page": p} for u, p in [("u1", "/"), ("u1", "/docs"), ("u2", "/")]],
+    )
+    pivoted = lake.query(
+        "SELECT * FROM (PIVOT clicks ON page USING count(*) GROUP BY user_id) ORDER BY user_id"
+    )
+    assert pivoted.to_pylist() == [
+        {"user_id": "u1", "/": 1, "/docs": 1},
+        {"user_id": "u2", "/": 1, "/docs": 0},
+    ]
+
+
+def test_lake_query_reads_an_s3_warehouse_from_its_query_process(
+    tmp_path: Path,
+    postgres_dsn: str,
+    schema_name: str,
+    moto_endpoint: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Given a lake on S3 (moto over HTTP): the query process reads it with its own secret
+    for key, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "ICEFLOE_S3_ENDPOINT_URL": moto_endpoint,
+    }.items():
+        monkeypatch.setenv(key, value)
+    boto3.client("s3", endpoint_url=moto_endpoint, region_name="us-east-1").create_bucket(
+        Bucket="client-lake"
+    )
+    with icefloe.connect(
+        home=tmp_path / "home",
+        warehouse="s3://client-lake/wh",
+        database_url=postgres_dsn,
+        database_schema=schema_name,
+    ) as lake:
+        lake.create_table("t", schema="k VARCHAR, v INTEGER")
+        lake.insert("t", [{"k": "a", "v": 1}, {"k": "b", "v": 2}])
+        assert lake.query("SELECT sum(v) AS s FROM t").to_pylist() == [{"s": 3}]

@@ -228,6 +228,17 @@ ESCAPES = [
     ("EXPORT DATABASE '/tmp/icefloe-export'", "statements are not allowed"),
     ("UPDATE events SET event = 'x'", "UPDATE statements are not allowed"),
     ("", "empty"),
+    # A PIVOT's source, columns and values are checked as any query's are.
+    ("PIVOT (FROM read_csv('/etc/passwd')) ON column0", "table function read_csv() is not allowed"),
+    ("PIVOT events ON event || current_setting('home_directory')", "current_setting() is not"),
+    ("PIVOT duckdb_settings() ON name", "table function duckdb_settings() is not allowed"),
+    ("PIVOT '/etc/passwd' ON column0", "'/etc/passwd'"),
+    ("WITH s AS (FROM duckdb_secrets()) PIVOT s ON name", "duckdb_secrets() is not allowed"),
+    ("PIVOT information_schema.tables ON table_name", "is not a table of this lake"),
+    ("PIVOT events ON event IN (SELECT 'x')", "a PIVOT's IN list may not be a subquery"),
+    ("PIVOT events ON event IN ((FROM read_csv('/etc/passwd')))", "non-constant expression"),
+    ("CREATE TYPE e AS ENUM ('a'); PIVOT events ON event", "one statement per query, found 2"),
+    ("PIVOT events ON event; COPY (SELECT 1) TO '/tmp/icefloe-escape.csv'", "found 2"),
 ]
 
 
@@ -345,3 +356,96 @@ def test_a_tenant_query_cannot_read_a_table_without_a_tenant_column(
 ) -> None:
     with pytest.raises(QueryRefusedError, match="no tenant column"):
         tenants.query("SELECT * FROM shared_events, events", tenant="a")
+
+
+PIVOTS = [
+    "SELECT * FROM (PIVOT events ON event USING count(*) GROUP BY uid) ORDER BY uid",
+    "PIVOT events ON event USING count(*), max(ts) GROUP BY uid ORDER BY uid",
+    "PIVOT (SELECT event, uid FROM events) ON event, uid USING count(*)",
+    "WITH e AS (FROM events WHERE ts < '2026-03-02') PIVOT e ON uid USING count(*) GROUP BY event"
+    " ORDER BY event",
+    "SELECT * FROM (PIVOT events ON event USING count(*) GROUP BY uid) WHERE uid = 'u1'",
+    "PIVOT events ON event IN ('page_load', 'nope') USING count(*) GROUP BY uid ORDER BY uid",
+    "SELECT * FROM events PIVOT (count(*) FOR event IN ('page_load') GROUP BY uid) ORDER BY uid",
+    "SELECT * FROM (UNPIVOT (SELECT uid, event FROM events) ON uid, event INTO NAME k VALUE v)"
+    " ORDER BY ALL",
+]
+
+
+@pytest.mark.parametrize("sql", PIVOTS)
+@pytest.mark.parametrize("isolation", ["in_process", "child_process"])
+def test_pivot_and_unpivot_answer_as_duckdb_does_over_the_same_rows(
+    meta: MetaStore,
+    objects: LocalObjectStore,
+    lake: tuple[Inserter, QueryEngine],
+    tmp_path: Path,
+    sql: str,
+    isolation: str,
+) -> None:
+    # Given a table's rows, in two files, and the same rows in DuckDB
+    inserter, _ = lake
+    rows = events(300, days=3, start=datetime(2026, 3, 1))
+    inserter.insert_rows("events", rows[:150])
+    inserter.insert_rows("events", rows[150:])
+    source = tmp_path / "input.json"
+    source.write_bytes(orjson.dumps(rows))
+    direct = duckdb.connect()
+    direct.execute(
+        "CREATE TABLE events AS SELECT * FROM read_json(?, columns = {'ts': 'TIMESTAMP',"
+        " 'event': 'VARCHAR', 'uid': 'VARCHAR', 'properties': 'JSON'})",
+        [str(source)],
+    )
+    expected = direct.execute(sql).to_arrow_table()
+    engine = QueryEngine(meta=meta, objects=objects, isolation=isolation)  # type: ignore[arg-type]
+    try:
+        # When the lake answers it, twice (the second time on the kept database)
+        for _ in range(2):
+            result = engine.query(sql)
+            # Then the answer is DuckDB's, columns and rows
+            assert result.rows.column_names == expected.column_names
+            assert result.rows.to_pylist() == expected.to_pylist()
+        assert len(expected) > 0 and expected.num_columns > 1
+        assert engine.query("SELECT count(*) AS n FROM events").rows.to_pylist() == [{"n": 300}]
+    finally:
+        engine.close()
+
+
+def test_a_pivot_over_values_from_the_data_reads_every_file_it_needs(
+    lake: tuple[Inserter, QueryEngine],
+) -> None:
+    # Given one file per day
+    inserter, engine = lake
+    inserter.insert_rows("events", events(300, days=3, start=datetime(2026, 3, 1)))
+    # When a filter outside the PIVOT names one user: the PIVOT's columns are every event of
+    # the table, so the files that user has no row in are read too
+    sql = "SELECT * FROM (PIVOT events ON event USING count(*) GROUP BY uid) WHERE uid = 'u1'"
+    result = engine.query(sql)
+    assert result.plan("events").files_scanned == result.plan("events").files_considered == 3
+    # And a PIVOT that lists its values is pruned as any query
+    listed = sql.replace("ON event", "ON event IN ('page_load')").replace("uid)", "uid, ts)")
+    day = engine.query(listed + " AND ts < '2026-03-02'").plan("events")
+    assert day.files_scanned == 1
+
+
+def test_a_tenants_pivot_takes_its_columns_from_its_own_rows(tenants: QueryEngine) -> None:
+    # The columns of a PIVOT over values from the data are those values: only the tenant's
+    for tenant in ("a", "o'brien"):
+        result = tenants.query(
+            "PIVOT (SELECT secret FROM shared_events) ON secret USING count(*)", tenant=tenant
+        )
+        assert set(result.rows.column_names) == {f"{tenant}-{i}" for i in range(10)}
+        assert result.rows.to_pylist() == [{f"{tenant}-{i}": 1 for i in range(10)}]
+
+
+def test_a_bare_pivot_groups_by_every_other_column_of_the_view(
+    lake: tuple[Inserter, QueryEngine],
+) -> None:
+    inserter, engine = lake
+    rows = events(300, days=3, start=datetime(2026, 3, 1))
+    inserter.insert_rows("events", rows)
+    result = engine.query("PIVOT events ON event USING count(*)").rows
+    # One group per row (the view's columns include each row's _row_id), one column per event
+    kinds = sorted({str(r["event"]) for r in rows})
+    assert result.column_names == ["ts", "uid", "properties", "_row_id", *kinds]
+    counts = [[row[k] for k in kinds] for row in result.to_pylist()]
+    assert len(counts) == 300 and all(sorted(c) == [0] * (len(kinds) - 1) + [1] for c in counts)

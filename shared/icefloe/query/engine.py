@@ -34,10 +34,11 @@ from icefloe.query.pruning import ColumnRange, file_condition, listing_window
 from icefloe.query.pruning import time_range as time_range_of
 from icefloe.query.s3_access import S3Endpoint
 from icefloe.query.sandbox import (
+    CheckedQuery,
     QueryLimits,
     QueryRefusedError,
+    check_query,
     check_references,
-    check_sql,
 )
 from icefloe.query.scan_filters import ScanPlanner, TableScans
 from icefloe.query.tenant_access import TenantRead, tenant_read
@@ -200,18 +201,18 @@ class QueryEngine:
         """Run one SELECT. ``snapshot_id`` (one table only) or ``as_of`` pins the snapshot of
         each table; by default each table's head. ``time_range`` restricts a table's view.
         ``tenant`` scopes every table to that tenant's partition, whatever the SQL says."""
-        statement = check_sql(sql, limits=self.limits)
-        return self._query(statement, snapshot_id, as_of, time_range, tenant)
+        checked = check_query(sql, limits=self.limits)
+        return self._query(checked, snapshot_id, as_of, time_range, tenant)
 
     def _query(
         self,
-        statement: str,
+        checked: CheckedQuery,
         snapshot_id: int | None,
         as_of: datetime | None,
         time_range: Mapping[str, TimeRange] | None,
         tenant: str | None,
     ) -> QueryResult:
-        refs = self._planner.analyze(statement)
+        refs = self._planner.analyze(checked.analyzed)
         # The named tables' specs, their snapshots and files: one transaction, one moment.
         with span("icefloe.query.plan"), self._meta.read_tables(refs.tables) as read:
             lake_tables = read.tables
@@ -230,7 +231,7 @@ class QueryEngine:
             # Each table read with the schema of the snapshot it pins.
             specs = {name: pins[name].spec(lake_tables[name].spec) for name in named}
             windows = {name: (time_range or {}).get(name) for name in named}
-            scans = self._scans(statement, specs, windows, tenant)
+            scans = self._scans(checked, specs, windows, tenant)
             planned = [
                 self._plan(
                     pins[name],
@@ -256,7 +257,7 @@ class QueryEngine:
         executor = self._executor_for(tenant, specs)
         try:
             with span("icefloe.query.execute"):
-                rows = executor.execute(statement, views)
+                rows = executor.execute(checked.statement, views)
         except QueryReadError:
             executor.forget_views()
             self._check_still_live(plans)
@@ -265,13 +266,17 @@ class QueryEngine:
 
     def _scans(
         self,
-        statement: str,
+        checked: CheckedQuery,
         specs: Mapping[str, TableSpec],
         windows: Mapping[str, TimeRange | None],
         tenant: str | None,
     ) -> dict[str, TableScans]:
-        if not self.pruning or not specs:
+        # A PIVOT with values from the data also reads its source for the distinct values,
+        # which the planned statement does not show: such a query reads every file (of the
+        # tenant, in the window).
+        if not self.pruning or not specs or checked.pivots_from_data:
             return {name: TableScans(name, None) for name in specs}
+        statement = checked.analyzed
         for spec in specs.values():
             self._planner.prepare(spec)
         views = {

@@ -8,6 +8,7 @@ whose memory the parent watches, so that no query can take the machine's memory.
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Sequence
 from typing import Protocol
@@ -20,6 +21,10 @@ from icefloe.query.database import Configure, QueryDatabase
 from icefloe.query.sandbox import QueryLimitError, QueryLimits, QueryTimeoutError
 
 RESULT_BATCH_ROWS = 65_536
+# DuckDB's names of the enum types it creates for a PIVOT that takes its values from the data.
+PIVOT_TYPE_PREFIX = "__pivot_enum_"
+# A statement that may be such a PIVOT (a wrong guess costs one look at the catalog).
+_MAY_PIVOT = re.compile(r"pivot", re.IGNORECASE)
 
 # (table name, the SELECT its view stands for)
 ViewBinding = tuple[str, str]
@@ -63,7 +68,10 @@ class InProcessExecutor:
                 views, time_limit_s=self.limits.timeout_s, fired=fired
             ) as cursor:
                 reader = cursor.execute(statement).to_arrow_reader(RESULT_BATCH_ROWS)
-                return collect(reader, self.limits)
+                rows = collect(reader, self.limits)
+                if _MAY_PIVOT.search(statement):
+                    _drop_pivot_types(cursor)
+                return rows
         except duckdb.InterruptException as e:
             if fired.is_set():
                 raise QueryTimeoutError(
@@ -79,6 +87,23 @@ class InProcessExecutor:
 
     def close(self) -> None:
         self._database.close()
+
+
+def _drop_pivot_types(cursor: duckdb.DuckDBPyConnection) -> None:
+    """Drop the enum types a PIVOT with values from the data left on ``cursor`` (DuckDB
+    creates them as temporary types and keeps them), so that a kept cursor carries nothing
+    from one query to the next."""
+    for (name,) in cursor.execute(
+        "SELECT type_name FROM duckdb_types()"
+        " WHERE database_name = 'temp' AND starts_with(type_name, ?)",
+        [PIVOT_TYPE_PREFIX],
+    ).fetchall():
+        cursor.execute(f"DROP TYPE temp.main.{_quoted(name)}")
+
+
+def _quoted(name: str) -> str:
+    """Any name as a DuckDB identifier."""
+    return '"' + name.replace('"', '""') + '"'
 
 
 def collect(reader: pa.RecordBatchReader, limits: QueryLimits) -> pa.Table:

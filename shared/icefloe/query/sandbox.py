@@ -1,14 +1,25 @@
 """The query sandbox: the caller's SQL reads the snapshot's views and nothing else.
 
-Two layers. Before running, the SQL must be exactly one plain SELECT (or WITH ... SELECT):
-``COPY``, ``ATTACH``, ``INSTALL``/``LOAD``, ``SET``/``PRAGMA``, DDL and several statements are
-refused with a message saying which. While running, the connection is locked down: external
-access off except the snapshot's own files (``allowed_paths``), no extension loading, no Python
-replacement scans, configuration locked, a memory limit, a thread count and a timeout.
+Two layers. Before running, the SQL must be exactly one plain SELECT (or WITH ... SELECT,
+PIVOT, UNPIVOT): ``COPY``, ``ATTACH``, ``INSTALL``/``LOAD``, ``SET``/``PRAGMA``, DDL and several
+statements are refused with a message saying which. While running, the connection is locked
+down: external access off except the snapshot's own files (``allowed_paths``), no extension
+loading, no Python replacement scans, configuration locked, a memory limit, a thread count and
+a timeout.
+
+A PIVOT whose values come from the data (``PIVOT events ON event``, no ``IN`` list) is one
+statement that DuckDB's parser expands into several: a ``CREATE TEMPORARY TYPE`` per such
+column, an enum of the column's distinct values over the PIVOT's own source, then the SELECT.
+The sandbox counts the caller's statements (``;`` outside strings and comments), not the
+expansion's, and checks a stand-in of the statement that parses as one SELECT: each such column
+bound to a placeholder enum (``ON event IN __icefloe_pivot_0``), which names every table,
+function and expression the expansion reads. The expansion itself runs in the locked-down
+connection, where the caller's tables are the snapshot's views.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 from collections.abc import Collection, Iterator, Sequence
@@ -17,9 +28,10 @@ from dataclasses import dataclass
 
 import duckdb
 
+from icefloe import duck
 from icefloe.duck import string_literal
 from icefloe.errors import ConfigError, InvalidInputError, TableNotFoundError
-from icefloe.query.sql_refs import SqlRefs
+from icefloe.query.sql_refs import SqlRefs, walk
 
 # A memory size as DuckDB takes it (KB = 1000, KiB = 1024): queries' and merges' limits.
 MEMORY_SIZE = re.compile(r"^\d+(\.\d+)?\s*[KMGT]i?B$")
@@ -75,7 +87,19 @@ class QueryLimits:
             raise ConfigError("query result caps must be positive")
 
 
-_LEADING = re.compile(r"^(?:--[^\n]*\n|/\*.*?\*/|\s|\()*([A-Za-z]+)", re.DOTALL)
+_LEADING = re.compile(r"^(?:--[^\n]*\n|/\*.*?\*/|\s|\()*([A-Za-z_]+)", re.DOTALL)
+_LEADING_KEYWORDS = frozenset(
+    {"SELECT", "WITH", "FROM", "VALUES", "TABLE", "PIVOT", "PIVOT_WIDER", "UNPIVOT", "PIVOT_LONGER"}
+)
+# The stand-in enum of the N-th PIVOT column whose values come from the data.
+PIVOT_PLACEHOLDER = "__icefloe_pivot_{}"
+_PIVOT_KEYWORDS = frozenset({"PIVOT", "PIVOT_WIDER"})
+# Keywords that end a PIVOT statement's ON list (or the PIVOT statement itself).
+_ON_LIST_ENDS = frozenset(
+    {"USING", "GROUP", "ORDER", "LIMIT", "OFFSET", "UNION", "EXCEPT", "INTERSECT"}
+)
+_SUBQUERY_STARTS = frozenset({"SELECT", "WITH", "FROM", "VALUES", "TABLE", "PIVOT", "UNPIVOT"})
+PIVOT_VALUES_HINT = "list its values instead: PIVOT ... ON column IN ('a', 'b', ...)"
 _NAMED = {
     duckdb.StatementType.COPY: "COPY",
     duckdb.StatementType.ATTACH: "ATTACH",
@@ -96,8 +120,32 @@ _NAMED = {
 }
 
 
+@dataclass(frozen=True, slots=True)
+class CheckedQuery:
+    """A caller's query as the sandbox passed it: ``statement`` is what DuckDB runs;
+    ``analyzed``, what the reference check and the planner read. They differ only for a PIVOT
+    whose values come from the data (``pivots_from_data`` columns): see the module's text."""
+
+    statement: str
+    analyzed: str
+    pivots_from_data: int = 0
+
+
 def check_sql(sql: str, *, limits: QueryLimits) -> str:
-    """Return the one SELECT statement of ``sql``, or refuse it saying why."""
+    """Return the one SELECT statement of ``sql``, or refuse it saying why. A PIVOT that takes
+    its values from the data (DuckDB runs it as several statements) is refused here, with the
+    form to write instead; :func:`check_query` accepts it."""
+    checked = check_query(sql, limits=limits)
+    if checked.pivots_from_data:
+        raise QueryRefusedError(
+            "query refused: a PIVOT that takes its values from the data is not allowed here; "
+            + PIVOT_VALUES_HINT
+        )
+    return checked.statement
+
+
+def check_query(sql: str, *, limits: QueryLimits) -> CheckedQuery:
+    """The caller's one SELECT (or PIVOT, UNPIVOT), or refuse it saying why."""
     if not isinstance(sql, str) or not sql.strip():
         raise QueryRefusedError("query refused: the SQL is empty")
     if len(sql) > limits.max_sql_chars:
@@ -106,11 +154,13 @@ def check_sql(sql: str, *, limits: QueryLimits) -> str:
         )
     try:
         statements = duckdb.extract_statements(sql)
+        tokens = _tokens(sql)
     except duckdb.Error as e:
         raise QueryRefusedError(f"query refused: {e}") from e
-    if len(statements) != 1:
-        raise QueryRefusedError(f"query refused: one statement per query, found {len(statements)}")
-    (statement,) = statements
+    written = _statement_count(tokens)
+    if written != 1 or not statements:
+        raise QueryRefusedError(f"query refused: one statement per query, found {written}")
+    *expanded, statement = statements
     if statement.type != duckdb.StatementType.SELECT:
         what = _NAMED.get(statement.type, statement.type.name)
         raise QueryRefusedError(
@@ -118,12 +168,161 @@ def check_sql(sql: str, *, limits: QueryLimits) -> str:
         )
     leading = _LEADING.match(sql)
     keyword = leading.group(1).upper() if leading else ""
-    if keyword not in ("SELECT", "WITH", "FROM", "VALUES", "TABLE"):
+    if keyword not in _LEADING_KEYWORDS:
         # PRAGMA and SHOW parse as SELECTs over settings; refuse them by name.
         raise QueryRefusedError(
             f"query refused: {keyword or 'this'} statements are not allowed; send one SELECT"
         )
-    return str(statement.query)
+    if not expanded:
+        return CheckedQuery(statement=str(statement.query), analyzed=str(statement.query))
+    # One written SELECT that the parser expanded: only a PIVOT with values from the data does
+    # that (into a CREATE TEMPORARY TYPE per such column, then the SELECT).
+    if any(s.type != duckdb.StatementType.CREATE for s in expanded):
+        raise QueryRefusedError(
+            f"query refused: this statement runs as {len(statements)} statements; send one SELECT"
+        )
+    analyzed = _bind_pivots_from_data(sql, tokens, expected=len(expanded))
+    return CheckedQuery(statement=sql, analyzed=analyzed, pivots_from_data=len(expanded))
+
+
+# A token: its position, its depth in parentheses, and its text when it matters here (a
+# keyword upper-cased, or one of "(", ")", ",", ";"), else "".
+_Token = tuple[int, int, str]
+_KEYWORD = re.compile(r"[A-Za-z_][A-Za-z0-9_$]*")
+
+
+def _tokens(sql: str) -> list[_Token]:
+    """DuckDB's own tokens of ``sql`` (strings and comments are one token or none)."""
+    tokens: list[_Token] = []
+    depth = 0
+    for position, kind in duckdb.tokenize(sql):
+        text = ""
+        if kind == duckdb.token_type.keyword:
+            word = _KEYWORD.match(sql, position)
+            text = word.group(0).upper() if word else ""
+        elif kind == duckdb.token_type.operator and sql[position] in "(),;":
+            text = sql[position]
+        if text == ")":
+            depth -= 1
+        tokens.append((position, depth, text))
+        if text == "(":
+            depth += 1
+    return tokens
+
+
+def _statement_count(tokens: Sequence[_Token]) -> int:
+    """How many statements the caller wrote: runs of tokens between semicolons."""
+    count = 0
+    previous = ";"
+    for _, _, text in tokens:
+        if text != ";" and previous == ";":
+            count += 1
+        previous = text
+    return count
+
+
+def _bind_pivots_from_data(sql: str, tokens: Sequence[_Token], *, expected: int) -> str:
+    """``sql`` with each PIVOT column that has no IN list bound to a placeholder enum, checked
+    to parse as one SELECT whose PIVOT columns take exactly those placeholders."""
+    inserts: list[int] = []
+    for index, (_, depth, text) in enumerate(tokens):
+        # Not the SQL-standard form, FROM t PIVOT (... FOR c IN (...)), which always lists.
+        if text in _PIVOT_KEYWORDS and (
+            index + 1 == len(tokens)
+            or tokens[index + 1][2] != "("
+            or _opens_subquery(tokens, index + 1)
+        ):
+            inserts += _unlisted_pivot_columns(sql, tokens, index, depth)
+    placeholders = [PIVOT_PLACEHOLDER.format(n) for n in range(len(inserts))]
+    pieces, last = [], 0
+    for at, name in zip(inserts, placeholders, strict=True):
+        # A newline first: the column may end in a line comment.
+        pieces += [sql[last:at], f"\nIN {name} "]
+        last = at
+    analyzed = "".join([*pieces, sql[last:]])
+    if len(inserts) != expected or not _binds_exactly(analyzed, placeholders):
+        raise QueryRefusedError(
+            "query refused: the columns of this PIVOT whose values come from the data could"
+            f" not be told apart; {PIVOT_VALUES_HINT}"
+        )
+    return analyzed
+
+
+def _unlisted_pivot_columns(
+    sql: str, tokens: Sequence[_Token], start: int, depth: int
+) -> list[int]:
+    """Where the ON list of the PIVOT statement at ``tokens[start]`` has a column without an
+    IN list: the position just past each such column."""
+    end = next(
+        (
+            i
+            for i in range(start + 1, len(tokens))
+            if tokens[i][1] < depth
+            or (tokens[i][1] == depth and tokens[i][2] in {";", "UNION", "EXCEPT", "INTERSECT"})
+        ),
+        len(tokens),
+    )
+    # The last ON at this depth: an earlier one belongs to a join in the PIVOT's source.
+    on = next((i for i in range(end - 1, start, -1) if tokens[i][1:] == (depth, "ON")), None)
+    if on is None:
+        return []
+    found: list[int] = []
+    column_start, listed = on + 1, False
+    for i in range(on + 1, end + 1):
+        text = tokens[i][2] if i < end and tokens[i][1] == depth else None
+        if i < end and text not in {",", *_ON_LIST_ENDS}:
+            if text == "IN":
+                listed = True
+                if _opens_subquery(tokens, i + 1):
+                    raise QueryRefusedError(
+                        "query refused: a PIVOT's IN list may not be a subquery; leave IN out to"
+                        f" pivot on every value of the column, or {PIVOT_VALUES_HINT}"
+                    )
+            continue
+        if i > column_start and not listed:
+            found.append(tokens[i][0] if i < len(tokens) else len(sql))
+        if text != ",":
+            break
+        column_start, listed = i + 1, False
+    return found
+
+
+def _opens_subquery(tokens: Sequence[_Token], at: int) -> bool:
+    """Whether ``tokens[at:]`` starts with "(" and a query (through any more "(")."""
+    if at >= len(tokens) or tokens[at][2] != "(":
+        return False
+    while at < len(tokens) and tokens[at][2] == "(":
+        at += 1
+    return at < len(tokens) and tokens[at][2] in _SUBQUERY_STARTS
+
+
+def _binds_exactly(analyzed: str, placeholders: Sequence[str]) -> bool:
+    """Whether ``analyzed`` is one SELECT in which each placeholder is the enum of one PIVOT
+    column and appears nowhere else."""
+    try:
+        statements = duckdb.extract_statements(analyzed)
+    except duckdb.Error:
+        return False
+    if len(statements) != 1 or statements[0].type != duckdb.StatementType.SELECT:
+        return False
+    con = duck.connect()
+    try:
+        raw = con.execute("SELECT json_serialize_sql(?)", [analyzed]).fetchone()
+    finally:
+        con.close()
+    assert raw is not None
+    tree = json.loads(raw[0])
+    if tree.get("error"):
+        return False
+    enums = [
+        str(column["pivot_enum"])
+        for node in walk(tree)
+        for column in node.get("pivots") or ()
+        if isinstance(column, dict) and column.get("pivot_enum")
+    ]
+    return sorted(enums) == sorted(placeholders) and all(
+        raw[0].count(f'"{name}"') == 1 for name in placeholders
+    )
 
 
 # Table functions a caller's query may read from: generators only, nothing that reads a file,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from icefloe.query.sandbox import QueryLimits, QueryRefusedError, check_sql
+from icefloe.query.sandbox import QueryLimits, QueryRefusedError, check_query, check_sql
 
 LIMITS = QueryLimits(max_sql_chars=500)
 
@@ -18,6 +18,10 @@ LIMITS = QueryLimits(max_sql_chars=500)
         "WITH a AS (SELECT 1) SELECT * FROM a",
         "FROM events SELECT count(*)",
         "VALUES (1), (2)",
+        "PIVOT events ON event IN ('a', 'b') USING count(*)",
+        "SELECT * FROM events PIVOT (count(*) FOR event IN ('a', 'b'))",
+        "UNPIVOT events ON a, b INTO NAME k VALUE v",
+        "SELECT * FROM (UNPIVOT events ON COLUMNS(* EXCLUDE (uid)) INTO NAME k VALUE v)",
     ],
 )
 def test_plain_selects_pass(sql: str) -> None:
@@ -33,6 +37,12 @@ def test_plain_selects_pass(sql: str) -> None:
         ("SELECT 1" + " " * 600, "longer than 500"),
         ("   ", "empty"),
         ("SELECT 1;;SELECT 2", "one statement"),
+        # The statements the caller wrote are counted, not those DuckDB expands them into
+        ("CREATE TYPE e AS ENUM ('a'); SELECT 1", "one statement per query, found 2"),
+        ("PIVOT events ON event; SELECT 1", "one statement per query, found 2"),
+        ("SELECT 1; PIVOT events ON event", "one statement per query, found 2"),
+        ("PIVOT events ON event IN (SELECT 'a')", "IN list may not be a subquery"),
+        ("PIVOT events ON CAST(event AS __icefloe_pivot_0)", "could not be told apart"),
     ],
 )
 def test_other_statements_are_refused_by_name(sql: str, message: str) -> None:
@@ -42,3 +52,42 @@ def test_other_statements_are_refused_by_name(sql: str, message: str) -> None:
 
 def test_a_result_cap_defaults_to_half_the_memory_limit() -> None:
     assert QueryLimits(memory_limit="512MB").result_bytes == 256_000_000
+
+
+@pytest.mark.parametrize(
+    ("sql", "analyzed"),
+    [
+        (
+            "SELECT * FROM (PIVOT events ON event USING count(*) GROUP BY uid)",
+            "SELECT * FROM (PIVOT events ON event \nIN __icefloe_pivot_0 USING count(*) GROUP BY uid)",
+        ),
+        ("PIVOT events ON event", "PIVOT events ON event\nIN __icefloe_pivot_0 "),
+        ("pivot events on event -- why", "pivot events on event -- why\nIN __icefloe_pivot_0 "),
+        (
+            "PIVOT events ON event IN ('a'), year(ts) USING count(*);",
+            "PIVOT events ON event IN ('a'), year(ts) \nIN __icefloe_pivot_0 USING count(*);",
+        ),
+        (
+            "WITH x AS (FROM events) PIVOT x e JOIN users u ON e.uid = u.uid ON e.event, u.kind",
+            "WITH x AS (FROM events) PIVOT x e JOIN users u ON e.uid = u.uid ON e.event\nIN"
+            " __icefloe_pivot_0 , u.kind\nIN __icefloe_pivot_1 ",
+        ),
+    ],
+)
+def test_a_pivot_over_values_from_the_data_is_checked_as_one_select(
+    sql: str, analyzed: str
+) -> None:
+    # DuckDB's parser makes a CREATE TYPE of each such column's values, then the SELECT
+    checked = check_query(sql, limits=LIMITS)
+    # The statement runs as written; the checks read it with each column bound to a stand-in
+    assert checked.statement == sql
+    assert checked.analyzed == analyzed
+    assert checked.pivots_from_data == analyzed.count("__icefloe_pivot_")
+    # Where one SELECT must be returned (a merge's custom query), it is refused, saying how
+    with pytest.raises(QueryRefusedError, match=r"PIVOT \.\.\. ON column IN \('a', 'b', \.\.\.\)"):
+        check_sql(sql, limits=LIMITS)
+
+
+def test_a_pivot_that_lists_its_values_runs_as_written() -> None:
+    sql = "PIVOT events ON event IN ('a', 'b') USING count(*)"
+    assert check_query(sql, limits=LIMITS).analyzed == sql == check_sql(sql, limits=LIMITS)
