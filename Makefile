@@ -66,12 +66,16 @@ test-unit: venv
 test-integration: venv
 	$(PY) -m pytest tests/integration
 
-# The differential pruning test at scale: pruned answers against unpruned ones. FUZZ_JOBS
-# processes share the queries out (each runs every FUZZ_JOBS-th), so the set run is the same.
+# The differential tests at scale: pruned answers against unpruned ones (FUZZ_JOBS processes
+# share the queries out, each runs every FUZZ_JOBS-th, so the set run is the same), then
+# deletes against DuckDB's DELETE over a copy.
 FUZZ_QUERIES ?= 100000
+FUZZ_DELETES ?= 20000
 FUZZ_SEED    ?= 20261125
 FUZZ_JOBS    ?= 1
 fuzz: venv
+	ICEFLOE_DELETE_FUZZ=$(FUZZ_DELETES) ICEFLOE_FUZZ_SEED=$(FUZZ_SEED) $(PY) -m pytest -p no:timeout \
+		-p no:cacheprovider -q tests/integration/test_delete_differential.py
 	@tmp=$$(mktemp -d); pids=""; for k in $$(seq 0 $$(($(FUZZ_JOBS) - 1))); do \
 		ICEFLOE_FUZZ_QUERIES=$(FUZZ_QUERIES) ICEFLOE_FUZZ_SEED=$(FUZZ_SEED) \
 		ICEFLOE_FUZZ_SHARD=$$k/$(FUZZ_JOBS) $(PY) -m pytest -p no:timeout -p no:cacheprovider \

@@ -35,17 +35,17 @@ from icefloe.duck import ident
 from icefloe.errors import (
     CommitConflictError,
     CommitOutcomeUnknownError,
-    InvalidInputError,
     RowCountMismatchError,
     TableNotFoundError,
 )
-from icefloe.lifecycle.predicate import check_predicate
+from icefloe.lifecycle.predicate import PredicateEvaluationError, check_predicate
 from icefloe.merge.modes import ordered_output
 from icefloe.merge.writer import stage_rows, upload_staged
 from icefloe.metastore.models import DataFile, NewFile
 from icefloe.metastore.store import MetaStore
 from icefloe.query import QueryEngine
 from icefloe.query.database import Configure
+from icefloe.query.executor import QueryFailedError, QueryReadError
 from icefloe.query.sandbox import QueryLimits, lock_down
 from icefloe.query.views import files_source, view_body
 from icefloe.spec import TableSpec
@@ -249,7 +249,15 @@ def plan_delete(
     engine: QueryEngine, meta: MetaStore, spec: TableSpec, predicate: str
 ) -> DeletePlan:
     """The head, and its files that may hold a matching row (by the query engine's pruning)."""
-    counted = engine.query(f"SELECT count(*) AS n FROM {ident(spec.name)} WHERE {predicate}")
+    try:
+        counted = engine.query(f"SELECT count(*) AS n FROM {ident(spec.name)} WHERE {predicate}")
+    except QueryReadError:
+        raise
+    except QueryFailedError as e:
+        raise PredicateEvaluationError(
+            f"delete refused: the predicate cannot be evaluated on every row of"
+            f" {spec.name!r} that it may match: {e}"
+        ) from e
     plan = counted.plan(spec.name)
     if plan.spec_version != spec.version:
         # An alter landed between reading the spec and pinning the head: the pruning read the
@@ -395,7 +403,7 @@ def _decide(
         # The predicate fails on a row these files hold (a cast of a value that does not
         # convert): it cannot decide that row, so the delete decides none.
         message = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise InvalidInputError(
+        raise PredicateEvaluationError(
             f"delete refused: the predicate cannot be evaluated on every row of"
             f" {spec.name!r} that it may match: {message}"
         ) from e

@@ -30,6 +30,13 @@ from icefloe.spec import TableSpec
 from icefloe.stability import unstable_calls
 
 MAX_PREDICATE_CHARS = 100_000
+
+
+class PredicateEvaluationError(InvalidInputError):
+    """DuckDB failed to evaluate the predicate on a row a delete read (a cast of a value that
+    does not convert): the delete decides no row and commits nothing."""
+
+
 # The SELECT node of the frame, as DuckDB serializes it, when the text inside the parentheses
 # was one expression: every other field of the node must hold exactly this.
 _FRAME_FIELDS: dict[str, Any] = {
