@@ -592,9 +592,8 @@ def test_rollback_to_an_earlier_snapshot_then_again_then_to_one_that_never_was(
     assert "events' has no snapshot 9 (its head is snapshot 4)" in capsys.readouterr().err
 
 
-def test_delete_dry_run_then_delete_then_a_refused_predicate(
-    cli_env: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def six_rows_in_two_days(tmp_path: Path) -> None:
+    """A fresh lake whose table events holds u1, u2 and u3 on 2026-03-01 and 2026-03-02."""
     assert run("init")[0] == 0
     create_events()
     source = tmp_path / "b.ndjson"
@@ -607,6 +606,12 @@ def test_delete_dry_run_then_delete_then_a_refused_predicate(
         + "\n"
     )
     assert run("insert", "events", str(source))[0] == 0
+
+
+def test_delete_dry_run_then_delete_then_a_refused_predicate(
+    cli_env: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    six_rows_in_two_days(tmp_path)
 
     code, text = run("delete", "events", "--where", "user_id = 'u2'", "--dry-run")
     assert code == 0 and text.startswith("events: would delete 2 rows in 2 of 2 files read")
@@ -647,18 +652,7 @@ def test_a_delete_refuses_a_predicate_that_could_decide_a_row_twice_or_leave_its
     cli_env: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], where: str, message: str
 ) -> None:
     # Given six rows in two day partitions
-    assert run("init")[0] == 0
-    create_events()
-    source = tmp_path / "b.ndjson"
-    source.write_text(
-        "\n".join(
-            json.dumps({"ts": f"2026-03-0{d}T00:00:00", "event": "e", "user_id": user})
-            for d in (1, 2)
-            for user in ("u1", "u2", "u3")
-        )
-        + "\n"
-    )
-    assert run("insert", "events", str(source))[0] == 0
+    six_rows_in_two_days(tmp_path)
     capsys.readouterr()
 
     # When the delete is asked with the predicate

@@ -9,6 +9,7 @@ import duckdb
 import pytest
 
 from icefloe.stability import stabilities, unstable_calls
+from support.delete_fuzz import unstable_functions
 
 
 def where_clause(expression: str) -> Any:
@@ -25,19 +26,7 @@ def names(expression: str, *columns: str) -> list[str]:
     return [c.name.lower() for c in unstable_calls(where_clause(expression), columns=columns)]
 
 
-def duckdb_unstable_scalars() -> list[str]:
-    con = duckdb.connect()
-    try:
-        rows = con.execute(
-            "SELECT DISTINCT function_name FROM duckdb_functions()"
-            " WHERE function_type = 'scalar' AND stability <> 'CONSISTENT' ORDER BY 1"
-        ).fetchall()
-    finally:
-        con.close()
-    return [str(r[0]) for r in rows]
-
-
-@pytest.mark.parametrize("function", duckdb_unstable_scalars())
+@pytest.mark.parametrize("function", unstable_functions())
 def test_every_function_duckdb_does_not_mark_consistent_is_found(function: str) -> None:
     assert names(f"{function}() IS NULL") == [function.lower()]
 
