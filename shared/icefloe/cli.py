@@ -344,6 +344,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     iceberg.add_argument("--catalog-uri", help="a SQLAlchemy URI of the SQL catalog")
     iceberg.add_argument(
+        "--retention",
+        help="then expire Iceberg snapshots older than this, releasing their files to gc"
+        " (e.g. 0s, 3d; default: the table's snapshot retention)",
+    )
+    iceberg.add_argument(
         "--namespace",
         default="icefloe",
         help="the Iceberg namespace (the Glue database) of the table (default: icefloe)",
@@ -692,18 +697,24 @@ def _publish_iceberg(runtime: Runtime, args: argparse.Namespace, out: TextIO) ->
         table=args.name,
         catalog=catalog,
         namespace=args.namespace,
+        retention=parse_duration(args.retention) if args.retention is not None else None,
     )
 
     def text() -> str:
+        expired = (
+            f"; {result.iceberg_snapshots_expired} older Iceberg snapshots expired"
+            if result.iceberg_snapshots_expired
+            else ""
+        )
         if result.iceberg_snapshot_id is None:
             return (
                 f"{result.table}: snapshot {result.snapshot_id} is published already"
-                f" ({result.files_live} files); metadata: {result.metadata_location}"
+                f" ({result.files_live} files){expired}; metadata: {result.metadata_location}"
             )
         return (
             f"published {result.table} snapshot {result.snapshot_id} as Iceberg snapshot"
             f" {result.iceberg_snapshot_id}: {result.files_added} files added,"
-            f" {result.files_removed} removed, {result.files_live} live\n"
+            f" {result.files_removed} removed, {result.files_live} live{expired}\n"
             f"metadata: {result.metadata_location}"
         )
 

@@ -27,22 +27,25 @@ How icefloe's layout maps to Iceberg's:
   string), BLOB (binary), DATE, TIME, TIMESTAMP, TIMESTAMPTZ and UUID. Unsigned integers,
   HUGEINT and lists are refused by name.
 
-Older Iceberg snapshots name the files icefloe has since collected: time travel in Iceberg is
-only as good as icefloe's retention (expire Iceberg snapshots at least as often).
+Every publication is recorded in the meta store before its Iceberg commit, and the janitor
+expires no icefloe snapshot from the oldest retained publication on: no Iceberg snapshot
+names a file icefloe has collected. Each publication expires the Iceberg snapshots older than
+the table's retention (or the one given) and releases their files to the next collection.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, time
+from datetime import UTC, date, datetime, time, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pyarrow.parquet as pq
 
-from icefloe.errors import InvalidInputError
+from icefloe.errors import CommitConflictError, InvalidInputError, SnapshotNotFoundError
 from icefloe.ingest.row_ids import ROW_ID_COLUMN
 from icefloe.metastore.models import DataFile as IcefloeFile
+from icefloe.metastore.publications import PublicationStore
 from icefloe.metastore.store import MetaStore
 from icefloe.spec import PartitionField as IcefloePartitionField
 from icefloe.spec import TableSpec
@@ -67,6 +70,10 @@ VERSIONS_PROPERTY = "icefloe.spec-versions"
 # above any column id icefloe gives.
 ROW_ID_FIELD_ID = 2_147_483_000
 PARTITION_FIELD_IDS = 1000  # Iceberg's convention: partition fields from 1000
+# Heads that expire while being published (gc with no retention running alongside) before
+# publication gives up.
+PIN_ATTEMPTS = 3
+UNCONFIRMED_PUBLICATION_GRACE = timedelta(hours=1)
 
 
 class IcebergPublishError(InvalidInputError):
@@ -82,6 +89,7 @@ class PublishResult:
     files_added: int
     files_removed: int
     files_live: int
+    iceberg_snapshots_expired: int = 0
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -92,6 +100,7 @@ class PublishResult:
             "files_added": self.files_added,
             "files_removed": self.files_removed,
             "files_live": self.files_live,
+            "iceberg_snapshots_expired": self.iceberg_snapshots_expired,
         }
 
 
@@ -117,14 +126,33 @@ def publish_iceberg(
     table: str,
     catalog: Catalog,
     namespace: str = NAMESPACE,
+    retention: timedelta | None = None,
 ) -> PublishResult:
     """Publish ``table``'s head snapshot to ``catalog`` as ``<namespace>.<table>`` (in Glue,
-    the namespace is the database)."""
+    the namespace is the database), then expire the Iceberg snapshots older than
+    ``retention`` (default: the table's snapshot retention; the one current at that age stays,
+    as in icefloe) and stop retaining their files.
+
+    The publication is recorded in the meta store before the Iceberg commit, so the janitor
+    keeps every file of the published snapshot for as long as an Iceberg snapshot shows it."""
     info = meta.get_table(table)
-    with meta.pin(table) as pinned:
-        snapshot_id = pinned.snapshot_id
-        # The head's own spec: an alter after get_table is the pinned head's version.
-        spec = pinned.spec(info.spec)
+    publications = PublicationStore(meta)
+    key = catalog_key(catalog, namespace)
+    for _ in range(PIN_ATTEMPTS):
+        with meta.pin(table) as pinned:
+            snapshot_id = pinned.snapshot_id
+            # The head's own spec: an alter after get_table is the pinned head's version.
+            spec = pinned.spec(info.spec)
+        try:
+            if snapshot_id:
+                publications.pin(table, catalog=key, snapshot_id=snapshot_id)
+            break
+        except SnapshotNotFoundError:
+            continue  # collected past while it was read (gc with no retention): the new head
+    else:
+        raise CommitConflictError(
+            f"{table!r}: its head expired {PIN_ATTEMPTS} times while published"
+        )
     # A snapshot's files never change: listed after the pin, they are still exactly its own.
     live = meta.files(table, snapshot_id=snapshot_id) if snapshot_id else []
     schema = iceberg_schema(spec)
@@ -144,35 +172,107 @@ def publish_iceberg(
         VERSIONS_PROPERTY: ",".join(map(str, sorted(versions))),
     }
     schema_changed = iceberg.schema().as_struct() != schema.as_struct()
-    if not added and not removed and not schema_changed:
-        return PublishResult(table, snapshot_id, None, iceberg.metadata_location, 0, 0, len(wanted))
-    with iceberg.transaction() as tx:
-        if schema_changed:
-            _set_schema(tx, iceberg, schema)
-        tx.set_properties(properties)
-        if added or removed:
-            new_files = [_data_file(iceberg, schema, spec, objects.uri(f.path), f) for f in added]
-            if removed:
-                with tx.update_snapshot().overwrite() as overwrite:
-                    for df in removed:
-                        overwrite.delete_data_file(df)
-                    for df in new_files:
-                        overwrite.append_data_file(df)
-            else:
-                with tx.update_snapshot().fast_append() as append:
-                    for df in new_files:
-                        append.append_data_file(df)
-    iceberg = catalog.load_table((namespace, table))
+    committed = bool(added or removed or schema_changed)
+    if committed:
+        with iceberg.transaction() as tx:
+            if schema_changed:
+                _set_schema(tx, iceberg, schema)
+            tx.set_properties(properties)
+            if added or removed:
+                new_files = [
+                    _data_file(iceberg, schema, spec, objects.uri(f.path), f) for f in added
+                ]
+                summary = {SNAPSHOT_PROPERTY: str(snapshot_id)}
+                if removed:
+                    with tx.update_snapshot(summary).overwrite() as overwrite:
+                        for df in removed:
+                            overwrite.delete_data_file(df)
+                        for df in new_files:
+                            overwrite.append_data_file(df)
+                else:
+                    with tx.update_snapshot(summary).fast_append() as append:
+                        for df in new_files:
+                            append.append_data_file(df)
+        iceberg = catalog.load_table((namespace, table))
+    elif iceberg.properties.get(SNAPSHOT_PROPERTY) != str(snapshot_id):
+        # The same files as the last publication (a rollback, a commit that changed none):
+        # no new Iceberg snapshot, but the table says which icefloe snapshot it shows.
+        with iceberg.transaction() as tx:
+            tx.set_properties(properties)
+        iceberg = catalog.load_table((namespace, table))
     current = iceberg.current_snapshot()
+    if snapshot_id and current is not None:
+        publications.confirm(
+            table, catalog=key, snapshot_id=snapshot_id, iceberg_snapshot_id=current.snapshot_id
+        )
+    keep = (
+        retention
+        if retention is not None
+        else timedelta(seconds=spec.retention.snapshot_retention_seconds)
+    )
+    expired = expire_iceberg_snapshots(
+        iceberg, publications, table=table, catalog=key, retention=keep, current=snapshot_id
+    )
+    if expired:
+        iceberg = catalog.load_table((namespace, table))
     return PublishResult(
         table=table,
         snapshot_id=snapshot_id,
-        iceberg_snapshot_id=None if current is None else current.snapshot_id,
+        iceberg_snapshot_id=(None if current is None or not committed else current.snapshot_id),
         metadata_location=iceberg.metadata_location,
         files_added=len(added),
         files_removed=len(removed),
         files_live=len(wanted),
+        iceberg_snapshots_expired=expired,
     )
+
+
+def catalog_key(catalog: Catalog, namespace: str) -> str:
+    """How the meta store names one published table's catalog: its name and namespace."""
+    return f"{catalog.name}/{namespace}"
+
+
+def expire_iceberg_snapshots(
+    iceberg: Table,
+    publications: PublicationStore,
+    *,
+    table: str,
+    catalog: str,
+    retention: timedelta,
+    current: int,
+) -> int:
+    """Expire the Iceberg snapshots older than ``retention`` (the newest one at or before
+    that age stays: it is what a read as of that time sees; the current one always stays),
+    then stop retaining the publications no Iceberg snapshot shows any more. The number of
+    Iceberg snapshots expired."""
+    snapshots = sorted(iceberg.metadata.snapshots, key=lambda s: (s.timestamp_ms, s.snapshot_id))
+    head = iceberg.current_snapshot()
+    boundary_ms = int((datetime.now(UTC) - retention).timestamp() * 1000)
+    old = [s for s in snapshots if s.timestamp_ms <= boundary_ms]
+    kept_at_boundary = old[-1].snapshot_id if old else None
+    doomed = [
+        s.snapshot_id
+        for s in old
+        if s.snapshot_id != kept_at_boundary and (head is None or s.snapshot_id != head.snapshot_id)
+    ]
+    if doomed:
+        iceberg.maintenance.expire_snapshots().by_ids(doomed).commit()
+    remaining = {s.snapshot_id for s in snapshots} - set(doomed)
+    # A publication not yet confirmed may be another publisher's, between its record and its
+    # commit: only one that stayed unconfirmed for an hour is taken as dead.
+    stale = datetime.now(UTC) - UNCONFIRMED_PUBLICATION_GRACE
+    gone = [
+        p.snapshot_id
+        for p in publications.retained(table, catalog=catalog)
+        if p.snapshot_id != current
+        and (
+            p.iceberg_snapshot_id not in remaining
+            if p.iceberg_snapshot_id is not None
+            else p.published_at < stale
+        )
+    ]
+    publications.expire(table, catalog=catalog, snapshot_ids=gone)
+    return len(doomed)
 
 
 def iceberg_type(duckdb_type: str) -> PrimitiveType:

@@ -25,6 +25,7 @@ EXPECTED_TABLES = {
     "delete_jobs",
     "delete_parts",
     "table_specs",
+    "iceberg_publications",
 }
 
 

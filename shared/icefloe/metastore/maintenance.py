@@ -2,7 +2,8 @@
 are registered, free expired claims, prune old receipts.
 
 Kept apart from :mod:`icefloe.metastore.store` (the read and commit paths); it uses the same
-pool. Snapshots expire as a prefix: every snapshot older than the newest one committed at or
+pool. A retained Iceberg publication (:mod:`icefloe.metastore.publications`) holds the
+snapshot it shows and every later one. Snapshots expire as a prefix: every snapshot older than the newest one committed at or
 before ``now - retention`` (that one stays: it is what ``as_of`` the retention boundary reads),
 so the head never expires, and a dead file whose last snapshot (``end - 1``) expired is seen
 by no live snapshot.
@@ -17,8 +18,21 @@ from datetime import datetime, timedelta
 from psycopg import sql
 
 from icefloe.metastore.models import DataFile
-from icefloe.metastore.store import _FILE_COLUMNS, MetaStore, _data_file
+from icefloe.metastore.store import _FILE_COLUMNS, Conn, MetaStore, _data_file
 from icefloe.spec import TableSpec
+
+
+def _below_publications(conn: Conn, table_id: int, boundary: int | None) -> int | None:
+    """``boundary`` lowered to the oldest snapshot a retained Iceberg publication shows: an
+    Iceberg reader may still read that snapshot's files, so it and every later one stay."""
+    row = conn.execute(
+        "SELECT min(snapshot_id) FROM iceberg_publications"
+        " WHERE table_id = %s AND expired_at IS NULL",
+        (table_id,),
+    ).fetchone()
+    if boundary is None or row is None or row[0] is None:
+        return boundary
+    return min(boundary, int(row[0]))
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +60,7 @@ class Maintenance:
                 (table_id, retention),
             ).fetchone()
             boundary = None if row is None or row[0] is None else int(row[0])
+            boundary = _below_publications(conn, table_id, boundary)
             ids: list[int] = []
             if boundary is not None:
                 ids = [
@@ -64,10 +79,16 @@ class Maintenance:
             return 0
         table_id = self._meta.get_table(plan.table).table_id
         with self._meta.transaction() as conn:
+            # The head lock orders this against a publication being recorded (it takes the
+            # same lock): a publication recorded since the plan still holds its snapshot.
+            conn.execute(
+                "SELECT 1 FROM lake_tables WHERE table_id = %s FOR UPDATE", (table_id,)
+            ).fetchone()
+            boundary = _below_publications(conn, table_id, plan.boundary)
             cur = conn.execute(
                 "UPDATE snapshots SET expired_at = now()"
                 " WHERE table_id = %s AND snapshot_id < %s AND expired_at IS NULL",
-                (table_id, plan.boundary),
+                (table_id, boundary),
             )
             return cur.rowcount
 

@@ -1,0 +1,108 @@
+"""Iceberg publication records: which icefloe snapshots Iceberg snapshots show, and which of
+them are still retained (so the janitor keeps their files).
+
+A publication is recorded, under the table's head lock, before its Iceberg commit: from then
+on the janitor's snapshot expiry (which takes the same lock) stops below it, so the files an
+Iceberg reader will reach cannot be collected between the listing and the commit. It is
+expired once its Iceberg snapshot is gone from the catalog.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass
+from datetime import datetime
+
+from icefloe.errors import SnapshotNotFoundError, TableNotFoundError
+from icefloe.metastore.store import MetaStore
+
+
+@dataclass(frozen=True, slots=True)
+class Publication:
+    """One Iceberg snapshot of a table, in one catalog, showing icefloe snapshot
+    ``snapshot_id`` (``iceberg_snapshot_id`` None: its commit has not been confirmed)."""
+
+    table: str
+    catalog: str
+    snapshot_id: int
+    iceberg_snapshot_id: int | None
+    published_at: datetime
+    expired_at: datetime | None
+
+
+class PublicationStore:
+    """Records and retains Iceberg publications, over a :class:`MetaStore`'s pool."""
+
+    def __init__(self, meta: MetaStore) -> None:
+        self._meta = meta
+
+    def pin(self, table: str, *, catalog: str, snapshot_id: int) -> None:
+        """Record (or retain again) a publication of ``snapshot_id`` before its Iceberg commit.
+        SnapshotNotFoundError when that snapshot expired already (publish a newer one)."""
+        with self._meta.transaction() as conn:
+            head = conn.execute(
+                "SELECT table_id FROM lake_tables WHERE name = %s AND dropped_at IS NULL"
+                " FOR UPDATE",
+                (table,),
+            ).fetchone()
+            if head is None:
+                raise TableNotFoundError(f"no table {table!r}")
+            table_id = int(head[0])
+            live = conn.execute(
+                "SELECT 1 FROM snapshots WHERE table_id = %s AND snapshot_id = %s"
+                " AND expired_at IS NULL",
+                (table_id, snapshot_id),
+            ).fetchone()
+            if live is None and snapshot_id != 0:
+                raise SnapshotNotFoundError(
+                    f"snapshot {snapshot_id} of {table!r} expired before it was published"
+                )
+            conn.execute(
+                "INSERT INTO iceberg_publications (table_id, catalog, snapshot_id)"
+                " VALUES (%s, %s, %s) ON CONFLICT (table_id, catalog, snapshot_id)"
+                " DO UPDATE SET expired_at = NULL",
+                (table_id, catalog, snapshot_id),
+            )
+
+    def confirm(
+        self, table: str, *, catalog: str, snapshot_id: int, iceberg_snapshot_id: int
+    ) -> None:
+        """Name the Iceberg snapshot a recorded publication committed."""
+        with self._meta.transaction() as conn:
+            conn.execute(
+                "UPDATE iceberg_publications p SET iceberg_snapshot_id = %s"
+                " FROM lake_tables t WHERE t.table_id = p.table_id AND t.name = %s"
+                " AND t.dropped_at IS NULL AND p.catalog = %s AND p.snapshot_id = %s",
+                (iceberg_snapshot_id, table, catalog, snapshot_id),
+            )
+
+    def retained(self, table: str, *, catalog: str | None = None) -> list[Publication]:
+        """The table's retained publications (in one catalog, or all), oldest first."""
+        with self._meta.read_transaction() as conn:
+            rows = conn.execute(
+                "SELECT p.catalog, p.snapshot_id, p.iceberg_snapshot_id, p.published_at,"
+                " p.expired_at FROM iceberg_publications p JOIN lake_tables t"
+                " ON t.table_id = p.table_id AND t.name = %s AND t.dropped_at IS NULL"
+                " WHERE p.expired_at IS NULL AND (%s::text IS NULL OR p.catalog = %s)"
+                " ORDER BY p.snapshot_id, p.catalog",
+                (table, catalog, catalog),
+            ).fetchall()
+        return [
+            Publication(
+                table, str(r[0]), int(r[1]), None if r[2] is None else int(r[2]), r[3], r[4]
+            )
+            for r in rows
+        ]
+
+    def expire(self, table: str, *, catalog: str, snapshot_ids: Collection[int]) -> int:
+        """Stop retaining these publications (their Iceberg snapshots are gone); how many."""
+        if not snapshot_ids:
+            return 0
+        with self._meta.transaction() as conn:
+            cur = conn.execute(
+                "UPDATE iceberg_publications p SET expired_at = now() FROM lake_tables t"
+                " WHERE t.table_id = p.table_id AND t.name = %s AND t.dropped_at IS NULL"
+                " AND p.catalog = %s AND p.snapshot_id = ANY(%s) AND p.expired_at IS NULL",
+                (table, catalog, sorted(snapshot_ids)),
+            )
+            return cur.rowcount
