@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from icefloe.ingest.sources import InsertLimits
+from icefloe.ingest.strict_json import as_one_value, value_bytes
 from icefloe.spec import Column, TableSpec
 
 # The Arrow type the DuckDB conversion gives each column type it can be skipped for.
@@ -106,5 +107,30 @@ def _holds(
         if longest is not None and longest > limits.max_value_bytes:
             return False
         if partition_source and pc.any(pc.match_substring(values, "\x00")).as_py():
+            return False
+        if not utf8_valid(values):
+            return False  # the conversion refuses it, naming the row
+    return True
+
+
+def utf8_valid(values: pa.ChunkedArray) -> bool:
+    """Whether every value of a string column is UTF-8 (a caller's Arrow memory need not be:
+    stored as it is, it would make the table's files unreadable). Each chunk's bytes are
+    validated as one value, in a fraction of a millisecond a megabyte; only text that is not
+    ASCII then needs each value validated (a character could be split between two values)."""
+    for chunk in values.chunks:
+        data = value_bytes(chunk)
+        if data is None:
+            return False
+        whole = as_one_value(data).view(pa.large_string())
+        try:
+            whole.validate(full=True)
+        except pa.ArrowInvalid:
+            return False
+        if pc.utf8_length(whole)[0].as_py() == data.size:
+            continue  # ASCII: no character to split
+        try:
+            chunk.validate(full=True)
+        except pa.ArrowInvalid:
             return False
     return True

@@ -30,6 +30,7 @@ from icefloe.datafiles import (
     with_json_columns,
 )
 from icefloe.errors import (
+    BatchRejectedError,
     CommitOutcomeUnknownError,
     InvalidInputError,
     SpecChangedError,
@@ -494,8 +495,13 @@ def batch_digest(staged: StagedBatch | RowsBatch | ArrowBatch) -> str:
         return f"{staged.staged_format}:{digest.hexdigest()}"
     if isinstance(staged, ArrowBatch):
         sink = pa.BufferOutputStream()
-        with pa.ipc.new_stream(sink, staged.table.schema) as writer:
-            writer.write_table(staged.table)
+        try:
+            with pa.ipc.new_stream(sink, staged.table.schema) as writer:
+                writer.write_table(staged.table)
+        except pa.ArrowException as e:  # a type IPC cannot write (nested 64 levels, say)
+            raise BatchRejectedError(
+                f"batch refused: its Arrow schema cannot be written for its digest: {e}"
+            ) from e
         digest.update(sink.getvalue())
     else:
         with open(staged.path, "rb") as f:

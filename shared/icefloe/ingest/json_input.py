@@ -8,6 +8,11 @@ string), while DuckDB reads and checks only the JSON-typed columns, in another t
 batch is then proven clean with the Arrow input's checks
 (:func:`~icefloe.ingest.arrow_input.proven_clean`).
 
+Before pyarrow or DuckDB reads a byte, :func:`object_lines` scans the file
+(:mod:`~icefloe.ingest.json_shape`): pyarrow parses nested values recursively, and a line
+nesting about 20,000 levels kills the process. A line nesting its record deeper than the
+limit refuses the batch there, naming its row and field.
+
 This path answers only when the slow path would give the same table:
 
 - every line starts with ``{`` and the file is valid UTF-8 (pyarrow reads a top-level ``null``
@@ -41,6 +46,7 @@ import pyarrow.json as pj
 from icefloe.ingest.arrow_input import ARROW_TYPES, proven_clean
 from icefloe.ingest.digit_shapes import common_shape, shape_matches
 from icefloe.ingest.json_depth import any_deeper_than
+from icefloe.ingest.json_shape import openers_within, opening_brackets, refuse_deep_lines
 from icefloe.ingest.sources import InsertLimits
 from icefloe.ingest.strict_json import as_one_value, matches_anywhere, may_not_be_standard
 from icefloe.spec import Column, TableSpec
@@ -77,15 +83,23 @@ def fast_json_columns(spec: TableSpec) -> list[Column] | None:
     return [c for c in spec.columns if c.type == "JSON"]
 
 
-def object_lines(path: Path) -> int | None:
+def object_lines(path: Path, *, limits: InsertLimits | None = None) -> int | None:
     """How many lines of an NDJSON file there are, if every one starts with ``{`` and the
     file is valid UTF-8; None otherwise (a blank line, a line starting with whitespace, a
     scalar, an array, a BOM...: rare in practice, and left to the slow path). Read in blocks
     into one buffer, each block ending at a newline (never inside a character), so a large
-    batch is not held twice; a line longer than the buffer grows it."""
+    batch is not held twice; a line longer than the buffer grows it.
+
+    With ``limits``, this is also the scan no parser reads a line before
+    (:mod:`~icefloe.ingest.json_shape`): a line nesting its record more than
+    ``max_json_depth`` levels refuses the batch, naming its row and field. The lines are
+    counted among each block's opening brackets, which that scan keeps anyway (counting them
+    in the block took as long)."""
     buffer = bytearray(_SCAN_BLOCK)
     view = memoryview(buffer)
     lines = held = 0  # held: the start of a line not yet whole, moved to the buffer's front
+    start = 0  # where the buffer's first byte is in the file
+    objects = True  # every line so far starts with an object, and is UTF-8
     try:
         with path.open("rb", buffering=0) as f:
             while True:
@@ -99,18 +113,39 @@ def object_lines(path: Path) -> int | None:
                 end = held + read
                 cut = buffer.rfind(b"\n", 0, end) + 1  # whole lines end there (none: read on)
                 if cut:
-                    if not _object_lines(view[:cut]):
+                    objects = objects and _object_lines(view[:cut])
+                    if not objects and limits is None:
                         return None
-                    lines += buffer.count(b"\n", 0, cut)
+                    # The opening brackets of the whole lines: a full buffer is read in place
+                    # (no copy), its line not yet whole cut off the end; a short read copied.
+                    openers = opening_brackets(buffer if end == len(buffer) else view[:end])
+                    openers = openers[: openers.rfind(b"\n") + 1]
+                    lines += _scanned_lines(path, openers, view[:cut], start, limits)
+                    start += cut
                 held = end - cut
                 view[:held] = view[cut:end]
             if held:  # a last line without a newline
-                if not _object_lines(view[:held]):
-                    return None
-                lines += 1
+                objects = objects and _object_lines(view[:held])
+                openers = opening_brackets(view[:held])
+                lines += _scanned_lines(path, openers, view[:held], start, limits) + 1
     finally:
         view.release()
-    return lines or None
+    return (lines or None) if objects else None
+
+
+def _scanned_lines(
+    path: Path,
+    openers: bytes | bytearray,
+    block: memoryview,
+    start: int,
+    limits: InsertLimits | None,
+) -> int:
+    """The line breaks of a block of whole lines (from byte ``start`` of the file), given its
+    :func:`~icefloe.ingest.json_shape.opening_brackets`, once, with ``limits``, no line of
+    it nests its record too deeply."""
+    if limits is not None and not openers_within(openers, limits.max_json_depth + 1):
+        refuse_deep_lines(path, bytes(block), block_start=start, max_depth=limits.max_json_depth)
+    return openers.count(b"\n")
 
 
 # A line that does not start with an object: after a newline, anything but ``{``.
@@ -245,21 +280,26 @@ def load_ndjson_fast(
     limits: InsertLimits,
     partition_sources: frozenset[str],
     duck: JsonColumnReader,
+    lines: int | None = None,
 ) -> pa.Table | None:
-    """The batch as the slow path would load it, or None when it must decide."""
+    """The batch as the slow path would load it, or None when it must decide. ``lines``: what
+    :func:`object_lines` answered with ``limits`` (the file is scanned here if not given)."""
     json_columns = fast_json_columns(spec)
     if json_columns is None:
         return None
-    # DuckDB reads the JSON columns (releasing the GIL) while the lines are checked and
-    # pyarrow parses the rest; pyarrow only ever sees lines that start with an object.
+    if lines is None:
+        lines = object_lines(path, limits=limits)  # the scan comes before any parser
+        if lines is None:
+            return None
+    # DuckDB reads the JSON columns (releasing the GIL) while pyarrow parses the rest; pyarrow
+    # only ever sees lines that start with an object, and that the scan passed.
     json_future = None
     # Threads pay for themselves from about a megabyte; below, they cost more than they save.
     threads = size_bytes > _CONCURRENT_FROM_BYTES
     if json_columns and threads:
         json_future = _READERS.submit(_checked_json_columns, duck, json_columns, limits)
     try:
-        lines = object_lines(path)
-        typed = _read_known(path, spec, duck, threads=threads) if lines else None
+        typed = _read_known(path, spec, duck, threads=threads)
     finally:
         json_table = json_future.result() if json_future is not None else None
     if json_columns and json_future is None and typed is not None:

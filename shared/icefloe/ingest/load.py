@@ -8,6 +8,7 @@ and computes an error code per row. Only a refused batch goes back to Python, to
 from __future__ import annotations
 
 import mmap
+import re
 import threading
 from collections.abc import Collection, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -22,9 +23,10 @@ from icefloe.errors import BatchRejectedError, RowProblem
 from icefloe.ingest.arrow_input import json_columns_to_check, proven_clean
 from icefloe.ingest.columns import ColumnSQL, expected, json_column, sql_column
 from icefloe.ingest.json_depth import any_deeper_than, rows_deeper_than
-from icefloe.ingest.json_input import load_ndjson_fast
+from icefloe.ingest.json_input import load_ndjson_fast, object_lines
+from icefloe.ingest.json_shape import check_json_document
 from icefloe.ingest.rows_input import load_rows_fast
-from icefloe.ingest.sources import ArrowBatch, InsertLimits, RowsBatch, StagedBatch
+from icefloe.ingest.sources import ArrowBatch, InsertLimits, RowsBatch, StagedBatch, check_parquet
 from icefloe.ingest.strict_json import may_not_be_standard, trailing_comma_at
 from icefloe.spec import Column, TableSpec
 
@@ -65,16 +67,23 @@ def load_batch(
                 return table
         batch = batch.staged()
     if batch.format in _JSON_FORMATS:
-        if fast and _layout(batch) == "newline_delimited":
-            table = _load_ndjson_fast(con, spec, batch, limits)
-            if table is not None:
-                return table
+        # No parser reads JSON text before its nesting and completeness are scanned (see
+        # json_shape): a line nested deeply enough crashes pyarrow's reader.
+        if _layout(batch) == "newline_delimited":
+            lines = object_lines(batch.path, limits=limits)
+            if fast and lines is not None:
+                table = _load_ndjson_fast(con, spec, batch, limits, lines=lines)
+                if table is not None:
+                    return table
+        elif not batch.written_by_orjson:  # (orjson writes complete JSON, 255 levels at most)
+            check_json_document(batch.path, max_depth=limits.max_json_depth, source=batch.source)
         return _load_json(con, spec, batch, limits)
     params = {"path": str(batch.path)}
     if batch.format == "csv":
         return _load_typed(
             con, spec, "read_csv($path, header=true, all_varchar=true)", params, "csv", limits
         )
+    check_parquet(batch.path, source=batch.source)
     return _load_typed(con, spec, "read_parquet($path)", params, batch.format, limits)
 
 
@@ -156,11 +165,42 @@ def _converted_arrow(
     con: duckdb.DuckDBPyConnection, spec: TableSpec, table: pa.Table, limits: InsertLimits
 ) -> pa.Table:
     """Typed Arrow input through the DuckDB conversion, which names the rows at fault."""
+    _refuse_text_not_utf8(table)
     con.register(_ARROW_INPUT, table)
     try:
         return _load_typed(con, spec, _ARROW_INPUT, {}, "Arrow", limits)
     finally:
         con.unregister(_ARROW_INPUT)
+
+
+_NOT_UTF8_AT = re.compile(r"Invalid UTF8 sequence at string index (\d+)")
+_NOT_UTF8 = "bytes that are not UTF-8"
+
+
+def _refuse_text_not_utf8(table: pa.Table) -> None:
+    """Refuse Arrow input whose text is not UTF-8 (a caller's Arrow memory need not be),
+    naming the first row and field, before DuckDB reads it (which refuses it without)."""
+    for name, column in zip(table.column_names, table.columns, strict=True):
+        storage = (
+            column.type.storage_type
+            if isinstance(column.type, pa.BaseExtensionType)
+            else column.type
+        )
+        if storage not in (pa.string(), pa.large_string()):
+            continue
+        start = 0
+        for chunk in column.chunks:
+            try:
+                chunk.validate(full=True)
+            except pa.ArrowInvalid as e:
+                at = _NOT_UTF8_AT.search(str(e))
+                problem = (
+                    RowProblem(row=start + int(at.group(1)), field=name, message=_NOT_UTF8)
+                    if at is not None
+                    else RowProblem(row=None, field=name, message=f"not valid Arrow data: {e}")
+                )
+                raise _refuse([problem]) from e
+            start += len(chunk)
 
 
 # Rows of JSON text DuckDB checks in one query; a bigger batch is checked in slices, two at a
@@ -280,9 +320,15 @@ def _json_reader(
 
 
 def _load_ndjson_fast(
-    con: duckdb.DuckDBPyConnection, spec: TableSpec, batch: StagedBatch, limits: InsertLimits
+    con: duckdb.DuckDBPyConnection,
+    spec: TableSpec,
+    batch: StagedBatch,
+    limits: InsertLimits,
+    *,
+    lines: int | None = None,
 ) -> pa.Table | None:
-    """NDJSON parsed once (see :mod:`icefloe.ingest.json_input`), or None for the slow path."""
+    """NDJSON parsed once (see :mod:`icefloe.ingest.json_input`), or None for the slow path.
+    ``lines``: the scan's answer (:func:`~icefloe.ingest.json_input.object_lines`), if made."""
     table = load_ndjson_fast(
         batch.path,
         spec,
@@ -290,6 +336,7 @@ def _load_ndjson_fast(
         limits=limits,
         partition_sources=_identity_sources(spec),
         duck=_DuckJsonColumns(con, spec, batch, limits),
+        lines=lines,
     )
     if table is not None:
         _check_row_count(table.num_rows, limits)
@@ -678,22 +725,49 @@ def _trailing_comma(batch: StagedBatch) -> BatchRejectedError | None:
 
 
 def _locate_malformed_json(batch: StagedBatch, error: Exception) -> BatchRejectedError:
-    """The slow path, run only on failure: find the first record that is not valid JSON."""
+    """The slow path, run only on failure: find the first record that is not valid JSON (or
+    the first byte that is not UTF-8). A JSON file that is not an array is read as DuckDB's
+    reader reads it, one record per line."""
     data = batch.path.read_bytes()
-    if batch.format == "ndjson":
+    lines = batch.format == "ndjson" or not data.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"[")
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        return _refuse([_not_utf8(data, e.start, rows=lines)])
+    if lines:
         row = 0
-        for line in data.splitlines():
+        for number, line in enumerate(data.split(b"\n"), start=1):
             if not line.strip():
                 continue
             try:
                 orjson.loads(line)
             except orjson.JSONDecodeError as e:
-                problem = RowProblem(row=row, field=None, message=f"invalid JSON: {e}")
+                where = f"line {number}, column {e.colno}"
+                problem = RowProblem(
+                    row=row, field=None, message=f"invalid JSON: {e.msg} ({where})"
+                )
                 return _refuse([problem])
             row += 1
     else:
         try:
             orjson.loads(data)
         except orjson.JSONDecodeError as e:
-            return _refuse([RowProblem(row=None, field=None, message=f"invalid JSON: {e}")])
+            where = f"line {e.lineno}, column {e.colno}"
+            return _refuse(
+                [RowProblem(row=None, field=None, message=f"invalid JSON: {e.msg} ({where})")]
+            )
     return BatchRejectedError(f"batch refused: {error}")
+
+
+def _not_utf8(data: bytes, at: int, *, rows: bool) -> RowProblem:
+    """The first byte that is not UTF-8, by line and column (in characters); and by row, when
+    rows are the lines that are not blank."""
+    line_start = data.rfind(b"\n", 0, at) + 1
+    line = data.count(b"\n", 0, at) + 1
+    column = len(data[line_start:at].decode("utf-8", errors="replace")) + 1
+    row = sum(1 for before in data[:line_start].splitlines() if before.strip()) if rows else None
+    return RowProblem(
+        row=row,
+        field=None,
+        message=f"bytes that are not UTF-8 (0x{data[at]:02X} at line {line}, column {column})",
+    )

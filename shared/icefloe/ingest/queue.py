@@ -133,6 +133,8 @@ def _parse(message: QueueMessage, *, default_table: str | None) -> _Parsed:
     try:
         body = orjson.loads(message.body)
     except orjson.JSONDecodeError as e:
+        if str(e).startswith(("depth limit", "recursion limit")):  # orjson reads 1,024 levels
+            raise InvalidInputError(f"message body is nested too deeply: {e}") from e
         raise InvalidInputError(f"message body is not JSON: {e}") from e
     if not isinstance(body, dict):
         raise InvalidInputError("message body is not a JSON object")

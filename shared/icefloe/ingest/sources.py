@@ -21,6 +21,7 @@ import orjson
 import pyarrow as pa
 
 from icefloe.errors import BatchRejectedError, RowProblem
+from icefloe.ingest.json_shape import MAX_JSON_DEPTH_CAP
 
 InputFormat = Literal["json", "ndjson", "csv", "parquet"]
 INPUT_FORMATS: tuple[InputFormat, ...] = ("json", "ndjson", "csv", "parquet")
@@ -36,6 +37,14 @@ class InsertLimits:
     max_value_bytes: int = 4 * 2**20
     max_json_depth: int = 64
 
+    def __post_init__(self) -> None:
+        # Every JSON input is scanned to this depth before a parser reads it; pyarrow's parse
+        # is recursive, and a few thousand levels more would exhaust a thread's stack.
+        if not 1 <= self.max_json_depth <= MAX_JSON_DEPTH_CAP:
+            raise ValueError(
+                f"max_json_depth must be from 1 to {MAX_JSON_DEPTH_CAP}, not {self.max_json_depth}"
+            )
+
 
 @dataclass(frozen=True, slots=True)
 class StagedBatch:
@@ -49,6 +58,9 @@ class StagedBatch:
     json_layout: Literal["auto", "array", "newline_delimited"] = "auto"
     # Written by orjson (rows staged by icefloe): standard JSON, no trailing comma to look for.
     written_by_orjson: bool = False
+    # What a refusal about the whole input calls it: the file as given, "stdin"; None for
+    # bytes and rows ("the input").
+    source: str | None = None
 
     def discard(self) -> None:
         if self.owned:
@@ -67,16 +79,76 @@ class ArrowBatch:
 
 
 def arrow_batch(table: object, *, limits: InsertLimits) -> ArrowBatch:
-    """Check an Arrow input's kind and size before anything else looks at it."""
-    if isinstance(table, pa.RecordBatch):
-        table = pa.Table.from_batches([table])
-    if not isinstance(table, pa.Table):
+    """Check an Arrow input's kind, the nesting of its types and its size before anything else
+    looks at it (DuckDB's scan of an Arrow type nested some thousands of levels crashes)."""
+    if not isinstance(table, pa.Table | pa.RecordBatch):
         raise BatchRejectedError(
             f"batch refused: expected a pyarrow Table or RecordBatch, got {type(table).__name__}"
         )
-    if table.nbytes > limits.max_batch_bytes:
-        raise _too_big(table.nbytes, limits)
-    return ArrowBatch(table)
+    for field in table.schema:
+        if _nests_deeper_than(field.type, limits.max_json_depth):
+            problem = RowProblem(
+                row=None,
+                field=field.name,
+                message=f"its Arrow type nests more than {limits.max_json_depth} levels deep",
+            )
+            raise BatchRejectedError(f"batch refused: {problem}", problems=(problem,))
+    whole = pa.Table.from_batches([table]) if isinstance(table, pa.RecordBatch) else table
+    for name, column in zip(whole.column_names, whole.columns, strict=True):
+        try:
+            column.validate()  # buffers as long as the lengths say (cheap; values: later)
+        except pa.ArrowInvalid as e:
+            problem = RowProblem(row=None, field=name, message=f"not valid Arrow data: {e}")
+            raise BatchRejectedError(f"batch refused: {problem}", problems=(problem,)) from e
+    if whole.nbytes > limits.max_batch_bytes:
+        raise _too_big(whole.nbytes, limits)
+    return ArrowBatch(whole)
+
+
+def _nests_deeper_than(data_type: pa.DataType, limit: int) -> bool:
+    """Whether an Arrow type nests more than ``limit`` levels, a level being what a JSON value
+    of it nests: a list, a struct, a map (a dictionary, union, run-end or extension type adds
+    none). Walked without recursion, and without printing the type (which recurses)."""
+    stack: list[tuple[pa.DataType, int]] = [(data_type, 0)]
+    while stack:
+        kind, depth = stack.pop()
+        if isinstance(kind, pa.BaseExtensionType):
+            stack.append((kind.storage_type, depth))
+            continue
+        if isinstance(kind, pa.DictionaryType):
+            stack.append((kind.value_type, depth))
+            continue
+        if isinstance(kind, pa.RunEndEncodedType):
+            stack.append((kind.value_type, depth))
+            continue
+        if isinstance(kind, pa.MapType):
+            children = [kind.key_type, kind.item_type]
+        else:
+            children = [kind.field(i).type for i in range(kind.num_fields)]
+        if not children:
+            continue
+        level = depth if isinstance(kind, pa.UnionType) else depth + 1
+        if level > limit:
+            return True
+        stack.extend((child, level) for child in children)
+    return False
+
+
+def check_parquet(path: Path, *, source: str | None) -> None:
+    """Refuse a file whose Parquet footer pyarrow's reader refuses, before DuckDB's reader
+    looks at it: pyarrow's refuses a schema nesting more than 100 levels and sizes beyond its
+    Thrift limits, where DuckDB's follows a schema's nesting recursively (a few thousand
+    levels crash it)."""
+    import pyarrow.parquet as pq  # (only Parquet inputs pay for the import)
+
+    try:
+        pq.read_metadata(path)
+    except (OSError, pa.ArrowException) as e:
+        name = source or "the input"
+        reason = " ".join(str(e).split())  # one line, whatever the reader says
+        raise BatchRejectedError(
+            f"batch refused: not a readable parquet file: {name}: {reason}"
+        ) from e
 
 
 def _too_big(size: int, limits: InsertLimits) -> BatchRejectedError:
@@ -297,6 +369,9 @@ def _locate_unserializable(rows: Sequence[object], error: Exception) -> BatchRej
         try:
             orjson.dumps(row)
         except (orjson.JSONEncodeError, TypeError) as e:
+            if not isinstance(row, Mapping):  # (nested too deeply to write, say)
+                problem = RowProblem(row=index, field=None, message="not a JSON object")
+                return BatchRejectedError(f"batch refused: {problem}", problems=(problem,))
             field, reason = _unserializable_field(row, e)
             problem = RowProblem(row=index, field=field, message=f"not valid JSON: {reason}")
             return BatchRejectedError(f"batch refused: {problem}", problems=(problem,))
@@ -345,7 +420,7 @@ def stage_stream(
     except BaseException:
         path.unlink(missing_ok=True)
         raise
-    return StagedBatch(path=path, format=fmt, size_bytes=size, owned=True)
+    return StagedBatch(path=path, format=fmt, size_bytes=size, owned=True, source="stdin")
 
 
 def stage_file(path: Path, *, fmt: InputFormat, limits: InsertLimits) -> StagedBatch:
@@ -356,7 +431,7 @@ def stage_file(path: Path, *, fmt: InputFormat, limits: InsertLimits) -> StagedB
         raise BatchRejectedError(f"cannot read input file {str(path)!r}: {e.strerror}") from e
     if size > limits.max_batch_bytes:
         raise _too_big(size, limits)
-    return StagedBatch(path=path, format=fmt, size_bytes=size, owned=False)
+    return StagedBatch(path=path, format=fmt, size_bytes=size, owned=False, source=str(path))
 
 
 def format_from_suffix(path: Path) -> InputFormat:
