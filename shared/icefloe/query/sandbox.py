@@ -192,10 +192,17 @@ _KEYWORD = re.compile(r"[A-Za-z_][A-Za-z0-9_$]*")
 
 
 def _tokens(sql: str) -> list[_Token]:
-    """DuckDB's own tokens of ``sql`` (strings and comments are one token or none)."""
+    """DuckDB's own tokens of ``sql`` (strings and comments are one token or none), at
+    character positions (DuckDB gives byte offsets into the UTF-8 text)."""
     tokens: list[_Token] = []
     depth = 0
-    for position, kind in duckdb.tokenize(sql):
+    encoded = sql.encode("utf-8")
+    byte_at = char_at = 0
+    for offset, kind in duckdb.tokenize(sql):
+        # Tokens start on character boundaries: decode only what lies between two of them.
+        char_at += len(encoded[byte_at:offset].decode("utf-8"))
+        byte_at = offset
+        position = char_at
         text = ""
         if kind == duckdb.token_type.keyword:
             word = _KEYWORD.match(sql, position)

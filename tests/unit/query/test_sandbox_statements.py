@@ -67,6 +67,12 @@ def test_a_result_cap_defaults_to_half_the_memory_limit() -> None:
             "PIVOT events ON event IN ('a'), year(ts) USING count(*);",
             "PIVOT events ON event IN ('a'), year(ts) \nIN __icefloe_pivot_0 USING count(*);",
         ),
+        # Text that is not ASCII before the columns: DuckDB's tokens are at byte offsets
+        (
+            "PIVOT (FROM events WHERE city <> 'Zürich 日本') ON event, kind",
+            "PIVOT (FROM events WHERE city <> 'Zürich 日本') ON event\nIN __icefloe_pivot_0 , kind"
+            "\nIN __icefloe_pivot_1 ",
+        ),
         (
             "WITH x AS (FROM events) PIVOT x e JOIN users u ON e.uid = u.uid ON e.event, u.kind",
             "WITH x AS (FROM events) PIVOT x e JOIN users u ON e.uid = u.uid ON e.event\nIN"
@@ -86,6 +92,18 @@ def test_a_pivot_over_values_from_the_data_is_checked_as_one_select(
     # Where one SELECT must be returned (a merge's custom query), it is refused, saying how
     with pytest.raises(QueryRefusedError, match=r"PIVOT \.\.\. ON column IN \('a', 'b', \.\.\.\)"):
         check_sql(sql, limits=LIMITS)
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT count(*) FROM events WHERE s <= 'Zürich' AND t = '日本'",
+        "SELECT 'ÿ' AS a, x FROM events WHERE s <> '日本' QUALIFY row_number() OVER () <= 2",
+        "SELECT '😀' AS e; ",
+    ],
+)
+def test_text_that_is_not_ascii_is_one_statement(sql: str) -> None:
+    assert check_query(sql, limits=LIMITS).pivots_from_data == 0
 
 
 def test_a_pivot_that_lists_its_values_runs_as_written() -> None:
