@@ -7,6 +7,7 @@ closest command or table name when one is mistyped), and takes --format json.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import difflib
 import json
 import os
@@ -21,7 +22,7 @@ from contextlib import suppress
 from dataclasses import asdict, is_dataclass
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
-from typing import Any, BinaryIO, TextIO, cast
+from typing import TYPE_CHECKING, Any, BinaryIO, TextIO, cast
 from uuid import UUID
 
 from icefloe import __version__
@@ -39,6 +40,7 @@ from icefloe.merge.orchestrator import OrchestratorSummary
 from icefloe.metastore.deletes import DeleteJobStore
 from icefloe.metastore.embedded import embedded_status, stop_embedded
 from icefloe.metastore.models import FILE_SIZE_BUCKETS, PartitionShape, TableInfo
+from icefloe.metastore.publications import PublicationStore
 from icefloe.progress import Progress, StageProgress
 from icefloe.query import QueryEngine
 from icefloe.query.output import write_result
@@ -49,6 +51,10 @@ from icefloe.settings import VARIABLES, MergeSettings, load_settings, shown_sett
 from icefloe.spec import TableSpec, format_partition_by, format_schema
 from icefloe.spec.evolution import SchemaChange
 from icefloe.spec.presets import PRESETS, preset
+
+if TYPE_CHECKING:
+    from icefloe.iceberg import PublicationPass, PublishResult
+    from icefloe.iceberg.catalogs import IcebergSettings
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
@@ -148,6 +154,12 @@ def build_parser() -> argparse.ArgumentParser:
     create.add_argument(
         "--if-not-exists", action="store_true", help="succeed without change if the table exists"
     )
+    create.add_argument(
+        "--publish",
+        choices=("none", "iceberg"),
+        default="none",
+        help="keep the table published as Iceberg (see publish iceberg --all; default: none)",
+    )
     _add_format(create)
     _add_format(table_commands.add_parser("list", help="list tables"))
     show = table_commands.add_parser("show", help="show a table's spec and head")
@@ -190,6 +202,12 @@ def build_parser() -> argparse.ArgumentParser:
             metavar=metavar,
             help=text + " (repeatable)",
         )
+    alter.add_argument(
+        "--publish",
+        choices=("none", "iceberg"),
+        help="keep the table published as Iceberg, or stop (the Iceberg table stays as last"
+        " published until publish iceberg NAME --unpublish)",
+    )
     _add_format(alter)
 
     insert = commands.add_parser(
@@ -338,11 +356,26 @@ def build_parser() -> argparse.ArgumentParser:
         " where Athena and Trino find it. Read the result with pyiceberg, DuckDB's"
         " iceberg_scan(METADATA), Spark, Trino or Athena.",
     )
-    iceberg.add_argument("name", help="the table")
+    iceberg.add_argument("name", nargs="?", help="the table")
     iceberg.add_argument(
-        "--catalog", choices=("sql", "glue"), default="sql", help="where the table is registered"
+        "--all",
+        action="store_true",
+        help="every table created or altered with --publish iceberg whose head moved (and the"
+        " Iceberg tables of dropped tables past their retention are dropped)",
     )
-    iceberg.add_argument("--catalog-uri", help="a SQLAlchemy URI of the SQL catalog")
+    iceberg.add_argument(
+        "--unpublish",
+        action="store_true",
+        help="drop the table's Iceberg table and release the files only it kept",
+    )
+    iceberg.add_argument(
+        "--catalog",
+        choices=("sql", "glue"),
+        help="where the table is registered (default: ICEFLOE_ICEBERG_CATALOG, else sql)",
+    )
+    iceberg.add_argument(
+        "--catalog-uri", help="a SQLAlchemy URI of the SQL catalog (ICEFLOE_ICEBERG_CATALOG_URI)"
+    )
     iceberg.add_argument(
         "--retention",
         help="then expire Iceberg snapshots older than this, releasing their files to gc"
@@ -350,8 +383,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     iceberg.add_argument(
         "--namespace",
-        default="icefloe",
-        help="the Iceberg namespace (the Glue database) of the table (default: icefloe)",
+        help="the Iceberg namespace (the Glue database) of the table (default:"
+        " ICEFLOE_ICEBERG_NAMESPACE, else icefloe)",
     )
     iceberg.add_argument(
         "--metadata-location",
@@ -550,6 +583,7 @@ def _table_create(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> in
             merge=args.merge,
             tenant_column=args.tenant_column,
         )
+    spec = dataclasses.replace(spec, publish=args.publish)
     check_merge_query(spec)
     try:
         info = runtime.meta.create_table(spec)
@@ -640,13 +674,24 @@ _CHANGE_PARSERS: dict[str, Callable[[str], SchemaChange]] = {
 
 
 def _table_alter(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
-    if not args.changes:
+    if not args.changes and args.publish is None:
         raise InvalidInputError(
             "table alter: give at least one of --add-column, --drop-column, --rename-column,"
-            " --widen"
+            " --widen, --publish"
         )
+    if not args.changes:
+        info = runtime.meta.set_publish(args.name, args.publish)
+        _emit(
+            out,
+            args.format,
+            _table_row(info),
+            lambda: f"altered {info.name}: publish {info.spec.publish}",
+        )
+        return 0
     changes = [_CHANGE_PARSERS[kind](text) for kind, text in args.changes]
     result = alter_table(meta=runtime.meta, table=args.name, changes=changes)
+    if args.publish is not None:
+        runtime.meta.set_publish(args.name, args.publish)
     row = {
         "table": result.table,
         "snapshot_id": result.snapshot_id,
@@ -668,58 +713,110 @@ def _table_alter(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int
 
 
 def _publish_iceberg(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
-    from icefloe.iceberg import local_catalog, publish_iceberg, sql_catalog
+    from icefloe.iceberg import open_catalog, publish_due, publish_iceberg, unpublish_iceberg
 
-    settings = runtime.settings
-    beside_warehouse = f"{settings.warehouse.uri.rstrip('/')}/iceberg"
-    if args.catalog == "glue":
-        from icefloe.iceberg_glue import glue_catalog
-
-        if settings.warehouse.scheme != "s3":
-            raise InvalidInputError(
-                "--catalog glue needs an S3 warehouse (ICEFLOE_WAREHOUSE=s3://...): Glue's"
-                " readers cannot reach local files"
-            )
-        catalog = glue_catalog(
-            warehouse=args.metadata_location or beside_warehouse,
-            region=settings.aws_region,
-            s3_endpoint_url=settings.s3_endpoint_url,
+    if args.all == (args.name is not None):
+        raise InvalidInputError("publish iceberg: give a table, or --all")
+    if args.unpublish and (args.all or args.retention is not None):
+        raise InvalidInputError("publish iceberg --unpublish takes a table only")
+    iceberg = _iceberg_settings(args)
+    catalog = open_catalog(iceberg, runtime.settings)
+    if args.all:
+        done = publish_due(
+            meta=runtime.meta, objects=runtime.objects, catalog=catalog, namespace=iceberg.namespace
         )
-    elif args.catalog_uri:
-        catalog = sql_catalog(
-            args.catalog_uri, warehouse=args.metadata_location or beside_warehouse
+        _emit(out, args.format, done.to_json(), lambda: _publication_text(done))
+        return EXIT_ERROR if done.failed else 0
+    if args.unpublish:
+        existed = unpublish_iceberg(
+            meta=runtime.meta, table=args.name, catalog=catalog, namespace=iceberg.namespace
         )
-    else:
-        catalog = local_catalog(settings.home, warehouse=args.metadata_location)
+        row = {"table": args.name, "dropped": existed}
+        _emit(
+            out,
+            args.format,
+            row,
+            lambda: (
+                f"{iceberg.namespace}.{args.name}: "
+                + ("dropped" if existed else "not published; nothing to drop")
+            ),
+        )
+        return 0
     result = publish_iceberg(
         meta=runtime.meta,
         objects=runtime.objects,
         table=args.name,
         catalog=catalog,
-        namespace=args.namespace,
+        namespace=iceberg.namespace,
         retention=parse_duration(args.retention) if args.retention is not None else None,
     )
-
-    def text() -> str:
-        expired = (
-            f"; {result.iceberg_snapshots_expired} older Iceberg snapshots expired"
-            if result.iceberg_snapshots_expired
-            else ""
-        )
-        if result.iceberg_snapshot_id is None:
-            return (
-                f"{result.table}: snapshot {result.snapshot_id} is published already"
-                f" ({result.files_live} files){expired}; metadata: {result.metadata_location}"
-            )
-        return (
-            f"published {result.table} snapshot {result.snapshot_id} as Iceberg snapshot"
-            f" {result.iceberg_snapshot_id}: {result.files_added} files added,"
-            f" {result.files_removed} removed, {result.files_live} live{expired}\n"
-            f"metadata: {result.metadata_location}"
-        )
-
-    _emit(out, args.format, result.to_json(), text)
+    _emit(out, args.format, result.to_json(), lambda: _published_text(result))
     return 0
+
+
+def _iceberg_settings(args: argparse.Namespace) -> IcebergSettings:
+    """The ICEFLOE_ICEBERG_* settings, with the command's own flags in their place."""
+    iceberg: IcebergSettings = args.settings.iceberg
+    given = {
+        "catalog": getattr(args, "catalog", None),
+        "catalog_uri": getattr(args, "catalog_uri", None),
+        "namespace": getattr(args, "namespace", None),
+        "metadata_location": getattr(args, "metadata_location", None),
+    }
+    return dataclasses.replace(iceberg, **{k: v for k, v in given.items() if v is not None})
+
+
+def _keep_published(
+    runtime: Runtime, args: argparse.Namespace, table: str | None
+) -> PublicationPass | None:
+    """Publish the opted-in tables whose head moved (``table``, or all), as ``publish iceberg
+    --all`` does; None when no table is opted in (pyiceberg is then never imported)."""
+    from icefloe.iceberg.current import publication_wanted
+
+    if not publication_wanted(runtime.meta):
+        return None
+    try:
+        from icefloe.iceberg import open_catalog, publish_due
+    except ImportError as e:  # pragma: no cover - the dev install has the extra
+        raise InvalidInputError(
+            f"tables are published as Iceberg, which needs icefloe[iceberg]: {e}"
+        ) from e
+    iceberg = _iceberg_settings(args)
+    return publish_due(
+        meta=runtime.meta,
+        objects=runtime.objects,
+        catalog=open_catalog(iceberg, runtime.settings),
+        namespace=iceberg.namespace,
+        tables=None if table is None else [table],
+    )
+
+
+def _publication_text(done: PublicationPass) -> str:
+    lines = [_published_text(r) for r in done.published]
+    if done.current:
+        lines.append(f"current already: {', '.join(done.current)}")
+    lines.extend(f"dropped the Iceberg table of dropped table {name}" for name in done.dropped)
+    lines.extend(f"{f.table}: publication FAILED: {f.error}" for f in done.failed)
+    return "\n".join(lines) or f"no table is published to {done.catalog}"
+
+
+def _published_text(result: PublishResult) -> str:
+    expired = (
+        f"; {result.iceberg_snapshots_expired} older Iceberg snapshots expired"
+        if result.iceberg_snapshots_expired
+        else ""
+    )
+    if result.iceberg_snapshot_id is None:
+        return (
+            f"{result.table}: snapshot {result.snapshot_id} is published already"
+            f" ({result.files_live} files){expired}; metadata: {result.metadata_location}"
+        )
+    return (
+        f"published {result.table} snapshot {result.snapshot_id} as Iceberg snapshot"
+        f" {result.iceberg_snapshot_id}: {result.files_added} files added,"
+        f" {result.files_removed} removed, {result.files_live} live{expired}\n"
+        f"metadata: {result.metadata_location}"
+    )
 
 
 def _describe(info: TableInfo) -> str:
@@ -899,6 +996,8 @@ def _merge(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
         for bar in bars:
             bar.close()
     elapsed = time.perf_counter() - started
+    # Once quiet, the opted-in tables are published (their heads moved with the merges).
+    published = _keep_published(runtime, args, args.name) if args.wait else None
     committed = [o for o in report.outcomes if o.status == "committed"]
     row = {
         "rounds": len(report.rounds),
@@ -939,10 +1038,13 @@ def _merge(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
                 f"; {_count(claimed, 'file')} still claimed by another merge (or one that"
                 f" died) until {until.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC"
             )
+        if published is not None:
+            line += "\n" + _publication_text(published)
         return line
 
-    _emit(out, args.format, {**row, **claims}, text)
-    return EXIT_ERROR if report.dead_letters else 0
+    publication = {"published": published.to_json() if published is not None else None}
+    _emit(out, args.format, {**row, **claims, **publication}, text)
+    return EXIT_ERROR if report.dead_letters or (published and published.failed) else 0
 
 
 def _compact(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
@@ -1011,6 +1113,9 @@ def _gc(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
     grace = parse_duration(args.orphan_grace) if args.orphan_grace is not None else None
     if args.name is not None:
         runtime.meta.get_table(args.name)
+    # Opted-in tables are published first: that expires their Iceberg snapshots past the
+    # retention, so this collection may take the files only those kept.
+    published = None if args.dry_run else _keep_published(runtime, args, args.name)
     bars: list[Progress] = []
     deleted = 0
 
@@ -1062,10 +1167,18 @@ def _gc(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
             f" {'to prune' if report.dry_run else 'pruned'}"
         )
         lines.extend(f"{name}: FAILED: {error}" for name, error in report.failed_tables.items())
+        lines.extend(
+            f"{name}: purge held until its Iceberg table is dropped (publish iceberg --all with"
+            " its catalog)"
+            for name in report.purges_held
+        )
+        if published is not None:
+            lines.append(_publication_text(published))
         return "\n".join(lines)
 
-    _emit(out, args.format, report.to_json(), text)
-    return EXIT_ERROR if report.failed_tables else 0
+    row = {**report.to_json(), "published": published.to_json() if published else None}
+    _emit(out, args.format, row, text)
+    return EXIT_ERROR if report.failed_tables or (published and published.failed) else 0
 
 
 def _count(n: int, noun: str, plural: str | None = None) -> str:
@@ -1295,6 +1408,14 @@ def _status(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
     names = [args.name] if args.name else [t.name for t in runtime.meta.list_tables()]
     statuses = [runtime.meta.status(name) for name in names]
     rows = [asdict(s) for s in statuses]
+    publications = PublicationStore(runtime.meta)
+    now = datetime.now(UTC)
+    published = {name: publications.states(name) for name in names}
+    for row in rows:
+        row["published"] = [
+            {**asdict(p), "lag_seconds": round(p.lag(now).total_seconds(), 3)}
+            for p in published[row["table"]]
+        ]
     shapes = runtime.meta.partition_shapes(args.name) if args.name else []
     if args.name:
         rows[0]["by_partition"] = [asdict(shape) for shape in shapes]
@@ -1308,6 +1429,18 @@ def _status(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
                 for s in statuses
             ],
         )
+        lines = [
+            f"{name}: published to {p.catalog} at snapshot {p.snapshot_id}"
+            + (
+                " (current)"
+                if p.behind_since is None
+                else f" ({_count(p.snapshots_behind, 'snapshot')} behind, lag"
+                f" {format_duration(p.lag(now))})"
+            )
+            for name, states in published.items()
+            for p in states
+        ]
+        summary = "\n".join([summary, *lines])
         if not args.name:
             return summary
         return f"{summary}\n\n{_shape_text(shapes)}"

@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING, Any, get_args
 
 import pyarrow as pa
 
-from icefloe.errors import ConfigError, TableExistsError
+from icefloe.errors import ConfigError, PublicationError, TableExistsError
+from icefloe.iceberg.catalogs import IcebergSettings
 from icefloe.ingest import Inserter, InsertResult, format_from_suffix
 from icefloe.janitor import Janitor, JanitorReport
 from icefloe.lifecycle import (
@@ -44,13 +45,13 @@ from icefloe.query.engine import Isolation
 from icefloe.query.s3_access import S3Endpoint, configure_s3_from_settings
 from icefloe.runtime import Runtime
 from icefloe.settings import IcefloeSettings, process_environment
-from icefloe.spec import TableSpec
+from icefloe.spec import Publish, TableSpec
 from icefloe.spec.evolution import RenameColumn, SchemaChange
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
 
-    from icefloe.iceberg import PublishResult
+    from icefloe.iceberg import PublicationPass, PublishResult
 
 _VARIABLES = {
     "home": "ICEFLOE_HOME",
@@ -88,7 +89,12 @@ def connect(
     runtime = Runtime.open(settings.core, max_connections=4)
     try:
         runtime.meta.migrate()
-        return IcefloeLake(runtime, query_limits=settings.query, query_isolation=query_isolation)
+        return IcefloeLake(
+            runtime,
+            query_limits=settings.query,
+            query_isolation=query_isolation,
+            iceberg=settings.iceberg,
+        )
     except BaseException:
         runtime.close()
         raise
@@ -103,6 +109,7 @@ class IcefloeLake:
         *,
         query_limits: QueryLimits | None = None,
         query_isolation: Isolation = "child_process",
+        iceberg: IcebergSettings | None = None,
     ) -> None:
         if query_isolation not in get_args(Isolation):
             raise ConfigError(
@@ -111,6 +118,7 @@ class IcefloeLake:
             )
         self.runtime = runtime
         self.query_limits = query_limits or QueryLimits()
+        self.iceberg = iceberg or IcebergSettings()
         self._query_isolation: Isolation = query_isolation
         settings = runtime.settings
         self._configure = (
@@ -142,7 +150,7 @@ class IcefloeLake:
         self, name: str, *, schema: str, if_not_exists: bool = False, **spec: Any
     ) -> TableInfo:
         """Create a table; ``spec`` takes :meth:`TableSpec.create`'s other arguments
-        (``partition_by``, ``sort_by``, ``row_group_by``, ``merge``, ...)."""
+        (``partition_by``, ``sort_by``, ``row_group_by``, ``merge``, ``publish``, ...)."""
         try:
             return self.runtime.meta.create_table(
                 TableSpec.create(name=name, schema=schema, **spec)
@@ -169,14 +177,22 @@ class IcefloeLake:
         drop_columns: Sequence[str] = (),
         rename_columns: Mapping[str, str] | None = None,
         widen: Sequence[str] = (),
-    ) -> AlterResult:
+        publish: Publish | None = None,
+    ) -> AlterResult | TableInfo:
         """Change the schema in one new version: ``add_columns`` ("c TYPE"), then
-        ``drop_columns``, ``rename_columns`` (old -> new) and ``widen`` ("c TYPE")."""
+        ``drop_columns``, ``rename_columns`` (old -> new) and ``widen`` ("c TYPE"). With
+        ``publish`` ("iceberg" or "none"), also turn publication on or off; that alone changes
+        no schema and gives the table's new :class:`TableInfo`."""
         changes: list[SchemaChange] = [add_column(text) for text in add_columns]
         changes += [drop_column(text) for text in drop_columns]
         changes += [RenameColumn(old, new) for old, new in (rename_columns or {}).items()]
         changes += [widen_column(text) for text in widen]
-        return alter_table(meta=self.runtime.meta, table=name, changes=changes)
+        if not changes and publish is not None:
+            return self.runtime.meta.set_publish(name, publish)
+        result = alter_table(meta=self.runtime.meta, table=name, changes=changes)
+        if publish is not None:
+            self.runtime.meta.set_publish(name, publish)
+        return result
 
     def status(self, name: str) -> TableStatus:
         return self.runtime.meta.status(name)
@@ -248,17 +264,52 @@ class IcefloeLake:
         )
 
     def publish_iceberg(self, table: str, *, catalog: Catalog | None = None) -> PublishResult:
-        """Commit ``table``'s head snapshot to an Iceberg table ``icefloe.<table>`` in
-        ``catalog`` (default: the SQL catalog under the lake's home), as ``icefloe publish
-        iceberg`` does. Needs ``icefloe[iceberg]``."""
-        from icefloe.iceberg import local_catalog, publish_iceberg
+        """Commit ``table``'s head snapshot to an Iceberg table in ``catalog`` (default: the
+        one ``ICEFLOE_ICEBERG_*`` names, else the SQL catalog under the lake's home), as
+        ``icefloe publish iceberg`` does. Needs ``icefloe[iceberg]``."""
+        from icefloe.iceberg import open_catalog, publish_iceberg
 
         return publish_iceberg(
             meta=self.runtime.meta,
             objects=self.runtime.objects,
             table=table,
-            catalog=catalog if catalog is not None else local_catalog(self.runtime.settings.home),
+            catalog=catalog or open_catalog(self.iceberg, self.runtime.settings),
+            namespace=self.iceberg.namespace,
         )
+
+    def publish_all(self, *, catalog: Catalog | None = None) -> PublicationPass:
+        """Publish every table created or altered with ``publish="iceberg"`` whose head
+        moved, and drop the Iceberg tables of dropped tables past their retention, as
+        ``icefloe publish iceberg --all`` does (:meth:`merge` and :meth:`gc` do it too)."""
+        from icefloe.iceberg import open_catalog, publish_due
+
+        return publish_due(
+            meta=self.runtime.meta,
+            objects=self.runtime.objects,
+            catalog=catalog or open_catalog(self.iceberg, self.runtime.settings),
+            namespace=self.iceberg.namespace,
+        )
+
+    def _keep_published(self, table: str | None) -> None:
+        """After a merge, before a gc: publish the opted-in tables (``table``, or all);
+        PublicationError naming each table that failed (the others are published)."""
+        from icefloe.iceberg.current import publication_wanted
+
+        if not publication_wanted(self.runtime.meta):
+            return
+        from icefloe.iceberg import open_catalog, publish_due
+
+        done = publish_due(
+            meta=self.runtime.meta,
+            objects=self.runtime.objects,
+            catalog=open_catalog(self.iceberg, self.runtime.settings),
+            namespace=self.iceberg.namespace,
+            tables=None if table is None else [table],
+        )
+        if done.failed:
+            raise PublicationError(
+                "; ".join(f"{f.table}: publication failed: {f.error}" for f in done.failed)
+            )
 
     # -- maintenance ---------------------------------------------------------------------------
 
@@ -267,10 +318,13 @@ class IcefloeLake:
         worker = MergeWorker(
             meta=self.runtime.meta, objects=self.runtime.objects, configure=self._configure
         )
-        return merge_locally(meta=self.runtime.meta, worker=worker, table=table, until_quiet=True)
+        report = merge_locally(meta=self.runtime.meta, worker=worker, table=table, until_quiet=True)
+        self._keep_published(table)
+        return report
 
     def gc(self, table: str | None = None, *, retention: timedelta | None = None) -> JanitorReport:
         """Expire snapshots past the retention (the table's, or ``retention``), delete what no
         snapshot needs, sweep orphans."""
+        self._keep_published(table)
         janitor = Janitor(meta=self.runtime.meta, objects=self.runtime.objects)
         return janitor.run(table=table, retention=retention)

@@ -105,6 +105,10 @@ class MetaStoreUnavailableError(IcefloeError):
     """The meta store could not be reached, or the connection broke before the commit was sent."""
 
 
+class PublicationError(IcefloeError):
+    """Tables that could not be published (each named, with why); the others were."""
+
+
 class StorageError(IcefloeError):
     """The object store failed in a way the caller cannot fix by changing its input."""
 

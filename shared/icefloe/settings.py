@@ -19,7 +19,7 @@ import re
 import sys
 import tempfile
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 from typing import Literal, TypeVar
@@ -28,6 +28,7 @@ from icefloe.compaction.emr import EmrJobConfig
 from icefloe.compaction.planning import DEFAULT_COMPACTION_LEASE
 from icefloe.config import DEFAULT_HOME, DEFAULT_SCHEMA, Settings, WarehouseLocation
 from icefloe.errors import ConfigError
+from icefloe.iceberg.catalogs import IcebergCatalogKind, IcebergSettings
 from icefloe.merge.worker import DEFAULT_LEASE, MergeLimits
 from icefloe.query.sandbox import MEMORY_SIZE, QueryLimits
 
@@ -228,6 +229,31 @@ VARIABLES: tuple[Variable, ...] = (
         _CLI_AND_FUNCTIONS,
     ),
     Variable(
+        "ICEFLOE_ICEBERG_CATALOG",
+        "`sql`",
+        "where tables are published as Iceberg: `sql` (pyiceberg's SQL catalog) or `glue`"
+        " (the AWS Glue Data Catalog; S3 warehouses)",
+        _CLI_AND_FUNCTIONS,
+    ),
+    Variable(
+        "ICEFLOE_ICEBERG_CATALOG_URI",
+        "a SQLite file under `$ICEFLOE_HOME/iceberg`",
+        "the SQL catalog's SQLAlchemy URI (`postgresql+psycopg://...`)",
+        _CLI_AND_FUNCTIONS,
+    ),
+    Variable(
+        "ICEFLOE_ICEBERG_NAMESPACE",
+        "`icefloe`",
+        "the Iceberg namespace (in Glue: the database) tables are published into",
+        _CLI_AND_FUNCTIONS,
+    ),
+    Variable(
+        "ICEFLOE_ICEBERG_METADATA_LOCATION",
+        "beside the local catalog, else the warehouse's `iceberg/` prefix",
+        "where Iceberg metadata files are written (a `file://` or `s3://` URI)",
+        _CLI_AND_FUNCTIONS,
+    ),
+    Variable(
         "AWS_LAMBDA_FUNCTION_NAME",
         "set by Lambda",
         "marks a Lambda container: there the embedded Postgres is refused",
@@ -338,6 +364,7 @@ class IcefloeSettings:
     emr: EmrSettings
     merge_queue_url: str | None
     lambda_container: LambdaContainer
+    iceberg: IcebergSettings = field(default_factory=IcebergSettings)
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str]) -> IcefloeSettings:
@@ -368,6 +395,7 @@ class IcefloeSettings:
         merge = _merge_settings(read, container)
         insert = _insert_settings(read, container)
         emr = _emr_settings(read)
+        iceberg = _iceberg_settings(read)
         read.raise_problems()
         assert core is not None and query is not None  # None only with a problem raised
         return cls(
@@ -379,6 +407,7 @@ class IcefloeSettings:
             emr=emr,
             merge_queue_url=read.text("ICEFLOE_MERGE_QUEUE_URL"),
             lambda_container=container,
+            iceberg=iceberg,
         )
 
     @property
@@ -602,3 +631,24 @@ def _emr_settings(read: _Reading) -> EmrSettings:
 
 if __name__ == "__main__":
     print(reference_markdown())
+
+
+def _iceberg_catalog_kind(value: str) -> IcebergCatalogKind:
+    if value not in ("sql", "glue"):
+        raise ValueError("must be sql or glue")
+    return "glue" if value == "glue" else "sql"
+
+
+def _iceberg_namespace(value: str) -> str:
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", value):
+        raise ValueError("must be a plain identifier (letters, digits, underscores)")
+    return value
+
+
+def _iceberg_settings(read: _Reading) -> IcebergSettings:
+    return IcebergSettings(
+        catalog=read.optional("ICEFLOE_ICEBERG_CATALOG", _iceberg_catalog_kind) or "sql",
+        catalog_uri=read.text("ICEFLOE_ICEBERG_CATALOG_URI"),
+        namespace=read.optional("ICEFLOE_ICEBERG_NAMESPACE", _iceberg_namespace) or "icefloe",
+        metadata_location=read.text("ICEFLOE_ICEBERG_METADATA_LOCATION"),
+    )

@@ -77,6 +77,7 @@ def test_init_create_list_show_and_status(cli_env: str) -> None:
             "bytes": 0,
             "claimed_files": 0,
             "claimed_until": None,
+            "published": [],
         }
     ]
 

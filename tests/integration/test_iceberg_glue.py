@@ -17,7 +17,7 @@ import pytest
 from icefloe.cli import main
 from icefloe.config import Settings
 from icefloe.iceberg import publish_iceberg
-from icefloe.iceberg_glue import glue_catalog
+from icefloe.iceberg.glue import glue_catalog
 from icefloe.ingest import Inserter
 from icefloe.merge import MergeWorker, merge_locally
 from icefloe.query import QueryEngine

@@ -108,6 +108,9 @@ class JanitorReport:
     # Dropped tables whose retention had passed: their objects and rows are gone.
     tables_purged: tuple[str, ...] = ()
     purged_objects: int = 0
+    # Dropped tables past their retention whose Iceberg table is not dropped yet: purged once
+    # a publication pass has dropped it (icefloe publish iceberg --all, the publisher).
+    purges_held: tuple[str, ...] = ()
 
     def total(self, name: str) -> int:
         return sum(int(getattr(t, name)) for t in self.tables)
@@ -126,6 +129,7 @@ class JanitorReport:
             "jobs_settled": self.jobs_settled,
             "tables_purged": list(self.tables_purged),
             "purged_objects": self.purged_objects,
+            "purges_held": list(self.purges_held),
             "failed_tables": dict(self.failed_tables),
             "tables": [t.to_json() for t in self.tables],
         }
@@ -223,8 +227,9 @@ class Janitor:
                 failures[name] = f"{type(e).__name__}: {e}"
             if on_progress is not None:
                 on_progress(done, len(names))
+        held = tuple(t.name for t in dropped if t.published and self._purge_due(t, retention))
         purged, purged_objects = self._purge_dropped(
-            dropped,
+            [t for t in dropped if not t.published],
             retention=retention,
             dry_run=dry_run,
             max_files=max_files,
@@ -235,6 +240,7 @@ class Janitor:
             tables=tuple(collected),
             tables_purged=tuple(purged),
             purged_objects=purged_objects,
+            purges_held=held,
             claims_freed=self._maintenance.free_expired_claims(dry_run=dry_run),
             receipts_pruned=self._maintenance.prune_receipts(
                 older_than=RECEIPT_RETENTION, dry_run=dry_run
@@ -327,6 +333,15 @@ class Janitor:
                 on_deleted(len(batch))
         return files, size
 
+    def _purge_due(self, table: DroppedTable, retention: timedelta | None) -> bool:
+        """Whether a dropped table's retention (its own, or ``retention``) has passed."""
+        keep = (
+            retention
+            if retention is not None
+            else timedelta(seconds=table.spec.retention.snapshot_retention_seconds)
+        )
+        return table.dropped_at <= self._clock() - keep
+
     def _purge_dropped(
         self,
         dropped: Sequence[DroppedTable],
@@ -338,16 +353,10 @@ class Janitor:
     ) -> tuple[list[str], int]:
         """Delete the objects, then the rows, of dropped tables past their retention (a
         table's own, or ``retention``); at most ``max_files`` objects a run, the rest next."""
-        now = self._clock()
         purged: list[str] = []
         deleted = 0
         for table in dropped:
-            keep = (
-                retention
-                if retention is not None
-                else timedelta(seconds=table.spec.retention.snapshot_retention_seconds)
-            )
-            if table.dropped_at > now - keep:
+            if not self._purge_due(table, retention):
                 continue
             if dry_run:
                 purged.append(table.name)

@@ -193,14 +193,19 @@ class Maintenance:
         """Dropped tables not purged yet (of one name, when given), oldest drop first."""
         with self._meta.read_transaction() as conn:
             rows = conn.execute(
-                "SELECT table_id, name, spec, dropped_at FROM lake_tables"
-                " WHERE dropped_at IS NOT NULL AND (%(name)s::text IS NULL OR name = %(name)s)"
-                " ORDER BY dropped_at",
+                "SELECT t.table_id, t.name, t.spec, t.dropped_at, EXISTS (SELECT 1 FROM"
+                " iceberg_publications p WHERE p.table_id = t.table_id AND p.expired_at IS NULL)"
+                " FROM lake_tables t WHERE t.dropped_at IS NOT NULL"
+                " AND (%(name)s::text IS NULL OR t.name = %(name)s) ORDER BY t.dropped_at",
                 {"name": name},
             ).fetchall()
         return [
             DroppedTable(
-                table_id=int(r[0]), name=str(r[1]), spec=TableSpec.from_dict(r[2]), dropped_at=r[3]
+                table_id=int(r[0]),
+                name=str(r[1]),
+                spec=TableSpec.from_dict(r[2]),
+                dropped_at=r[3],
+                published=bool(r[4]),
             )
             for r in rows
         ]
@@ -246,3 +251,6 @@ class DroppedTable:
     name: str
     spec: TableSpec
     dropped_at: datetime
+    # Iceberg publications still retained: its Iceberg table is not dropped yet, and its files
+    # must stay until it is (icefloe.iceberg.current drops it; the purge waits).
+    published: bool = False

@@ -11,10 +11,38 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from icefloe.errors import SnapshotNotFoundError, TableNotFoundError
 from icefloe.metastore.store import MetaStore
+from icefloe.spec import TableSpec
+
+
+@dataclass(frozen=True, slots=True)
+class PublishedState:
+    """A table's newest publication in one catalog, and its lag behind the head."""
+
+    catalog: str
+    snapshot_id: int  # the icefloe snapshot the current Iceberg snapshot shows
+    iceberg_snapshot_id: int
+    published_at: datetime
+    snapshots_behind: int  # commits since (0: current)
+    behind_since: datetime | None  # when the first commit it does not show landed
+
+    def lag(self, now: datetime) -> timedelta:
+        """How long the published table has been behind the head (zero while current)."""
+        return timedelta(0) if self.behind_since is None else now - self.behind_since
+
+
+@dataclass(frozen=True, slots=True)
+class DroppedPublication:
+    """A dropped table still published in a catalog: its Iceberg table is dropped once the
+    drop's retention has passed, and the janitor purges the table after that."""
+
+    table_id: int
+    name: str
+    retention: timedelta
+    dropped_at: datetime
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +121,74 @@ class PublicationStore:
             )
             for r in rows
         ]
+
+    def states(self, table: str) -> list[PublishedState]:
+        """Where ``table`` stands in each catalog it is published in: its newest confirmed
+        publication, and how far the head has moved past it."""
+        with self._meta.read_transaction() as conn:
+            rows = conn.execute(
+                "SELECT DISTINCT ON (p.catalog) p.catalog, p.snapshot_id, p.iceberg_snapshot_id,"
+                " p.published_at, t.head_snapshot_id, (SELECT min(s.committed_at) FROM snapshots"
+                " s WHERE s.table_id = t.table_id AND s.snapshot_id > p.snapshot_id)"
+                " FROM iceberg_publications p JOIN lake_tables t"
+                " ON t.table_id = p.table_id AND t.name = %s AND t.dropped_at IS NULL"
+                " WHERE p.expired_at IS NULL AND p.iceberg_snapshot_id IS NOT NULL"
+                " ORDER BY p.catalog, p.snapshot_id DESC",
+                (table,),
+            ).fetchall()
+        return [
+            PublishedState(
+                catalog=str(r[0]),
+                snapshot_id=int(r[1]),
+                iceberg_snapshot_id=int(r[2]),
+                published_at=r[3],
+                snapshots_behind=int(r[4]) - int(r[1]),
+                behind_since=r[5],
+            )
+            for r in rows
+        ]
+
+    def dropped_tables(self, *, catalog: str) -> list[DroppedPublication]:
+        """Dropped tables (not purged yet) with publications retained in ``catalog``."""
+        with self._meta.read_transaction() as conn:
+            rows = conn.execute(
+                "SELECT t.table_id, t.name, t.spec, t.dropped_at FROM lake_tables t"
+                " WHERE t.dropped_at IS NOT NULL AND EXISTS (SELECT 1 FROM"
+                " iceberg_publications p WHERE p.table_id = t.table_id AND p.catalog = %s"
+                " AND p.expired_at IS NULL) ORDER BY t.dropped_at",
+                (catalog,),
+            ).fetchall()
+        return [
+            DroppedPublication(
+                table_id=int(r[0]),
+                name=str(r[1]),
+                retention=timedelta(
+                    seconds=TableSpec.from_dict(r[2]).retention.snapshot_retention_seconds
+                ),
+                dropped_at=r[3],
+            )
+            for r in rows
+        ]
+
+    def any_dropped_table_published(self) -> bool:
+        """Whether any dropped table still has a retained publication, in any catalog."""
+        with self._meta.read_transaction() as conn:
+            row = conn.execute(
+                "SELECT 1 FROM iceberg_publications p JOIN lake_tables t USING (table_id)"
+                " WHERE t.dropped_at IS NOT NULL AND p.expired_at IS NULL LIMIT 1"
+            ).fetchone()
+        return row is not None
+
+    def release_table(self, table_id: int, *, catalog: str) -> int:
+        """Stop retaining every publication of a table (live or dropped) in ``catalog``: its
+        Iceberg table is gone from that catalog. How many."""
+        with self._meta.transaction() as conn:
+            cur = conn.execute(
+                "UPDATE iceberg_publications SET expired_at = now() WHERE table_id = %s"
+                " AND catalog = %s AND expired_at IS NULL",
+                (table_id, catalog),
+            )
+            return cur.rowcount
 
     def expire(self, table: str, *, catalog: str, snapshot_ids: Collection[int]) -> int:
         """Stop retaining these publications (their Iceberg snapshots are gone); how many."""

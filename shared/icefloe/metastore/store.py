@@ -12,6 +12,7 @@ head. Locking the head makes snapshot ids follow commit order.
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import json
 import logging
 import random
@@ -71,7 +72,7 @@ from icefloe.metastore.models import (
     TableInfo,
     TableStatus,
 )
-from icefloe.spec import TableSpec
+from icefloe.spec import Publish, TableSpec
 from icefloe.tracing import span
 
 logger = logging.getLogger(__name__)
@@ -357,6 +358,31 @@ class MetaStore:
                     (stored, spec.version, snapshot_id, table_id),
                 )
         return SpecCommit(table=name, snapshot_id=snapshot_id, spec=spec)
+
+    def set_publish(self, name: str, publish: Publish) -> TableInfo:
+        """Turn a table's publication on (``"iceberg"``) or off (``"none"``). Not a schema
+        change: the current spec version is updated in place and no snapshot is committed."""
+        with self._connection() as conn, conn.transaction():
+            row = conn.execute(
+                "SELECT table_id, spec FROM lake_tables"
+                " WHERE name = %s AND dropped_at IS NULL FOR UPDATE",
+                (name,),
+            ).fetchone()
+            if row is None:
+                raise TableNotFoundError(f"no table named {name!r}")
+            spec = dataclasses.replace(_spec(row[1]), publish=publish)
+            stored = Jsonb(spec.to_dict())
+            conn.execute(
+                "UPDATE table_specs SET spec = %s WHERE table_id = %s AND spec_version = %s",
+                (stored, row[0], spec.version),
+            )
+            updated = conn.execute(
+                "UPDATE lake_tables SET spec = %s WHERE table_id = %s"
+                " RETURNING table_id, name, spec, head_snapshot_id, created_at",
+                (stored, row[0]),
+            ).fetchone()
+        assert updated is not None
+        return _table_info(updated)
 
     def drop_table(self, name: str) -> TableInfo:
         """Drop a table: from now on no listing, query, insert or merge sees it (a commit in

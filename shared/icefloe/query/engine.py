@@ -40,7 +40,7 @@ from icefloe.query.sandbox import (
     check_query,
     check_references,
 )
-from icefloe.query.scan_filters import ScanPlanner, TableScans
+from icefloe.query.scan_filters import TableScans, shared_scan_planner
 from icefloe.query.tenant_access import TenantRead, tenant_read
 from icefloe.query.views import TimeRange, files_source, standin_source, view_body, view_sql
 from icefloe.spec import TableSpec
@@ -127,7 +127,7 @@ class QueryEngine:
         self._isolation: Isolation = isolation
         self._s3 = s3
         self._tenant_read_role = tenant_read_role
-        self._planner = ScanPlanner()
+        self._planner = shared_scan_planner()
         self._executor: Executor | None = None
         self._tenant_executors: LruCache[TenantRead, Executor] = LruCache(
             TENANT_EXECUTORS, on_evict=lambda _, executor: executor.close()
@@ -277,8 +277,6 @@ class QueryEngine:
         if not self.pruning or not specs or checked.pivots_from_data:
             return {name: TableScans(name, None) for name in specs}
         statement = checked.analyzed
-        for spec in specs.values():
-            self._planner.prepare(spec)
         views = {
             name: view_sql(spec, standin_source(name), windows[name], tenant=tenant, replace=True)
             for name, spec in specs.items()
@@ -288,7 +286,7 @@ class QueryEngine:
         key = (statement, tuple(sorted(views.items())))
         cached = self._scan_cache.get(key)
         if cached is None:
-            cached = self._planner.scans(statement, views)
+            cached = self._planner.scans(statement, views, specs=specs.values())
             self._scan_cache.put(key, cached)
         return {name: replace(table_scans, key=key) for name, table_scans in cached.items()}
 

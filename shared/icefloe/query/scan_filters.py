@@ -19,7 +19,7 @@ import json
 import logging
 import struct
 import threading
-from collections.abc import Hashable, Iterator, Mapping
+from collections.abc import Hashable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Literal, TypeAlias
@@ -147,10 +147,15 @@ def standin_columns(spec: TableSpec) -> list[tuple[str, str]]:
 
 
 class ScanPlanner:
-    """One DuckDB connection that plans queries over stand-in tables, kept for the process.
+    """One DuckDB connection that plans queries over stand-in tables, kept for the process
+    (every query engine shares :func:`shared_scan_planner`; opening a DuckDB costs about
+    20 ms).
 
     The connection has no data and no external access; it shares the query connections'
-    session settings (UTC), so that time literals bind to the same instants.
+    session settings (UTC), so that time literals bind to the same instants. What it holds
+    (stand-ins, views over them) depends only on the specs it is given, which
+    :meth:`scans` sets up under the same lock as the planning, so engines of different
+    lakes with tables of the same name can share it.
     """
 
     def __init__(self) -> None:
@@ -169,11 +174,17 @@ class ScanPlanner:
             self._refs.put(sql, refs)
         return refs
 
-    def scans(self, sql: str, views: Mapping[str, str]) -> dict[str, TableScans]:
+    def scans(
+        self, sql: str, views: Mapping[str, str], *, specs: Iterable[TableSpec] = ()
+    ) -> dict[str, TableScans]:
         """Per table, its scans in ``sql``'s optimized plan. ``views`` maps each lake table the
         query names to the view text the query will see, written over
-        ``{STANDIN_SCHEMA}.<table>`` (see :func:`icefloe.query.views.view_sql`)."""
+        ``{STANDIN_SCHEMA}.<table>`` (see :func:`icefloe.query.views.view_sql`). The stand-in
+        of each of ``specs`` is (re-)created first, in the same hold of the lock (see
+        :meth:`prepare`)."""
         with self._lock:
+            for spec in specs:
+                self._prepare(spec)
             con = self._connection()
             try:
                 for view in views.values():
@@ -205,16 +216,17 @@ class ScanPlanner:
 
     def prepare(self, spec: TableSpec) -> None:
         """Create (or re-create, after a schema change) the table's stand-in."""
-        columns = tuple(standin_columns(spec))
         with self._lock:
-            if self._standins.get(spec.name) == columns:
-                return
-            con = self._connection()
-            definition = ", ".join(f"{ident(c)} {t}" for c, t in columns)
-            con.execute(
-                f"CREATE OR REPLACE TABLE {STANDIN_SCHEMA}.{ident(spec.name)} ({definition})"
-            )
-            self._standins[spec.name] = columns
+            self._prepare(spec)
+
+    def _prepare(self, spec: TableSpec) -> None:
+        columns = tuple(standin_columns(spec))
+        if self._standins.get(spec.name) == columns:
+            return
+        con = self._connection()
+        definition = ", ".join(f"{ident(c)} {t}" for c, t in columns)
+        con.execute(f"CREATE OR REPLACE TABLE {STANDIN_SCHEMA}.{ident(spec.name)} ({definition})")
+        self._standins[spec.name] = columns
 
     def _connection(self) -> duckdb.DuckDBPyConnection:
         if self._con is None:
@@ -225,6 +237,19 @@ class ScanPlanner:
             con.execute("SET lock_configuration = true")
             self._con = con
         return self._con
+
+
+_shared_lock = threading.Lock()
+_shared: ScanPlanner | None = None
+
+
+def shared_scan_planner() -> ScanPlanner:
+    """The process's scan planner, opened on first use and kept."""
+    global _shared
+    with _shared_lock:
+        if _shared is None:
+            _shared = ScanPlanner()
+        return _shared
 
 
 def _gets(plan: Any) -> Iterator[dict[str, Any]]:

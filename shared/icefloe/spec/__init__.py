@@ -39,7 +39,7 @@ from icefloe.spec.partitioning import (
 )
 from icefloe.spec.policy import Retention, SizeTargets
 from icefloe.spec.schema import Column, format_schema, parse_schema
-from icefloe.spec.table_spec import FORMAT_VERSION, ExtraFields, TableSpec
+from icefloe.spec.table_spec import FORMAT_VERSION, ExtraFields, Publish, TableSpec
 from icefloe.spec.types import (
     is_integer,
     is_list,
@@ -67,6 +67,7 @@ __all__ = [
     "MergeMode",
     "PartitionField",
     "PartitionValue",
+    "Publish",
     "ReplaceMode",
     "Retention",
     "SizeTargets",

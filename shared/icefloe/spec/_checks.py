@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from icefloe.spec.table_spec import TableSpec
 
 EXTRA_FIELDS_MODES = ("reject", "keep")
+PUBLISH_FORMATS = ("none", "iceberg")
 
 
 def check_spec(spec: TableSpec) -> None:
@@ -93,6 +94,8 @@ def _check_ingest(spec: TableSpec) -> None:
                 f"tenant_column: {spec.tenant_column!r} must also be an identity partition "
                 f"source (add it to partition_by)"
             )
+    if spec.publish not in PUBLISH_FORMATS:
+        raise SpecError(f"publish: {show(spec.publish)} is not 'iceberg' or 'none'")
     if spec.extra_fields not in EXTRA_FIELDS_MODES:
         raise SpecError(f"extra_fields: {show(spec.extra_fields)} is not 'reject' or 'keep'")
     if spec.overflow_column is None:

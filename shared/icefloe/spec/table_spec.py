@@ -27,6 +27,8 @@ from icefloe.spec.schema import Column, parse_schema
 
 FORMAT_VERSION = 1
 ExtraFields = Literal["reject", "keep"]
+# Where the table is published and kept current: "iceberg" (icefloe.iceberg.current), or not.
+Publish = Literal["none", "iceberg"]
 _REQUIRED_KEYS = ("format_version", "name", "columns")
 
 
@@ -45,6 +47,7 @@ class TableSpec:
     tenant_column: str | None = None
     extra_fields: ExtraFields = "reject"
     overflow_column: str | None = None
+    publish: Publish = "none"
     # Schema evolution: this spec's version, its columns' ids (parallel to ``columns``; empty
     # means 1, 2, ... as a new table numbers them), the highest id ever given (0: the highest
     # of ``column_ids``), and the file layouts of the earlier versions, oldest first.
@@ -75,6 +78,7 @@ class TableSpec:
         tenant_column: str | None = None,
         extra_fields: ExtraFields = "reject",
         overflow_column: str | None = None,
+        publish: Publish = "none",
     ) -> TableSpec:
         """Build a spec from the text forms the CLI takes."""
         sort_keys = tuple(key.strip() for key in sort_by.split(",")) if sort_by.strip() else ()
@@ -91,6 +95,7 @@ class TableSpec:
             tenant_column=tenant_column or None,
             extra_fields=extra_fields,
             overflow_column=overflow_column or None,
+            publish=publish,
         )
 
     @property
@@ -180,6 +185,7 @@ class TableSpec:
             "tenant_column": self.tenant_column,
             "extra_fields": self.extra_fields,
             "overflow_column": self.overflow_column,
+            "publish": self.publish,
             "version": self.version,
             "column_ids": list(self.column_ids),
             "last_column_id": self.last_column_id,
@@ -215,6 +221,7 @@ class TableSpec:
             overflow_column=_codec.optional_string(
                 d.get("overflow_column"), where="overflow_column"
             ),
+            publish=cast(Publish, d.get("publish", "none")),
             version=_codec.integer(d.get("version", 1), where="version"),
             column_ids=tuple(
                 _codec.integer(i, where="column_ids")

@@ -92,6 +92,18 @@ GOOD: dict[str, tuple[str, Callable[[IcefloeSettings], Any], Any]] = {
     ),
     "ICEFLOE_EMR_LOG_URI": ("s3://b/logs/", lambda s: s.emr.log_uri, "s3://b/logs/"),
     "ICEFLOE_EMR_JOB_TIMEOUT_MINUTES": ("120", lambda s: s.emr.job_timeout_minutes, 120),
+    "ICEFLOE_ICEBERG_CATALOG": ("glue", lambda s: s.iceberg.catalog, "glue"),
+    "ICEFLOE_ICEBERG_CATALOG_URI": (
+        "postgresql+psycopg://u@h/d",
+        lambda s: s.iceberg.catalog_uri,
+        "postgresql+psycopg://u@h/d",
+    ),
+    "ICEFLOE_ICEBERG_NAMESPACE": ("analytics", lambda s: s.iceberg.namespace, "analytics"),
+    "ICEFLOE_ICEBERG_METADATA_LOCATION": (
+        "s3://b/meta",
+        lambda s: s.iceberg.metadata_location,
+        "s3://b/meta",
+    ),
     "AWS_LAMBDA_FUNCTION_NAME": ("icefloe-insert", lambda s: s.in_lambda, True),
     "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": (
         "3538",
@@ -115,6 +127,8 @@ BAD: dict[str, tuple[str, str]] = {
     "ICEFLOE_MERGE_THREADS": ("0", "positive whole number"),
     "ICEFLOE_MERGE_LEASE_SECONDS": ("-5", "positive whole number"),
     "ICEFLOE_EMR_JOB_TIMEOUT_MINUTES": ("360", "must stay below the compaction lease"),
+    "ICEFLOE_ICEBERG_CATALOG": ("hive", "must be sql or glue"),
+    "ICEFLOE_ICEBERG_NAMESPACE": ("my-db", "plain identifier"),
     "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": ("lots", "positive whole number"),
 }
 

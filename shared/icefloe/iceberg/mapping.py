@@ -1,0 +1,247 @@
+"""How icefloe's tables map to Iceberg's: types, the schema (field ids are icefloe's column
+ids), the name mapping of files without Parquet field ids, partition transforms and values, and
+the data file record of one icefloe file (its statistics read from its footer)."""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime, time
+from typing import TYPE_CHECKING, Any
+
+import pyarrow.parquet as pq
+
+from icefloe.errors import InvalidInputError
+from icefloe.ingest.row_ids import ROW_ID_COLUMN
+from icefloe.metastore.models import DataFile as IcefloeFile
+from icefloe.spec import PartitionField as IcefloePartitionField
+from icefloe.spec import TableSpec
+from icefloe.spec.types import decimal_precision_scale
+
+if TYPE_CHECKING:
+    from pyiceberg.manifest import DataFile
+    from pyiceberg.partitioning import PartitionSpec
+    from pyiceberg.schema import Schema
+    from pyiceberg.table import Table
+    from pyiceberg.types import PrimitiveType
+
+NAMESPACE = "icefloe"  # the default namespace (in Glue: the database) of published tables
+# The name mapping's id for the row id: below Iceberg's reserved ids (2147483447 and up), far
+# above any column id icefloe gives.
+ROW_ID_FIELD_ID = 2_147_483_000
+PARTITION_FIELD_IDS = 1000  # Iceberg's convention: partition fields from 1000
+
+
+class IcebergPublishError(InvalidInputError):
+    """The table cannot be published as it is (a type, a transform or a name mapping)."""
+
+
+def iceberg_type(duckdb_type: str) -> PrimitiveType:
+    """The Iceberg type of a column of ``duckdb_type``; IcebergPublishError if there is none."""
+    from pyiceberg import types as t
+
+    simple: dict[str, PrimitiveType] = {
+        "BOOLEAN": t.BooleanType(),
+        "TINYINT": t.IntegerType(),
+        "SMALLINT": t.IntegerType(),
+        "INTEGER": t.IntegerType(),
+        "BIGINT": t.LongType(),
+        "FLOAT": t.FloatType(),
+        "DOUBLE": t.DoubleType(),
+        "VARCHAR": t.StringType(),
+        "JSON": t.StringType(),
+        "BLOB": t.BinaryType(),
+        "DATE": t.DateType(),
+        "TIME": t.TimeType(),
+        "TIMESTAMP": t.TimestampType(),
+        "TIMESTAMPTZ": t.TimestamptzType(),
+        "UUID": t.UUIDType(),
+    }
+    if duckdb_type in simple:
+        return simple[duckdb_type]
+    decimal = decimal_precision_scale(duckdb_type)
+    if decimal is not None:
+        return t.DecimalType(*decimal)
+    raise IcebergPublishError(f"type {duckdb_type} has no Iceberg counterpart icefloe publishes")
+
+
+def iceberg_schema(spec: TableSpec) -> Schema:
+    """The table's columns as an Iceberg schema whose field ids are icefloe's column ids."""
+    from pyiceberg.schema import Schema
+    from pyiceberg.types import NestedField
+
+    fields = []
+    for column_id, column in zip(spec.column_ids, spec.columns, strict=True):
+        try:
+            kind = iceberg_type(column.type)
+        except IcebergPublishError as e:
+            raise IcebergPublishError(f"table {spec.name!r}: column {column.name!r}: {e}") from e
+        fields.append(NestedField(column_id, column.name, kind, required=not column.nullable))
+    return Schema(*fields)
+
+
+def name_mapping(spec: TableSpec, versions: set[int]) -> str:
+    """The name mapping (JSON) of the files written at ``versions`` (and the current one):
+    every id with every name it had in them, and the row id."""
+    from pyiceberg.table.name_mapping import MappedField, NameMapping
+
+    names: dict[int, list[str]] = {}
+    owners: dict[str, int] = {}
+    for version in sorted(versions | {spec.version}):
+        for column in spec.layout_at(version).columns:
+            owner = owners.setdefault(column.name.lower(), column.id)
+            if owner != column.id:
+                raise IcebergPublishError(
+                    f"table {spec.name!r}: files to publish (live now, or published before)"
+                    f" hold two different columns named {column.name!r} (ids {owner} and"
+                    f" {column.id}: dropped and added again, or renamed); Iceberg's name mapping"
+                    " cannot tell them apart. Rewrite the older files (icefloe compact), drop"
+                    f" the Iceberg table {NAMESPACE}.{spec.name} if it was published before,"
+                    " then publish"
+                )
+            if column.name not in names.setdefault(column.id, []):
+                names[column.id].append(column.name)
+    names[ROW_ID_FIELD_ID] = [ROW_ID_COLUMN]
+    fields = [
+        MappedField.model_validate({"field-id": i, "names": n}) for i, n in sorted(names.items())
+    ]
+    return NameMapping(fields).model_dump_json()
+
+
+def iceberg_partition_spec(spec: TableSpec) -> PartitionSpec:
+    from pyiceberg.partitioning import PartitionField, PartitionSpec
+
+    return PartitionSpec(
+        *(
+            PartitionField(
+                source_id=spec.column_id(f.source),
+                field_id=PARTITION_FIELD_IDS + n,
+                transform=iceberg_transform(f),
+                name=f.name,
+            )
+            for n, f in enumerate(spec.partition_by)
+        )
+    )
+
+
+def iceberg_transform(field: IcefloePartitionField) -> Any:
+    from pyiceberg import transforms
+
+    if field.transform in ("bucket", "truncate"):
+        assert field.param is not None  # the spec requires one
+        if field.transform == "bucket":
+            return transforms.BucketTransform(field.param)
+        return transforms.TruncateTransform(field.param)
+    return {
+        "identity": transforms.IdentityTransform(),
+        "year": transforms.YearTransform(),
+        "month": transforms.MonthTransform(),
+        "day": transforms.DayTransform(),
+        "hour": transforms.HourTransform(),
+    }[field.transform]
+
+
+def partition_fields(partition_spec: PartitionSpec) -> list[tuple[int, str, str]]:
+    return [(f.source_id, str(f.transform), f.name) for f in partition_spec.fields]
+
+
+def data_file_record(
+    table: Table, schema: Schema, spec: TableSpec, uri: str, f: IcefloeFile
+) -> DataFile:
+    """An Iceberg data file record of an icefloe file: its statistics read from the footer by
+    the names its spec version gave the columns (the file's other columns are left out)."""
+    from pyiceberg.io.pyarrow import (
+        MetricModeTypes,
+        MetricsMode,
+        StatisticsCollector,
+        compute_statistics_plan,
+        data_file_statistics_from_parquet_metadata,
+    )
+    from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
+    from pyiceberg.types import BinaryType
+
+    with table.io.new_input(uri).open() as stream:
+        footer = pq.read_metadata(stream)
+    ids = {c.name: c.id for c in spec.layout_at(f.spec_version).columns}
+    current = set(spec.column_ids)
+    plan = compute_statistics_plan(schema, table.properties)
+    held = {c.id: c.type for c in spec.layout_at(f.spec_version).columns}
+    for column_id, column in zip(spec.column_ids, spec.columns, strict=True):
+        widened = held.get(column_id, column.type) != column.type
+        if (column.type == "JSON" or widened) and column_id in plan:
+            # Parquet's JSON columns give their bounds as bytes, and a widened column's are of
+            # the file's narrower physical type (a DECIMAL(9,2) is INT32, a DECIMAL(20,2) is
+            # fixed-length bytes): count them only.
+            plan[column_id] = StatisticsCollector(
+                field_id=column_id,
+                iceberg_type=plan[column_id].iceberg_type,
+                mode=MetricsMode(type=MetricModeTypes.COUNTS),
+                column_name=plan[column_id].column_name,
+            )
+    columns: dict[str, int] = {}
+    for position in range(footer.num_columns):
+        path = footer.schema.column(position).path
+        field_id = ids.get(path)
+        if field_id is None or field_id not in current:
+            field_id = -1 - position  # not a column of the schema: no statistics
+            plan[field_id] = StatisticsCollector(
+                field_id=field_id,
+                iceberg_type=BinaryType(),
+                mode=MetricsMode(type=MetricModeTypes.NONE),
+                column_name=path,
+            )
+        columns[path] = field_id
+    stats = data_file_statistics_from_parquet_metadata(footer, plan, columns).to_serialized_dict()
+    for key, value in stats.items():
+        if isinstance(value, dict):
+            stats[key] = {i: v for i, v in value.items() if i > 0}
+    return DataFile.from_args(
+        content=DataFileContent.DATA,
+        file_path=uri,
+        file_format=FileFormat.PARQUET,
+        partition=_partition_record(spec, f.partition_path),
+        file_size_in_bytes=f.size_bytes,
+        spec_id=0,
+        **stats,
+    )
+
+
+def _partition_record(spec: TableSpec, partition_path: str) -> Any:
+    from pyiceberg.typedef import Record
+
+    values = spec.parse_partition_path(partition_path) if spec.partition_by else ()
+    return Record(
+        *(_partition_value(spec, f, v) for f, v in zip(spec.partition_by, values, strict=True))
+    )
+
+
+def _partition_value(spec: TableSpec, field: IcefloePartitionField, value: Any) -> Any:
+    """Iceberg's partition value: a time transform's count of periods since 1970, else the
+    value icefloe recorded (a bucket's number, a truncated value, the value itself)."""
+    if value is None:
+        return None
+    if not field.is_time:
+        return _identity_value(value)
+    source = iceberg_type(spec.column(field.source).type)
+    transform = iceberg_transform(field).transform(source)
+    if isinstance(value, datetime):
+        moment = value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+        if spec.column(field.source).type == "DATE":
+            return transform((moment.date() - date(1970, 1, 1)).days)
+        return transform(round(moment.timestamp() * 1_000_000))
+    if isinstance(value, date):
+        return transform((value - date(1970, 1, 1)).days)
+    raise IcebergPublishError(f"partition value {value!r} of {field.name!r} is not a time")
+
+
+def _identity_value(value: Any) -> Any:
+    """A partition value as Iceberg's Avro manifests hold it: dates as days since 1970,
+    timestamps as microseconds (UTC), times as microseconds since midnight."""
+    if isinstance(value, datetime):
+        moment = value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+        return round(moment.timestamp() * 1_000_000)
+    if isinstance(value, date):
+        return (value - date(1970, 1, 1)).days
+    if isinstance(value, time):
+        return (
+            (value.hour * 60 + value.minute) * 60 + value.second
+        ) * 1_000_000 + value.microsecond
+    return value

@@ -1,0 +1,281 @@
+"""Publish a table's head snapshot as an Iceberg v2 table: one Iceberg commit with the files
+added and removed since the last publication (a fast append when nothing was removed), which
+records the icefloe snapshot it shows in the table's properties (``icefloe.snapshot-id``).
+
+Every publication is recorded in the meta store before its Iceberg commit, and the janitor
+expires no icefloe snapshot from the oldest retained publication on: no Iceberg snapshot
+names a file icefloe has collected. Each publication expires the Iceberg snapshots older than
+the table's retention (or the one given) and releases their files to the next collection.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from icefloe.errors import CommitConflictError, SnapshotNotFoundError
+from icefloe.iceberg.catalogs import catalog_key
+from icefloe.iceberg.mapping import (
+    NAMESPACE,
+    IcebergPublishError,
+    data_file_record,
+    iceberg_partition_spec,
+    iceberg_schema,
+    name_mapping,
+    partition_fields,
+)
+from icefloe.metastore.publications import PublicationStore
+from icefloe.metastore.store import MetaStore
+from icefloe.spec import TableSpec
+from icefloe.storage import ObjectStore
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
+    from pyiceberg.manifest import DataFile
+    from pyiceberg.schema import Schema
+    from pyiceberg.table import Table
+
+SNAPSHOT_PROPERTY = "icefloe.snapshot-id"
+TABLE_ID_PROPERTY = "icefloe.table-id"
+NAME_MAPPING_PROPERTY = "schema.name-mapping.default"
+# The icefloe spec versions of every file any publication registered (see name_mapping).
+VERSIONS_PROPERTY = "icefloe.spec-versions"
+# Heads that expire while being published (gc with no retention running alongside) before
+# publication gives up.
+PIN_ATTEMPTS = 3
+UNCONFIRMED_PUBLICATION_GRACE = timedelta(hours=1)
+
+
+@dataclass(frozen=True, slots=True)
+class PublishResult:
+    table: str
+    snapshot_id: int  # the icefloe snapshot published
+    iceberg_snapshot_id: int | None  # None: nothing changed since the last publication
+    metadata_location: str
+    files_added: int
+    files_removed: int
+    files_live: int
+    iceberg_snapshots_expired: int = 0
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "table": self.table,
+            "snapshot_id": self.snapshot_id,
+            "iceberg_snapshot_id": self.iceberg_snapshot_id,
+            "metadata_location": self.metadata_location,
+            "files_added": self.files_added,
+            "files_removed": self.files_removed,
+            "files_live": self.files_live,
+            "iceberg_snapshots_expired": self.iceberg_snapshots_expired,
+        }
+
+
+def publish_iceberg(
+    *,
+    meta: MetaStore,
+    objects: ObjectStore,
+    table: str,
+    catalog: Catalog,
+    namespace: str = NAMESPACE,
+    retention: timedelta | None = None,
+) -> PublishResult:
+    """Publish ``table``'s head snapshot to ``catalog`` as ``<namespace>.<table>`` (in Glue,
+    the namespace is the database), then expire the Iceberg snapshots older than
+    ``retention`` (default: the table's snapshot retention; the one current at that age stays,
+    as in icefloe) and stop retaining their files.
+
+    The publication is recorded in the meta store before the Iceberg commit, so the janitor
+    keeps every file of the published snapshot for as long as an Iceberg snapshot shows it."""
+    info = meta.get_table(table)
+    publications = PublicationStore(meta)
+    key = catalog_key(catalog, namespace)
+    for _ in range(PIN_ATTEMPTS):
+        with meta.pin(table) as pinned:
+            snapshot_id = pinned.snapshot_id
+            # The head's own spec: an alter after get_table is the pinned head's version.
+            spec = pinned.spec(info.spec)
+        try:
+            if snapshot_id:
+                publications.pin(table, catalog=key, snapshot_id=snapshot_id)
+            break
+        except SnapshotNotFoundError:
+            continue  # collected past while it was read (gc with no retention): the new head
+    else:
+        raise CommitConflictError(
+            f"{table!r}: its head expired {PIN_ATTEMPTS} times while published"
+        )
+    # A snapshot's files never change: listed after the pin, they are still exactly its own.
+    live = meta.files(table, snapshot_id=snapshot_id) if snapshot_id else []
+    schema = iceberg_schema(spec)
+    iceberg = _load_or_create(catalog, namespace, spec, schema, info.table_id)
+    # Older Iceberg snapshots still name files of the versions published before, and readers
+    # map them through the one name mapping too: it must cover those versions as well.
+    versions = {f.spec_version for f in live} | _published_versions(iceberg)
+    mapping = name_mapping(spec, versions)
+    published = _published_files(iceberg)
+    wanted = {objects.uri(f.path): f for f in live}
+    added = [f for uri, f in wanted.items() if uri not in published]
+    removed = [df for uri, df in published.items() if uri not in wanted]
+    properties = {
+        NAME_MAPPING_PROPERTY: mapping,
+        SNAPSHOT_PROPERTY: str(snapshot_id),
+        TABLE_ID_PROPERTY: str(info.table_id),
+        VERSIONS_PROPERTY: ",".join(map(str, sorted(versions))),
+    }
+    schema_changed = iceberg.schema().as_struct() != schema.as_struct()
+    committed = bool(added or removed or schema_changed)
+    if committed:
+        with iceberg.transaction() as tx:
+            if schema_changed:
+                _set_schema(tx, iceberg, schema)
+            tx.set_properties(properties)
+            if added or removed:
+                new_files = [
+                    data_file_record(iceberg, schema, spec, objects.uri(f.path), f) for f in added
+                ]
+                summary = {SNAPSHOT_PROPERTY: str(snapshot_id)}
+                if removed:
+                    with tx.update_snapshot(summary).overwrite() as overwrite:
+                        for df in removed:
+                            overwrite.delete_data_file(df)
+                        for df in new_files:
+                            overwrite.append_data_file(df)
+                else:
+                    with tx.update_snapshot(summary).fast_append() as append:
+                        for df in new_files:
+                            append.append_data_file(df)
+        iceberg = catalog.load_table((namespace, table))
+    elif iceberg.properties.get(SNAPSHOT_PROPERTY) != str(snapshot_id):
+        # The same files as the last publication (a rollback, a commit that changed none):
+        # no new Iceberg snapshot, but the table says which icefloe snapshot it shows.
+        with iceberg.transaction() as tx:
+            tx.set_properties(properties)
+        iceberg = catalog.load_table((namespace, table))
+    current = iceberg.current_snapshot()
+    if snapshot_id and current is not None:
+        publications.confirm(
+            table, catalog=key, snapshot_id=snapshot_id, iceberg_snapshot_id=current.snapshot_id
+        )
+    keep = (
+        retention
+        if retention is not None
+        else timedelta(seconds=spec.retention.snapshot_retention_seconds)
+    )
+    expired = expire_iceberg_snapshots(
+        iceberg, publications, table=table, catalog=key, retention=keep, current=snapshot_id
+    )
+    if expired:
+        iceberg = catalog.load_table((namespace, table))
+    return PublishResult(
+        table=table,
+        snapshot_id=snapshot_id,
+        iceberg_snapshot_id=(None if current is None or not committed else current.snapshot_id),
+        metadata_location=iceberg.metadata_location,
+        files_added=len(added),
+        files_removed=len(removed),
+        files_live=len(wanted),
+        iceberg_snapshots_expired=expired,
+    )
+
+
+def expire_iceberg_snapshots(
+    iceberg: Table,
+    publications: PublicationStore,
+    *,
+    table: str,
+    catalog: str,
+    retention: timedelta,
+    current: int,
+) -> int:
+    """Expire the Iceberg snapshots older than ``retention`` (the newest one at or before
+    that age stays: it is what a read as of that time sees; the current one always stays),
+    then stop retaining the publications no Iceberg snapshot shows any more. The number of
+    Iceberg snapshots expired."""
+    snapshots = sorted(iceberg.metadata.snapshots, key=lambda s: (s.timestamp_ms, s.snapshot_id))
+    head = iceberg.current_snapshot()
+    boundary_ms = int((datetime.now(UTC) - retention).timestamp() * 1000)
+    old = [s for s in snapshots if s.timestamp_ms <= boundary_ms]
+    kept_at_boundary = old[-1].snapshot_id if old else None
+    doomed = [
+        s.snapshot_id
+        for s in old
+        if s.snapshot_id != kept_at_boundary and (head is None or s.snapshot_id != head.snapshot_id)
+    ]
+    if doomed:
+        iceberg.maintenance.expire_snapshots().by_ids(doomed).commit()
+    remaining = {s.snapshot_id for s in snapshots} - set(doomed)
+    # A publication not yet confirmed may be another publisher's, between its record and its
+    # commit: only one that stayed unconfirmed for an hour is taken as dead.
+    stale = datetime.now(UTC) - UNCONFIRMED_PUBLICATION_GRACE
+    gone = [
+        p.snapshot_id
+        for p in publications.retained(table, catalog=catalog)
+        if p.snapshot_id != current
+        and (
+            p.iceberg_snapshot_id not in remaining
+            if p.iceberg_snapshot_id is not None
+            else p.published_at < stale
+        )
+    ]
+    publications.expire(table, catalog=catalog, snapshot_ids=gone)
+    return len(doomed)
+
+
+def _load_or_create(
+    catalog: Catalog, namespace: str, spec: TableSpec, schema: Schema, table_id: int
+) -> Table:
+    from pyiceberg.exceptions import NoSuchTableError
+
+    identifier = (namespace, spec.name)
+    catalog.create_namespace_if_not_exists(namespace)
+    try:
+        table = catalog.load_table(identifier)
+    except NoSuchTableError:
+        return catalog.create_table(
+            identifier,
+            schema=schema,
+            partition_spec=iceberg_partition_spec(spec),
+            properties={
+                "format-version": "2",
+                TABLE_ID_PROPERTY: str(table_id),
+                NAME_MAPPING_PROPERTY: name_mapping(spec, set()),
+            },
+        )
+    published_id = table.properties.get(TABLE_ID_PROPERTY)
+    if published_id != str(table_id):
+        # The icefloe table was dropped and created again under the same name: start over.
+        catalog.drop_table(identifier)
+        return _load_or_create(catalog, namespace, spec, schema, table_id)
+    if partition_fields(table.spec()) != partition_fields(iceberg_partition_spec(spec)):
+        # icefloe never changes a table's partitioning: this is another table of that name
+        # (another deployment's meta store, whose table ids start at 1 too).
+        raise IcebergPublishError(
+            f"{namespace}.{spec.name} in the catalog is partitioned otherwise than icefloe's"
+            f" table {spec.name!r}: it was published from another meta store; publish to"
+            " another namespace"
+        )
+    return table
+
+
+def _published_versions(table: Table) -> set[int]:
+    text = table.properties.get(VERSIONS_PROPERTY, "")
+    return {int(v) for v in text.split(",") if v}
+
+
+def _published_files(table: Table) -> dict[str, DataFile]:
+    if table.current_snapshot() is None:
+        return {}
+    return {task.file.file_path: task.file for task in table.scan().plan_files()}
+
+
+def _set_schema(tx: Any, table: Table, schema: Schema) -> None:
+    """Make ``schema`` (with icefloe's ids) the current one, as a new schema version: field
+    ids are kept, not reassigned as pyiceberg's schema updates would."""
+    from pyiceberg.schema import Schema
+    from pyiceberg.table.update import AddSchemaUpdate, SetCurrentSchemaUpdate
+
+    schema_id = max(s.schema_id for s in table.metadata.schemas) + 1
+    added = AddSchemaUpdate(schema=Schema(*schema.fields, schema_id=schema_id))
+    current = SetCurrentSchemaUpdate.model_validate({"schema-id": -1})  # -1: the one just added
+    tx._apply((added, current))
