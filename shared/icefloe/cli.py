@@ -767,7 +767,11 @@ def _iceberg_settings(args: argparse.Namespace) -> IcebergSettings:
 
 
 def _keep_published(
-    runtime: Runtime, args: argparse.Namespace, table: str | None
+    runtime: Runtime,
+    args: argparse.Namespace,
+    table: str | None,
+    *,
+    retention: timedelta | None = None,
 ) -> PublicationPass | None:
     """Publish the opted-in tables whose head moved (``table``, or all), as ``publish iceberg
     --all`` does; None when no table is opted in (pyiceberg is then never imported)."""
@@ -788,6 +792,7 @@ def _keep_published(
         catalog=open_catalog(iceberg, runtime.settings),
         namespace=iceberg.namespace,
         tables=None if table is None else [table],
+        retention=retention,
     )
 
 
@@ -1115,7 +1120,9 @@ def _gc(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
         runtime.meta.get_table(args.name)
     # Opted-in tables are published first: that expires their Iceberg snapshots past the
     # retention, so this collection may take the files only those kept.
-    published = None if args.dry_run else _keep_published(runtime, args, args.name)
+    published = (
+        None if args.dry_run else _keep_published(runtime, args, args.name, retention=retention)
+    )
     bars: list[Progress] = []
     deleted = 0
 

@@ -290,7 +290,7 @@ class IcefloeLake:
             namespace=self.iceberg.namespace,
         )
 
-    def _keep_published(self, table: str | None) -> None:
+    def _keep_published(self, table: str | None, *, retention: timedelta | None = None) -> None:
         """After a merge, before a gc: publish the opted-in tables (``table``, or all);
         PublicationError naming each table that failed (the others are published)."""
         from icefloe.iceberg.current import publication_wanted
@@ -305,6 +305,7 @@ class IcefloeLake:
             catalog=open_catalog(self.iceberg, self.runtime.settings),
             namespace=self.iceberg.namespace,
             tables=None if table is None else [table],
+            retention=retention,
         )
         if done.failed:
             raise PublicationError(
@@ -325,6 +326,6 @@ class IcefloeLake:
     def gc(self, table: str | None = None, *, retention: timedelta | None = None) -> JanitorReport:
         """Expire snapshots past the retention (the table's, or ``retention``), delete what no
         snapshot needs, sweep orphans."""
-        self._keep_published(table)
+        self._keep_published(table, retention=retention)
         janitor = Janitor(meta=self.runtime.meta, objects=self.runtime.objects)
         return janitor.run(table=table, retention=retention)

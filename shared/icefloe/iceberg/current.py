@@ -83,10 +83,12 @@ def publish_due(
     catalog: Catalog,
     namespace: str = NAMESPACE,
     tables: Collection[str] | None = None,
+    retention: timedelta | None = None,
     clock: Callable[[], datetime] = lambda: datetime.now(UTC),
 ) -> PublicationPass:
     """Publish every opted-in table (of ``tables``, when given) that is due, and drop the
-    Iceberg tables of dropped tables whose retention has passed."""
+    Iceberg tables of dropped tables whose retention has passed. ``retention`` stands for
+    every table's own, as ``icefloe gc --retention`` does for the collection that follows."""
     key = catalog_key(catalog, namespace)
     publications = PublicationStore(meta)
     published: list[PublishResult] = []
@@ -96,7 +98,12 @@ def publish_due(
         if info.spec.publish != "iceberg" or (tables is not None and info.name not in tables):
             continue
         retained = publications.retained(info.name, catalog=key)
-        if not _due(info, retained, now=clock()):
+        keep = (
+            retention
+            if retention is not None
+            else timedelta(seconds=info.spec.retention.snapshot_retention_seconds)
+        )
+        if not _due(info, retained, keep=keep, now=clock()):
             current.append(info.name)
             continue
         try:
@@ -107,6 +114,7 @@ def publish_due(
                     table=info.name,
                     catalog=catalog,
                     namespace=namespace,
+                    retention=keep,
                 )
             )
         except (MetaStoreUnavailableError, CommitOutcomeUnknownError):
@@ -118,7 +126,7 @@ def publish_due(
     for gone in publications.dropped_tables(catalog=key):
         if tables is not None and gone.name not in tables:
             continue
-        if gone.dropped_at > clock() - gone.retention:
+        if gone.dropped_at > clock() - (gone.retention if retention is None else retention):
             continue  # still within its retention, as its files are
         try:
             drop_published_table(
@@ -167,7 +175,7 @@ def drop_published_table(catalog: Catalog, *, namespace: str, table: str, table_
     return True
 
 
-def _due(info: TableInfo, retained: list[Publication], *, now: datetime) -> bool:
+def _due(info: TableInfo, retained: list[Publication], *, keep: timedelta, now: datetime) -> bool:
     """Whether a table needs a publication: its head moved past the newest confirmed one, or
     some of its Iceberg snapshots have passed its retention (the newest at that age and the
     current one stay), or a publication never confirmed is taken as dead."""
@@ -176,7 +184,7 @@ def _due(info: TableInfo, retained: list[Publication], *, now: datetime) -> bool
     confirmed = [p for p in retained if p.iceberg_snapshot_id is not None]
     if not confirmed or max(p.snapshot_id for p in confirmed) != info.head_snapshot_id:
         return True
-    boundary = now - timedelta(seconds=info.spec.retention.snapshot_retention_seconds)
+    boundary = now - keep
     old = {p.iceberg_snapshot_id for p in confirmed if p.published_at <= boundary}
     if len(old) >= 2:
         return True
