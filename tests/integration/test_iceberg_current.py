@@ -256,3 +256,48 @@ def test_the_python_api_keeps_opted_in_tables_current(
         iceberg = catalog(tmp_path).load_table((NAMESPACE, "kept"))
         assert iceberg.scan().to_arrow().num_rows == 6
         assert len(iceberg.metadata.snapshots) == 1
+
+
+def test_a_table_iceberg_cannot_hold_is_refused_publication_by_column(
+    cli: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given a table with a HUGEINT column
+    assert run("table", "create", "events", "--schema", "ts TIMESTAMP, big HUGEINT")[0] == 0
+
+    # When it is opted in, then that is refused naming the column, and nothing changes
+    assert run("table", "alter", "events", "--publish", "iceberg")[0] == 1
+    assert "column 'big' is HUGEINT, which has no Iceberg type" in capsys.readouterr().err
+    assert as_json("table", "show", "events")["spec"]["publish"] == "none"
+
+    # When an opted-in table gains such a column, then that is refused too
+    assert (
+        run("table", "create", "kept", "--schema", "ts TIMESTAMP", "--publish", "iceberg")[0] == 0
+    )
+    assert run("table", "alter", "kept", "--add-column", "n UBIGINT")[0] == 1
+    assert "column 'n' is UBIGINT" in capsys.readouterr().err
+
+
+def test_an_erasure_reaches_the_kept_iceberg_table_in_the_gc_that_erases_it(
+    cli: str, tmp_path: Path
+) -> None:
+    # Given an opted-in table of several files holding u1's rows, published
+    assert run("table", "create", "events", "--schema", SCHEMA, "--publish", "iceberg")[0] == 0
+    for n in range(3):
+        insert(tmp_path, n)
+    assert as_json("publish", "iceberg", "--all")["published"]
+    holding = {f["path"] for f in as_json("files", "events")}
+    warehouse = tmp_path / "home" / "warehouse"
+    assert holding and all((warehouse / p).is_file() for p in holding)
+
+    # When u1 is deleted, and garbage collected with no retention
+    assert run("delete", "events", "--where", "user_id = 'u1'")[0] == 0
+    as_json("gc", "--retention", "0s")
+
+    # Then the Iceberg table keeps one snapshot, at the head, with no row of u1; and no file
+    # that held u1's rows is left in the warehouse
+    iceberg = catalog(tmp_path).load_table((NAMESPACE, "events"))
+    assert len(iceberg.metadata.snapshots) == 1
+    assert published_snapshot(tmp_path) == head()
+    users = iceberg.scan().to_arrow().column("user_id").to_pylist()
+    assert users and "u1" not in users
+    assert not [p for p in holding if (warehouse / p).exists()]

@@ -96,6 +96,15 @@ def _check_ingest(spec: TableSpec) -> None:
             )
     if spec.publish not in PUBLISH_FORMATS:
         raise SpecError(f"publish: {show(spec.publish)} is not 'iceberg' or 'none'")
+    if spec.publish == "iceberg":
+        for column in spec.columns:
+            if column.type not in types.ICEBERG_PUBLISHABLE_TYPES and not column.type.startswith(
+                "DECIMAL("
+            ):
+                raise SpecError(
+                    f"publish: column {column.name!r} is {column.type}, which has no Iceberg type"
+                    " icefloe publishes (unsigned integers, HUGEINT and lists have none)"
+                )
     if spec.extra_fields not in EXTRA_FIELDS_MODES:
         raise SpecError(f"extra_fields: {show(spec.extra_fields)} is not 'reject' or 'keep'")
     if spec.overflow_column is None:

@@ -25,6 +25,14 @@ _SIMPLE_TYPES: frozenset[str] = (
     | TEMPORAL_TYPES
     | {"BOOLEAN", "VARCHAR", "BLOB", "TIME", "UUID", "JSON"}
 )
+# The types a table published as Iceberg may hold (DECIMAL too): each has an Iceberg type
+# (icefloe.iceberg.mapping.iceberg_type; JSON is published as a string).
+ICEBERG_PUBLISHABLE_TYPES: frozenset[str] = frozenset(
+    {"TINYINT", "SMALLINT", "INTEGER", "BIGINT"}
+    | FLOAT_TYPES
+    | TEMPORAL_TYPES
+    | {"BOOLEAN", "VARCHAR", "BLOB", "TIME", "UUID", "JSON"}
+)
 _ALIASES: dict[str, str] = {
     "BOOL": "BOOLEAN",
     "LOGICAL": "BOOLEAN",

@@ -139,6 +139,7 @@ def test_from_dict_fills_absent_optional_keys_with_defaults() -> None:
         ({"sizes": {"target_file_bytes": "big"}}, "target_file_bytes"),
         ({"partition_by": [{"source": "a", "transform": "bucket", "name": "b"}]}, "bucket count"),
         ({"extra_fields": "drop"}, "extra_fields"),
+        ({"publish": "delta"}, "publish: 'delta' is not 'iceberg' or 'none'"),
     ],
 )
 def test_from_dict_refuses_malformed_input_naming_the_field(
@@ -184,6 +185,15 @@ def test_from_dict_refuses_malformed_input_naming_the_field(
         ({"extra_fields": "keep", "overflow_column": "event"}, "must be JSON, not VARCHAR"),
         ({"overflow_column": "extra"}, "only used with extra_fields='keep'"),
         ({"extra_fields": "sometimes"}, "extra_fields"),
+        ({"publish": "hudi"}, "publish: 'hudi' is not"),
+        (
+            {"schema": "ts TIMESTAMP, big HUGEINT", "publish": "iceberg"},
+            "publish: column 'big' is HUGEINT, which has no Iceberg type",
+        ),
+        (
+            {"schema": "ts TIMESTAMP, tags VARCHAR[]", "publish": "iceberg"},
+            "publish: column 'tags' is VARCHAR\\[\\]",
+        ),
     ],
 )
 def test_cross_reference_errors_name_the_field(overrides: dict[str, Any], message: str) -> None:
@@ -219,3 +229,14 @@ def test_hand_built_specs_are_validated_too() -> None:
 def test_custom_merge_sql_is_kept_verbatim_apart_from_outer_space() -> None:
     spec = make(merge="sql:  SELECT * FROM rows  ")
     assert spec.merge == CustomMode("SELECT * FROM rows")
+
+
+def test_a_published_spec_round_trips_and_every_publishable_type_has_an_iceberg_type() -> None:
+    from icefloe.iceberg.mapping import iceberg_type
+    from icefloe.spec.types import ICEBERG_PUBLISHABLE_TYPES
+
+    spec = make(publish="iceberg")
+    assert TableSpec.from_dict(json.loads(json.dumps(spec.to_dict()))) == spec
+    assert make().publish == "none"
+    for duckdb_type in [*ICEBERG_PUBLISHABLE_TYPES, "DECIMAL(10,2)"]:
+        assert iceberg_type(duckdb_type) is not None
