@@ -9,7 +9,8 @@ STAMP  := $(VENV)/.installed-stamp
 ICEFLOE_HOME ?= $(CURDIR)/.icefloe
 export ICEFLOE_HOME
 
-.PHONY: venv test test-unit test-integration lint validate package build-CoreLayer demo bench fuzz soak clean stop
+.PHONY: venv test test-unit test-integration lint validate package build-CoreLayer \
+	build-PublisherCoreLayer build-IcebergLayer demo bench fuzz soak clean stop
 
 # The SAM CLI lives in a venv of its own: its pins (boto3, click, cfn-lint) are not the project's.
 SAM_CLI_VERSION := 1.170.0
@@ -49,11 +50,22 @@ package: venv $(SAM)
 	$(SAM) build --template-file template.yaml --build-dir .aws-sam/build
 	$(PY) infra/lambda/package_report.py --template template.yaml --build-dir .aws-sam/build
 
-# `sam build` runs this (CoreLayer's BuildMethod: makefile) with ARTIFACTS_DIR set, with the
-# project's venv python when there is one (a system python3 may have no pip).
+# `sam build` runs these (each layer's BuildMethod: makefile) with ARTIFACTS_DIR set, with the
+# project's venv python when there is one (a system python3 may have no pip). CoreLayer serves
+# every function but the publisher, which has PublisherCoreLayer and IcebergLayer
+# (infra/lambda/README.md).
+LAYER_PY = $(if $(wildcard $(PY)),$(PY),$(PYTHON))
 build-CoreLayer:
 	$(if $(ARTIFACTS_DIR),,$(error build-CoreLayer is run by sam build, which sets ARTIFACTS_DIR))
-	$(if $(wildcard $(PY)),$(PY),$(PYTHON)) infra/lambda/build_layer.py --output "$(ARTIFACTS_DIR)"
+	$(LAYER_PY) infra/lambda/build_layer.py --output "$(ARTIFACTS_DIR)"
+
+build-PublisherCoreLayer:
+	$(if $(ARTIFACTS_DIR),,$(error build-PublisherCoreLayer is run by sam build, which sets ARTIFACTS_DIR))
+	$(LAYER_PY) infra/lambda/build_layer.py --layer publisher-core --output "$(ARTIFACTS_DIR)"
+
+build-IcebergLayer:
+	$(if $(ARTIFACTS_DIR),,$(error build-IcebergLayer is run by sam build, which sets ARTIFACTS_DIR))
+	$(LAYER_PY) infra/lambda/build_layer.py --layer iceberg --output "$(ARTIFACTS_DIR)"
 
 # Every tier: lint, template validation, unit, integration (real Postgres, moto), end to end,
 # the Lambda package (sam build, sizes, handlers imported under python3.12).

@@ -1,10 +1,22 @@
-"""Build the core Lambda layer: icefloe and its runtime dependencies for python3.12 on x86_64.
+"""Build a Lambda layer: icefloe and its runtime dependencies for python3.12 on x86_64.
 
-    python infra/lambda/build_layer.py --output DIR [--dry-run]
+    python infra/lambda/build_layer.py --output DIR [--layer core|publisher-core|iceberg]
+        [--dry-run]
 
-``sam build`` runs this through the Makefile's ``build-CoreLayer`` target with ``DIR`` set to
+``sam build`` runs this through the Makefile's ``build-<Layer>`` targets with ``DIR`` set to
 the layer's artifacts directory; it writes ``DIR/python/`` (what Lambda puts on ``sys.path``
-from ``/opt/python``). No Docker and no python3.12 are needed for the layer itself:
+from ``/opt/python``). Three layers (:data:`LAYERS`):
+
+- ``core`` (``CoreLayer``, every function but the publisher): the steps below;
+- ``publisher-core`` (``PublisherCoreLayer``): the same, without DuckDB's httpfs extension
+  (only queries, merges and deletes load it) and with Glue's botocore model;
+- ``iceberg`` (``IcebergLayer``, beside ``PublisherCoreLayer``): pyiceberg at the version
+  pyproject's ``iceberg`` extra pins, without that extra's SQL catalog (SQLAlchemy) and with
+  only the dependencies the core lacks, resolved against the core's own versions (pip's
+  resolution of the core is read with ``--dry-run --report`` and given as constraints), less
+  what the Glue publication never imports (:data:`ICEBERG_PRUNED_DISTRIBUTIONS`).
+
+No Docker and no python3.12 are needed for the layer itself:
 
 1. builds icefloe as a wheel (``pip wheel --no-deps .``);
 2. installs that wheel with its ``lambda`` extra as manylinux x86_64 wheels for CPython 3.12
@@ -24,14 +36,17 @@ from __future__ import annotations
 
 import argparse
 import fnmatch
+import json
+import re
 import shlex
 import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Literal
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PYTHON_VERSION = "3.12"  # the functions' Runtime in template.yaml
@@ -67,6 +82,77 @@ PRUNED: tuple[tuple[str, str], ...] = (
     ("pyarrow/*.pyx", "Cython sources"),
     ("pyarrow/includes", "Cython declarations"),
 )
+
+
+LayerName = Literal["core", "publisher-core", "iceberg"]
+
+# The publisher's core: it never loads DuckDB's httpfs extension (only the S3 set-up of queries,
+# merges and deletes does: icefloe.query.s3_access), and its catalog is Glue (pyiceberg's
+# GlueCatalog makes the client). DuckDB itself stays: the publication path imports it
+# (icefloe.iceberg.mapping -> icefloe.ingest; icefloe.settings -> icefloe.merge.worker).
+PUBLISHER_CORE_PRUNED: tuple[tuple[str, str], ...] = (
+    ("duckdb_extension_httpfs", "DuckDB's httpfs extension (the publisher loads none)"),
+    ("duckdb_extension_httpfs-*.dist-info", "DuckDB's httpfs extension"),
+    ("duckdb/experimental", "DuckDB's Spark-style API"),
+    # API Gateway routing; only Logger(log_event=True) of a pydantic event would reach it.
+    ("aws_lambda_powertools/event_handler", "Powertools' HTTP routing (no function serves it)"),
+)
+PUBLISHER_BOTOCORE_SERVICES = BOTOCORE_SERVICES | {"glue"}
+
+# pyiceberg's dependencies that publishing to Glue never imports: its CLI (click, rich and
+# what rich pulls in), the fsspec FileIO (icefloe's is pyarrow's) and the REST catalog (requests
+# and its own dependencies). tests/lambda/test_publisher_function.py runs a pass in a process
+# where none of them (nor httpfs, nor zstandard's cffi backend) can be imported.
+ICEBERG_PRUNED_DISTRIBUTIONS = frozenset(
+    {
+        "click",
+        "rich",
+        "pygments",
+        "markdown-it-py",
+        "mdurl",
+        "fsspec",
+        "requests",
+        "charset-normalizer",
+        "idna",
+        "certifi",
+    }
+)
+ICEBERG_PRUNED: tuple[tuple[str, str], ...] = (
+    # zstandard's default import policy loads its C backend; the cffi one is a second copy.
+    ("zstandard/_cffi.*.so", "zstandard's cffi backend"),
+    ("pyiceberg/cli", "pyiceberg's command line"),
+    # pyiceberg's wheel vendors the Thrift bindings of its Hive catalog (8 MiB).
+    ("hive_metastore", "pyiceberg's Hive catalog"),
+    ("fb303", "pyiceberg's Hive catalog"),
+    ("bin", "console scripts"),
+)
+
+
+@dataclass(frozen=True)
+class LayerKind:
+    """What one layer holds: the core's dependencies (``core``) or pyiceberg's beside them,
+    and what is removed."""
+
+    pruned: tuple[tuple[str, str], ...]
+    botocore_services: frozenset[str] | None  # None: the layer holds no botocore
+    pruned_distributions: frozenset[str] = field(default_factory=frozenset)
+    iceberg: bool = False
+
+
+LAYERS: dict[str, LayerKind] = {
+    "core": LayerKind(pruned=PRUNED, botocore_services=BOTOCORE_SERVICES),
+    "publisher-core": LayerKind(
+        pruned=PRUNED + PUBLISHER_CORE_PRUNED, botocore_services=PUBLISHER_BOTOCORE_SERVICES
+    ),
+    "iceberg": LayerKind(
+        pruned=ICEBERG_PRUNED,
+        botocore_services=None,
+        pruned_distributions=ICEBERG_PRUNED_DISTRIBUTIONS,
+        iceberg=True,
+    ),
+}
+ICEBERG_EXTRA = "iceberg"
+ICEBERG_PACKAGE = "pyiceberg"
 
 
 class LayerBuildError(Exception):
@@ -109,10 +195,44 @@ class LayerPlan:
     source: Path = REPO_ROOT
     python: str = sys.executable  # the host's: pip only downloads wheels for the target
     bytecode_python: str | None = None  # a python3.12, or None for a layer without .pyc files
+    layer: LayerName = "core"
 
     @property
     def site_packages(self) -> Path:
         return self.output / "python"
+
+    @property
+    def kind(self) -> LayerKind:
+        return LAYERS[self.layer]
+
+    def _platform_args(self) -> list[str]:
+        return [
+            "--only-binary=:all:",
+            *("--implementation", "cp", "--python-version", PYTHON_VERSION),
+            *[arg for platform in PLATFORMS for arg in ("--platform", platform)],
+        ]
+
+    def pip_report(self, wheel: Path, report: Path) -> list[str]:
+        """What pip would install for the core (``--dry-run``), as a JSON report: the versions
+        the iceberg layer's dependencies are constrained to."""
+        return [
+            self.python,
+            *("-m", "pip", "install", "--quiet", "--dry-run", "--ignore-installed"),
+            *("--report", str(report)),
+            *self._platform_args(),
+            f"{wheel}[{LAMBDA_EXTRA}]",
+        ]
+
+    def pip_install_iceberg(self, requirement: str, constraints: Path) -> list[str]:
+        """pyiceberg and its dependencies, held to the core's versions."""
+        return [
+            self.python,
+            *("-m", "pip", "install", "--quiet", "--no-compile"),
+            *self._platform_args(),
+            *("--constraint", str(constraints)),
+            *("--target", str(self.site_packages)),
+            requirement,
+        ]
 
     def pip_wheel(self, wheel_dir: Path, source: Path | None = None) -> list[str]:
         return [
@@ -159,20 +279,21 @@ def tree_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file() and not p.is_symlink())
 
 
-def _pruned_paths(site_packages: Path) -> Iterator[Path]:
-    for pattern, _why in PRUNED:
+def _pruned_paths(site_packages: Path, kind: LayerKind) -> Iterator[Path]:
+    for pattern, _why in kind.pruned:
         yield from sorted(site_packages.glob(pattern))
     models = site_packages / "botocore" / "data"
-    if models.is_dir():
+    if models.is_dir() and kind.botocore_services is not None:
         for service in sorted(models.iterdir()):
-            if service.is_dir() and service.name not in BOTOCORE_SERVICES:
+            if service.is_dir() and service.name not in kind.botocore_services:
                 yield service
 
 
-def prune(site_packages: Path) -> Pruned:
-    """Remove the :data:`PRUNED` paths and unused botocore models from ``site_packages``."""
+def prune(site_packages: Path, *, layer: LayerName = "core") -> Pruned:
+    """Remove the layer's pruned paths (:data:`PRUNED` for the core) and unused botocore
+    models from ``site_packages``."""
     count = size = 0
-    for path in _pruned_paths(site_packages):
+    for path in _pruned_paths(site_packages, LAYERS[layer]):
         if not path.exists():
             continue  # inside a directory removed before it
         size += tree_bytes(path)
@@ -184,9 +305,77 @@ def prune(site_packages: Path) -> Pruned:
     return Pruned(paths=count, bytes=size)
 
 
-def is_pruned(relative: str) -> bool:
-    """Whether a path relative to python/ matches a :data:`PRUNED` pattern (for tests)."""
-    return any(fnmatch.fnmatch(relative, pattern) for pattern, _why in PRUNED)
+def is_pruned(relative: str, *, layer: LayerName = "core") -> bool:
+    """Whether a path relative to python/ matches a pruned pattern of ``layer`` (for tests)."""
+    return any(fnmatch.fnmatch(relative, pattern) for pattern, _why in LAYERS[layer].pruned)
+
+
+def canonical_name(name: str) -> str:
+    """A distribution's name as PEP 503 compares them."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def installed_distributions(site_packages: Path) -> dict[str, Path]:
+    """Canonical name -> ``.dist-info`` directory of each distribution under ``site_packages``."""
+    found = {}
+    for dist_info in site_packages.glob("*.dist-info"):
+        name = _metadata_field(dist_info / "METADATA", "Name")
+        if name is not None:
+            found[canonical_name(name)] = dist_info
+    return found
+
+
+def _metadata_field(metadata: Path, key: str) -> str | None:
+    for line in metadata.read_text(encoding="utf-8").splitlines():
+        if not line.strip():
+            return None  # the headers end at the first blank line
+        if line.startswith(f"{key}:"):
+            return line.split(":", 1)[1].strip()
+    return None
+
+
+def remove_distribution(site_packages: Path, dist_info: Path) -> int:
+    """Delete every file a distribution's RECORD lists (and its ``.dist-info``); its bytes."""
+    size = 0
+    root = site_packages.resolve()
+    for row in (dist_info / "RECORD").read_text(encoding="utf-8").splitlines():
+        relative = row.rsplit(",", 2)[0] if row else ""
+        path = (site_packages / relative).resolve()
+        if not relative or not path.is_relative_to(root) or not path.is_file():
+            continue
+        size += path.stat().st_size
+        path.unlink()
+    if dist_info.exists():
+        size += tree_bytes(dist_info)
+        shutil.rmtree(dist_info)
+    for directory in sorted(site_packages.rglob("*"), key=lambda p: -len(p.parts)):
+        if directory.is_dir() and not any(directory.iterdir()):
+            directory.rmdir()  # a package left empty
+    return size
+
+
+def iceberg_requirement(wheel_metadata: str) -> str:
+    """pyiceberg as icefloe's ``iceberg`` extra pins it, without the extra's own extras (its
+    SQL catalog: SQLAlchemy, which the Glue catalog never imports)."""
+    pattern = re.compile(
+        rf"^Requires-Dist:\s*{ICEBERG_PACKAGE}\s*(\[[^\]]*\])?\s*([^;]+?)\s*;"
+        rf"\s*extra\s*==\s*[\"']{ICEBERG_EXTRA}[\"']\s*$",
+        re.MULTILINE,
+    )
+    match = pattern.search(wheel_metadata)
+    if match is None:
+        raise LayerBuildError(f"icefloe's {ICEBERG_EXTRA!r} extra names no {ICEBERG_PACKAGE}")
+    return f"{ICEBERG_PACKAGE}{match.group(2).replace(' ', '')}"
+
+
+def core_constraints(report: Mapping[str, Any]) -> dict[str, str]:
+    """Canonical name -> version of every distribution pip's report installs for the core."""
+    pins = {}
+    for item in report.get("install", []):
+        metadata = item["metadata"]
+        pins[canonical_name(metadata["name"])] = metadata["version"]
+    pins.pop("icefloe", None)
+    return pins
 
 
 # What building the icefloe wheel reads (pyproject.toml names README.md as the readme).
@@ -232,10 +421,18 @@ def build(plan: LayerPlan, *, run: Runner = _run) -> int:
         wheels = sorted(wheel_dir.glob("icefloe-*.whl"))
         if len(wheels) != 1:
             raise LayerBuildError(f"pip wheel wrote {len(wheels)} icefloe wheels, expected one")
-        run(plan.pip_install(wheels[0]))
-    if not (plan.site_packages / "icefloe" / "__init__.py").is_file():
+        if plan.kind.iceberg:
+            removed = _install_iceberg(plan, wheels[0], Path(scratch), run=run)
+        else:
+            run(plan.pip_install(wheels[0]))
+            removed = 0
+    if plan.kind.iceberg:
+        if not (plan.site_packages / ICEBERG_PACKAGE / "__init__.py").is_file():
+            raise LayerBuildError(f"{ICEBERG_PACKAGE} was not installed into {plan.site_packages}")
+    elif not (plan.site_packages / "icefloe" / "__init__.py").is_file():
         raise LayerBuildError(f"icefloe was not installed into {plan.site_packages}")
-    pruned = prune(plan.site_packages)
+    pruned = prune(plan.site_packages, layer=plan.layer)
+    pruned = Pruned(paths=pruned.paths, bytes=pruned.bytes + removed)
     if plan.bytecode_python is not None:
         run(plan.compile_bytecode())
         bytecode = "with python3.12 bytecode"
@@ -256,11 +453,36 @@ def build(plan: LayerPlan, *, run: Runner = _run) -> int:
     return size
 
 
+def _install_iceberg(plan: LayerPlan, wheel: Path, scratch: Path, *, run: Runner) -> int:
+    """Install pyiceberg held to the core's versions, then remove what the core layer holds
+    already and what publication never imports; the bytes removed."""
+    import zipfile
+
+    with zipfile.ZipFile(wheel) as archive:
+        (metadata,) = [n for n in archive.namelist() if n.endswith(".dist-info/METADATA")]
+        requirement = iceberg_requirement(archive.read(metadata).decode("utf-8"))
+    report_path, constraints = scratch / "core-report.json", scratch / "core-constraints.txt"
+    run(plan.pip_report(wheel, report_path))
+    core = core_constraints(json.loads(report_path.read_text(encoding="utf-8")))
+    constraints.write_text(
+        "".join(f"{name}=={version}\n" for name, version in sorted(core.items()))
+    )
+    run(plan.pip_install_iceberg(requirement, constraints))
+    removed = 0
+    for name, dist_info in sorted(installed_distributions(plan.site_packages).items()):
+        if name in core or name in plan.kind.pruned_distributions:
+            removed += remove_distribution(plan.site_packages, dist_info)
+    return removed
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="build_layer.py", description="Build icefloe's core Lambda layer (python3.12)."
+        prog="build_layer.py", description="Build one of icefloe's Lambda layers (python3.12)."
     )
     parser.add_argument("--output", type=Path, required=True, help="writes OUTPUT/python/")
+    parser.add_argument(
+        "--layer", choices=sorted(LAYERS), default="core", help="which layer (default: core)"
+    )
     parser.add_argument("--dry-run", action="store_true", help="print the commands only")
     parser.add_argument(
         "--no-bytecode", action="store_true", help="ship no .pyc files (smaller, slower starts)"
@@ -269,11 +491,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     plan = LayerPlan(
         output=args.output.resolve(),
         bytecode_python=None if args.no_bytecode else find_python(),
+        layer=args.layer,
     )
     if args.dry_run:
         wheel = Path("<wheel-dir>/icefloe-<version>-py3-none-any.whl")
         print(shlex.join(plan.pip_wheel(wheel.parent)))
-        print(shlex.join(plan.pip_install(wheel)))
+        if plan.kind.iceberg:
+            print(shlex.join(plan.pip_report(wheel, Path("<core-report.json>"))))
+            requirement = f"{ICEBERG_PACKAGE}<pinned by the {ICEBERG_EXTRA} extra>"
+            print(shlex.join(plan.pip_install_iceberg(requirement, Path("<constraints.txt>"))))
+        else:
+            print(shlex.join(plan.pip_install(wheel)))
         if plan.bytecode_python is not None:
             print(shlex.join(plan.compile_bytecode()))
         return 0

@@ -31,7 +31,7 @@ CONSUMERS = TEMPLATE.consumers()
 SQS_DEFAULT_VISIBILITY_TIMEOUT = 30
 SQS_DEFAULT_RETENTION = 345_600
 # Functions that only a schedule runs (besides direct invokes by an operator).
-SCHEDULED_FUNCTIONS = ("MergeOrchestratorFunction", "JanitorFunction")
+SCHEDULED_FUNCTIONS = ("MergeOrchestratorFunction", "JanitorFunction", "PublisherFunction")
 MERGE_FUNCTIONS = ("MergeOrchestratorFunction", "MergeWorkerFunction")
 SCHEDULE_EXPRESSION = re.compile(
     r"^(rate\(\d+ (minute|minutes|hour|hours|day|days)\)|cron\(.+\)|at\(.+\))$"
@@ -624,6 +624,14 @@ def test_the_iceberg_glue_option_scopes_its_policy_to_its_database() -> None:
     for statement in statements:
         assert all("*" not in a for a in _actions(statement)), statement
         for resource in _resources(statement):
+            if "s3:ListBucket" in _actions(statement):
+                # ... listed only under the metadata prefix (a HEAD of a missing key is then
+                # a 404, which the metadata writer asks before it puts)
+                assert resource == {"Fn::GetAtt": ["DataBucket", "Arn"]}
+                assert statement["Condition"] == {
+                    "StringLike": {"s3:prefix": {"Fn::Sub": "${WarehousePrefix}/iceberg/*"}}
+                }
+                continue
             text = resource["Fn::Sub"]
             if _actions(statement) & {"glue:CreateTable", "glue:UpdateTable"}:
                 # The catalog, the database, and its tables: never another database
@@ -634,5 +642,105 @@ def test_the_iceberg_glue_option_scopes_its_policy_to_its_database() -> None:
             else:
                 assert _actions(statement) == {"s3:GetObject"}
                 assert text == "${DataBucket.Arn}/${WarehousePrefix}/*/data/*"
-    # Nothing in the stack may use it: it is for whoever publishes
+    # No function or role declares Glue actions inline: the publisher has them from this policy
     assert not _granting("glue:")
+
+
+PUBLISHER = "PublisherFunction"
+
+
+def test_the_publisher_exists_only_with_the_glue_database_and_runs_on_its_schedule() -> None:
+    # The function, its layers and alarms exist only when the parameter names a database
+    conditional = [PUBLISHER, "PublisherCoreLayer", "IcebergLayer", "PublisherErrorsAlarm",
+                   "PublisherTablesFailedAlarm"]  # fmt: skip
+    for logical_id in conditional:
+        assert TEMPLATE.resources[logical_id]["Condition"] == "HasIcebergGlueDatabase", logical_id
+    assert TEMPLATE.raw["Outputs"]["PublisherFunctionName"]["Condition"] == (
+        "HasIcebergGlueDatabase"
+    )
+    assert TEMPLATE.parameter_default("IcebergGlueDatabase") == ""
+    # Every 5 minutes by default (a parameter), invoked with {} (every opted-in table), a
+    # failed pass not retried: the next one publishes whatever is still due
+    (schedule,) = FUNCTIONS[PUBLISHER].schedules
+    assert schedule.type == "ScheduleV2"
+    assert schedule.properties["ScheduleExpression"] == {"Ref": "PublisherScheduleExpression"}
+    assert schedule.expression == "rate(5 minutes)"
+    assert schedule.input == "{}"
+    assert schedule.properties["RetryPolicy"] == {"MaximumRetryAttempts": 0}
+    # One pass at a time; a tick that finds one running is dropped within a minute
+    props = TEMPLATE.resources[PUBLISHER]["Properties"]
+    assert props["ReservedConcurrentExecutions"] == 1
+    assert props["EventInvokeConfig"] == {"MaximumEventAgeInSeconds": 60, "MaximumRetryAttempts": 0}
+    # Its catalog is the stack's Glue database, its metadata under the warehouse's iceberg/
+    environment = FUNCTIONS[PUBLISHER].environment
+    assert environment["ICEFLOE_ICEBERG_CATALOG"] == "glue"
+    assert environment["ICEFLOE_ICEBERG_NAMESPACE"] == {"Ref": "IcebergGlueDatabase"}
+    assert environment["ICEFLOE_ICEBERG_METADATA_LOCATION"] == {
+        "Fn::Sub": "s3://${DataBucket}/${WarehousePrefix}/iceberg"
+    }
+    database = TEMPLATE.resources["IcebergDatabase"]["Properties"]["DatabaseInput"]
+    assert database["Name"] == {"Ref": "IcebergGlueDatabase"}
+
+
+def test_the_publishers_layers_are_its_core_and_iceberg_built_by_the_layer_script() -> None:
+    props = TEMPLATE.resources[PUBLISHER]["Properties"]
+    assert props["Layers"] == [{"Ref": "PublisherCoreLayer"}, {"Ref": "IcebergLayer"}]
+    makefile = (REPO_ROOT / "Makefile").read_text(encoding="utf-8")
+    for layer, kind in (("PublisherCoreLayer", "publisher-core"), ("IcebergLayer", "iceberg")):
+        resource = TEMPLATE.resources[layer]
+        assert resource["Metadata"]["BuildMethod"] == "makefile"
+        assert resource["Properties"]["CompatibleRuntimes"] == ["python3.12"]
+        target = makefile.split(f"build-{layer}:\n", 1)[1].split("\n\n", 1)[0]
+        assert f"build_layer.py --layer {kind} " in target, target
+    # Every other function keeps the core layer of the Globals
+    for logical_id in FUNCTIONS:
+        if logical_id != PUBLISHER:
+            assert "Layers" not in TEMPLATE.resources[logical_id]["Properties"], logical_id
+    assert TEMPLATE.raw["Globals"]["Function"]["Layers"] == [{"Ref": "CoreLayer"}]
+
+
+def test_the_publisher_may_use_glue_only_on_its_database_and_write_only_iceberg_metadata() -> None:
+    policies = TEMPLATE.resources[PUBLISHER]["Properties"]["Policies"]
+    # The meta store's secret, and IcebergPublisherPolicy (checked above): nothing else
+    assert policies == [
+        {"AWSSecretsManagerGetSecretValuePolicy": {"SecretArn": {"Ref": "DatabaseSecretArn"}}},
+        {"Ref": "IcebergPublisherPolicy"},
+    ]
+    statements = TEMPLATE.resources["IcebergPublisherPolicy"]["Properties"]["PolicyDocument"][
+        "Statement"
+    ]
+    glue = [s for s in statements if any(a.startswith("glue:") for a in _actions(s))]
+    assert glue and all(a.startswith("glue:") for s in glue for a in _actions(s))
+    for statement in glue:
+        arns = [r["Fn::Sub"] for r in _resources(statement)]
+        prefix = "arn:${AWS::Partition}:glue:${AWS::Region}:${AWS::AccountId}:"
+        assert sorted(arns) == sorted(
+            [f"{prefix}catalog", f"{prefix}database/${{IcebergGlueDatabase}}",
+             f"{prefix}table/${{IcebergGlueDatabase}}/*"]
+        )  # fmt: skip
+    writes = {"s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload"}
+    written = [s for s in statements if _actions(s) & writes]
+    assert [_actions(s) & writes for s in written] == [{"s3:PutObject"}]
+    assert _resources(written[0]) == [{"Fn::Sub": "${DataBucket.Arn}/${WarehousePrefix}/iceberg/*"}]
+    # SAM attaches the policy to the publisher's role, and nothing more of S3 or Glue
+    role = sam_expanded()["Resources"][f"{PUBLISHER}Role"]["Properties"]
+    assert {"Ref": "IcebergPublisherPolicy"} in role["ManagedPolicyArns"]
+    inline = [
+        s for policy in role.get("Policies", []) for s in policy["PolicyDocument"]["Statement"]
+    ]
+    inline_actions = {a for s in inline for a in _actions(s)}
+    assert not {a for a in inline_actions if a.startswith(("s3:", "glue:"))}, inline_actions
+
+
+def test_the_publisher_failing_raises_alarms_like_the_janitors() -> None:
+    alarms = TEMPLATE.of_type("AWS::CloudWatch::Alarm")
+    errors, failed = alarms["PublisherErrorsAlarm"], alarms["PublisherTablesFailedAlarm"]
+    assert errors["MetricName"] == "Errors" and errors["Namespace"] == "AWS/Lambda"
+    assert errors["Dimensions"] == [{"Name": "FunctionName", "Value": {"Ref": PUBLISHER}}]
+    # A table failing in each of three hours (the janitor's rule), by the function's service
+    janitor = alarms["JanitorTablesFailedAlarm"]
+    assert failed["MetricName"] == janitor["MetricName"] == "TablesFailed"
+    service = FUNCTIONS[PUBLISHER].environment["POWERTOOLS_SERVICE_NAME"]
+    assert failed["Dimensions"] == [{"Name": "service", "Value": service}]
+    for key in ("Period", "EvaluationPeriods", "DatapointsToAlarm", "Statistic"):
+        assert failed[key] == janitor[key], key

@@ -1,0 +1,166 @@
+"""The publisher function: keep the tables opted in to Iceberg publication current in the
+stack's Glue database.
+
+Each invocation is one pass (:func:`icefloe.iceberg.publish_due`): every table whose spec says
+``publish: iceberg`` and whose head moved since its last publication (or whose old Iceberg
+snapshots passed the table's retention) is published again, and the Iceberg tables of dropped
+tables due for purge are dropped. The schedule runs it over every table; a direct invoke may
+name ``{"tables": [...]}`` (``icefloe/aws/schemas/publisher.schema.json``).
+
+A table that fails to publish is named in the answer's ``failed``, logged and counted, and the
+others are published (the janitor's rule for a table it cannot collect); the next pass tries it
+again. The meta store being down, or a commit whose outcome is unknown, raises.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, cast
+
+from icefloe.aws.events import check as check_schema
+from icefloe.aws.events import error_answer, is_scheduled
+from icefloe.aws.lambda_runtime import container_settings, runtime_from_environment
+from icefloe.aws.observability import FunctionTelemetry
+from icefloe.errors import ConfigError, InvalidInputError, NotFoundError
+from icefloe.iceberg import PublicationPass, catalog_key, open_catalog, publish_due
+from icefloe.metastore.publications import PublicationStore
+from icefloe.metastore.store import MetaStore
+from icefloe.runtime import Runtime
+from icefloe.spec import validate_table_name
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
+
+    from icefloe.aws.events import SchemaName
+
+# The schema's name, beside the other functions' in icefloe/aws/schemas/ (icefloe.aws.events
+# lists the others in its SchemaName; this one is loaded and checked the same way).
+SCHEMA = cast("SchemaName", "publisher")
+
+_lock = threading.Lock()
+_catalog: Catalog | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PublisherInvoke:
+    """What the publisher is asked (``publisher.schema.json``): every table (``tables`` None),
+    or only these."""
+
+    tables: tuple[str, ...] | None = None
+
+    @classmethod
+    def parse(cls, event: object) -> PublisherInvoke:
+        if is_scheduled(event):
+            return cls()
+        check_schema(SCHEMA, event)
+        tables = cast(Mapping[str, Any], event).get("tables")
+        if tables is None:
+            return cls()
+        return cls(tables=tuple(validate_table_name(name) for name in tables))
+
+
+def handle(event: object, *, telemetry: FunctionTelemetry) -> dict[str, Any]:
+    try:
+        request = PublisherInvoke.parse(event)
+    except InvalidInputError as e:
+        return _refused(e, telemetry=telemetry)
+    runtime = runtime_from_environment()
+    namespace = container_settings().iceberg.namespace
+    catalog = catalog_from_environment(runtime)
+    if request.tables is not None:
+        try:
+            check_tables(request.tables, meta=runtime.meta, catalog=catalog_key(catalog, namespace))
+        except (InvalidInputError, NotFoundError) as e:
+            return _refused(e, telemetry=telemetry)
+    outcome = publish_due(
+        meta=runtime.meta,
+        objects=runtime.objects,
+        catalog=catalog,
+        namespace=namespace,
+        tables=request.tables,
+    )
+    _report(outcome, telemetry=telemetry)
+    return outcome.to_json()
+
+
+def catalog_from_environment(runtime: Runtime) -> Catalog:
+    """The container's Iceberg catalog (``ICEFLOE_ICEBERG_*``), opened on first use. A catalog
+    kept inside the container (the default SQL catalog under ``ICEFLOE_HOME``) would be lost
+    with it: in Lambda one outside it must be configured."""
+    global _catalog
+    settings = container_settings()
+    iceberg = settings.iceberg
+    with _lock:
+        if _catalog is None:
+            if settings.in_lambda and iceberg.catalog == "sql" and not iceberg.catalog_uri:
+                raise ConfigError(
+                    "the publisher needs a catalog outside its container: set"
+                    " ICEFLOE_ICEBERG_CATALOG=glue (or ICEFLOE_ICEBERG_CATALOG_URI)"
+                )
+            _catalog = open_catalog(iceberg, runtime.settings)
+        return _catalog
+
+
+def check_tables(tables: Sequence[str], *, meta: MetaStore, catalog: str) -> None:
+    """Refuse a name the pass would skip without a word: no table of that name, or a table
+    not opted in to publication. A dropped table still published in ``catalog`` may be named
+    (the pass drops its Iceberg table once its drop is due for purge)."""
+    live = {info.name: info for info in meta.list_tables()}
+    dropped = {gone.name for gone in PublicationStore(meta).dropped_tables(catalog=catalog)}
+    for name in tables:
+        info = live.get(name)
+        if info is None and name not in dropped:
+            raise NotFoundError(f"event 'tables': no table {name!r} (nor a dropped one published)")
+        if info is not None and info.spec.publish != "iceberg":
+            raise InvalidInputError(
+                f"event 'tables': table {name!r} is not published as Iceberg (its spec says"
+                f" publish: {info.spec.publish}); icefloe table alter {name} --publish iceberg"
+            )
+
+
+def _refused(error: Exception, *, telemetry: FunctionTelemetry) -> dict[str, Any]:
+    telemetry.logger.warning(
+        "publication pass refused", extra={"error": type(error).__name__, "reason": str(error)}
+    )
+    telemetry.count("PublisherRunsRefused", 1)
+    return error_answer(error)
+
+
+def _report(outcome: PublicationPass, *, telemetry: FunctionTelemetry) -> None:
+    for result in outcome.published:
+        telemetry.logger.info("table published", extra={**result.to_json()})
+    for name in outcome.dropped:
+        telemetry.logger.info("iceberg table dropped", extra={"table": name})
+    for failure in outcome.failed:
+        # The other tables were published; the next pass tries this one again.
+        telemetry.logger.warning(
+            "table not published", extra={"table": failure.table, "reason": failure.error}
+        )
+    telemetry.logger.info(
+        "publication pass done",
+        extra={
+            "catalog": outcome.catalog,
+            "tables_published": len(outcome.published),
+            "tables_current": len(outcome.current),
+            "iceberg_tables_dropped": len(outcome.dropped),
+            "tables_failed": len(outcome.failed),
+        },
+    )
+    telemetry.count("TablesPublished", len(outcome.published))
+    telemetry.count("TablesCurrent", len(outcome.current))
+    telemetry.count("IcebergTablesDropped", len(outcome.dropped))
+    telemetry.count("TablesFailed", len(outcome.failed))
+    telemetry.count("FilesAdded", sum(r.files_added for r in outcome.published))
+    telemetry.count("FilesRemoved", sum(r.files_removed for r in outcome.published))
+    telemetry.count(
+        "IcebergSnapshotsExpired", sum(r.iceberg_snapshots_expired for r in outcome.published)
+    )
+
+
+def reset_for_tests() -> None:
+    """Forget the container's catalog (tests point boto3 at another endpoint)."""
+    global _catalog
+    with _lock:
+        _catalog = None
