@@ -12,6 +12,7 @@ from icefloe.query.scan_filters import (
     InList,
     ScanPlanner,
     TableScans,
+    shared_scan_planner,
 )
 from icefloe.query.views import standin_source, view_sql
 from icefloe.spec import TableSpec
@@ -72,3 +73,17 @@ def test_what_cannot_be_planned_reads_everything(planner: ScanPlanner) -> None:
     assert scans(planner, "SELECT nope FROM t").scans is None
     assert scans(planner, "SELECT 1 FROM t WHERE v * v > 4").reads_everything
     assert scans(planner, "SELECT 1").scans is None  # the table is named nowhere in the plan
+
+
+def test_engines_share_one_planner_and_same_named_tables_keep_their_own_columns() -> None:
+    # Given the process's planner, and two lakes' tables named alike with another type of v
+    assert shared_scan_planner() is shared_scan_planner()
+    planner = ScanPlanner()
+    wide = TableSpec.create(name="u", schema="ts TIMESTAMP NOT NULL, v BIGINT, s VARCHAR")
+    text = TableSpec.create(name="u", schema="ts TIMESTAMP NOT NULL, s VARCHAR, v VARCHAR")
+    # When their queries are planned in turn, each stand-in set up by the same call
+    for spec, literal, want in [(wide, "7", 7), (text, "'7'", "7"), (wide, "8", 8)]:
+        view = view_sql(spec, standin_source("u"), None, replace=True)
+        found = planner.scans(f"SELECT 1 FROM u WHERE v = {literal}", {"u": view}, specs=[spec])
+        # Then each plan reads v with its own table's type
+        assert found["u"].scans == ({"v": Compare("=", want)},)
