@@ -1,6 +1,6 @@
 """icefloe: a serverless Parquet merge engine for event data on object storage.
 
-``icefloe.connect()`` opens a lake (see :mod:`icefloe.client`); the modules underneath stay
+``icefloe.connect()`` opens a lake (see :mod:`icefloe.lake`); the modules underneath stay
 available for finer control.
 """
 
@@ -11,13 +11,13 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
-    from icefloe.client import IcefloeLake
+    from icefloe.lake import Lake
 
 
-def connect(**settings: Any) -> IcefloeLake:
-    """Open a lake: see :func:`icefloe.client.connect` for the arguments. (Imported on first
+def connect(**settings: Any) -> Lake:
+    """Open a lake: see :func:`icefloe.lake.connect` for the arguments. (Imported on first
     use, so that ``import icefloe`` stays light for the Lambda handlers.)"""
-    from icefloe.client import connect as open_lake
+    from icefloe.lake import connect as open_lake
 
     return open_lake(**settings)
 

@@ -29,12 +29,13 @@ from icefloe import __version__
 from icefloe.aws.secrets import with_database_secret
 from icefloe.config import Settings
 from icefloe.errors import IcefloeError, InvalidInputError, TableExistsError, TableNotFoundError
-from icefloe.ingest import INPUT_FORMATS, InputFormat, Inserter, format_from_suffix
+from icefloe.ingest import INPUT_FORMATS, InputFormat, format_from_suffix
 from icefloe.ingest.insert import InsertPhase
-from icefloe.janitor import DEFAULT_MAX_FILES, Janitor, format_duration, parse_duration
+from icefloe.janitor import DEFAULT_MAX_FILES, format_duration, parse_duration
+from icefloe.lake import Lake
 from icefloe.lifecycle import alter_table, delete_rows, rollback_table
 from icefloe.lifecycle.alter import add_column, drop_column, rename_column, widen_column
-from icefloe.merge import MergeWorker, merge_locally
+from icefloe.merge import merge_locally
 from icefloe.merge.modes import check_merge_query
 from icefloe.merge.orchestrator import OrchestratorSummary
 from icefloe.metastore.deletes import DeleteJobStore
@@ -42,12 +43,9 @@ from icefloe.metastore.embedded import embedded_status, stop_embedded
 from icefloe.metastore.models import FILE_SIZE_BUCKETS, PartitionShape, TableInfo
 from icefloe.metastore.publications import PublicationStore
 from icefloe.progress import Progress, StageProgress
-from icefloe.query import QueryEngine
 from icefloe.query.output import write_result
-from icefloe.query.s3_access import S3Endpoint, configure_s3_from_settings
-from icefloe.runtime import Runtime
 from icefloe.sample_events import sample_events, sample_events_spec
-from icefloe.settings import VARIABLES, MergeSettings, load_settings, shown_settings
+from icefloe.settings import VARIABLES, load_settings, shown_settings
 from icefloe.spec import TableSpec, format_partition_by, format_schema
 from icefloe.spec.evolution import SchemaChange
 from icefloe.spec.presets import PRESETS, preset
@@ -424,29 +422,30 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
         args.settings = load_settings()
         if args.command == "settings":  # before any secret or server: it must always answer
             return _settings(args, out)
-        # A deployed stack's meta store is reachable through its secret, as for its functions.
-        settings, secret = with_database_secret(
-            args.settings.core, secret_arn=args.settings.database_secret_arn
-        )
         if args.command == "db":
+            # A deployed stack's meta store is reachable through its secret, as for its
+            # functions (the Lake below reads it the same way).
+            settings, _ = with_database_secret(
+                args.settings.core, secret_arn=args.settings.database_secret_arn
+            )
             return _db(settings, args, out)
-        with Runtime.open(settings, max_connections=2, dsn=secret) as runtime:
+        with Lake.open(args.settings, max_connections=2) as lake:
             try:
-                return _COMMANDS[_command_key(args)](runtime, args, out)
+                return _COMMANDS[_command_key(args)](lake, args, out)
             except TableNotFoundError as e:
-                raise TableNotFoundError(f"{e}{_closest_table(runtime, e)}") from e
+                raise TableNotFoundError(f"{e}{_closest_table(lake, e)}") from e
     except IcefloeError as e:
         print(f"icefloe: error: {e}", file=sys.stderr)
         return EXIT_ERROR
 
 
-def _closest_table(runtime: Runtime, error: TableNotFoundError) -> str:
+def _closest_table(lake: Lake, error: TableNotFoundError) -> str:
     """ "; did you mean 'events'?" for a table name that is close to an existing one."""
     wanted = re.search(r"no table named '([^']*)'", str(error))
     if wanted is None:
         return ""
     with suppress(IcefloeError):
-        names = [t.name for t in runtime.meta.list_tables()]
+        names = [t.name for t in lake.meta.list_tables()]
         close = difflib.get_close_matches(wanted.group(1), names, n=1, cutoff=0.6)
         if close:
             return f"; did you mean {close[0]!r}?"
@@ -550,23 +549,23 @@ def _command_key(args: argparse.Namespace) -> str:
     return f"{args.command} {sub}" if sub else str(args.command)
 
 
-def _init(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
-    report = runtime.meta.migrate()
+def _init(lake: Lake, args: argparse.Namespace, out: TextIO) -> int:
+    report = lake.meta.migrate()
     applied = ", ".join(str(v) for v in report.applied) or "none"
-    row = {**asdict(report), "warehouse": runtime.settings.warehouse.uri}
+    row = {**asdict(report), "warehouse": lake.core.warehouse.uri}
     _emit(
         out,
         args.format,
         row,
         lambda: (
             f"meta store schema {report.schema!r} at version {report.current_version}"
-            f" (applied now: {applied}); warehouse {runtime.settings.warehouse.uri}"
+            f" (applied now: {applied}); warehouse {lake.core.warehouse.uri}"
         ),
     )
     return 0
 
 
-def _table_create(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
+def _table_create(lake: Lake, args: argparse.Namespace, out: TextIO) -> int:
     if args.preset:
         if args.schema:
             raise InvalidInputError("give --schema or --preset, not both")
@@ -586,12 +585,12 @@ def _table_create(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> in
     spec = dataclasses.replace(spec, publish=args.publish)
     check_merge_query(spec)
     try:
-        info = runtime.meta.create_table(spec)
+        info = lake.meta.create_table(spec)
         verb = "created"
     except TableExistsError:
         if not args.if_not_exists:
             raise
-        info = runtime.meta.get_table(spec.name)
+        info = lake.meta.get_table(spec.name)
         verb = "kept existing"
     _emit(out, args.format, _table_row(info), lambda: f"{verb} table {info.name}")
     return 0
@@ -606,8 +605,8 @@ def _table_row(info: TableInfo) -> dict[str, Any]:
     }
 
 
-def _table_list(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
-    tables = runtime.meta.list_tables()
+def _table_list(lake: Lake, args: argparse.Namespace, out: TextIO) -> int:
+    tables = lake.meta.list_tables()
     rows = [_table_row(t) for t in tables]
     _emit(
         out,
@@ -629,14 +628,14 @@ def _table_list(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
-def _table_show(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
-    info = runtime.meta.get_table(args.name)
+def _table_show(lake: Lake, args: argparse.Namespace, out: TextIO) -> int:
+    info = lake.meta.get_table(args.name)
     _emit(out, args.format, _table_row(info), lambda: _describe(info))
     return 0
 
 
-def _table_drop(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
-    info = runtime.meta.drop_table(args.name)
+def _table_drop(lake: Lake, args: argparse.Namespace, out: TextIO) -> int:
+    info = lake.meta.drop_table(args.name)
     retention = timedelta(seconds=info.spec.retention.snapshot_retention_seconds)
     row = {**_table_row(info), "purged_after": format_duration(retention)}
     _emit(
@@ -673,14 +672,14 @@ _CHANGE_PARSERS: dict[str, Callable[[str], SchemaChange]] = {
 }
 
 
-def _table_alter(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
+def _table_alter(lake: Lake, args: argparse.Namespace, out: TextIO) -> int:
     if not args.changes and args.publish is None:
         raise InvalidInputError(
             "table alter: give at least one of --add-column, --drop-column, --rename-column,"
             " --widen, --publish"
         )
     if not args.changes:
-        info = runtime.meta.set_publish(args.name, args.publish)
+        info = lake.meta.set_publish(args.name, args.publish)
         _emit(
             out,
             args.format,
@@ -689,9 +688,9 @@ def _table_alter(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int
         )
         return 0
     changes = [_CHANGE_PARSERS[kind](text) for kind, text in args.changes]
-    result = alter_table(meta=runtime.meta, table=args.name, changes=changes)
+    result = alter_table(meta=lake.meta, table=args.name, changes=changes)
     if args.publish is not None:
-        runtime.meta.set_publish(args.name, args.publish)
+        lake.meta.set_publish(args.name, args.publish)
     row = {
         "table": result.table,
         "snapshot_id": result.snapshot_id,
@@ -712,24 +711,24 @@ def _table_alter(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int
     return 0
 
 
-def _publish_iceberg(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
+def _publish_iceberg(lake: Lake, args: argparse.Namespace, out: TextIO) -> int:
     from icefloe.iceberg import open_catalog, publish_due, publish_iceberg, unpublish_iceberg
 
     if args.all == (args.name is not None):
         raise InvalidInputError("publish iceberg: give a table, or --all")
     if args.unpublish and (args.all or args.retention is not None):
         raise InvalidInputError("publish iceberg --unpublish takes a table only")
-    iceberg = _iceberg_settings(args)
-    catalog = open_catalog(iceberg, runtime.settings)
+    iceberg = _iceberg_settings(lake, args)
+    catalog = open_catalog(iceberg, lake.core)
     if args.all:
         done = publish_due(
-            meta=runtime.meta, objects=runtime.objects, catalog=catalog, namespace=iceberg.namespace
+            meta=lake.meta, objects=lake.objects, catalog=catalog, namespace=iceberg.namespace
         )
         _emit(out, args.format, done.to_json(), lambda: _publication_text(done))
         return EXIT_ERROR if done.failed else 0
     if args.unpublish:
         existed = unpublish_iceberg(
-            meta=runtime.meta, table=args.name, catalog=catalog, namespace=iceberg.namespace
+            meta=lake.meta, table=args.name, catalog=catalog, namespace=iceberg.namespace
         )
         row = {"table": args.name, "dropped": existed}
         _emit(
@@ -743,8 +742,8 @@ def _publish_iceberg(runtime: Runtime, args: argparse.Namespace, out: TextIO) ->
         )
         return 0
     result = publish_iceberg(
-        meta=runtime.meta,
-        objects=runtime.objects,
+        meta=lake.meta,
+        objects=lake.objects,
         table=args.name,
         catalog=catalog,
         namespace=iceberg.namespace,
@@ -754,9 +753,9 @@ def _publish_iceberg(runtime: Runtime, args: argparse.Namespace, out: TextIO) ->
     return 0
 
 
-def _iceberg_settings(args: argparse.Namespace) -> IcebergSettings:
+def _iceberg_settings(lake: Lake, args: argparse.Namespace) -> IcebergSettings:
     """The ICEFLOE_ICEBERG_* settings, with the command's own flags in their place."""
-    iceberg: IcebergSettings = args.settings.iceberg
+    iceberg = lake.settings.iceberg
     given = {
         "catalog": getattr(args, "catalog", None),
         "catalog_uri": getattr(args, "catalog_uri", None),
@@ -767,7 +766,7 @@ def _iceberg_settings(args: argparse.Namespace) -> IcebergSettings:
 
 
 def _keep_published(
-    runtime: Runtime,
+    lake: Lake,
     args: argparse.Namespace,
     table: str | None,
     *,
@@ -777,7 +776,7 @@ def _keep_published(
     --all`` does; None when no table is opted in (pyiceberg is then never imported)."""
     from icefloe.iceberg.current import publication_wanted
 
-    if not publication_wanted(runtime.meta):
+    if not publication_wanted(lake.meta):
         return None
     try:
         from icefloe.iceberg import open_catalog, publish_due
@@ -785,11 +784,11 @@ def _keep_published(
         raise InvalidInputError(
             f"tables are published as Iceberg, which needs icefloe[iceberg]: {e}"
         ) from e
-    iceberg = _iceberg_settings(args)
+    iceberg = _iceberg_settings(lake, args)
     return publish_due(
-        meta=runtime.meta,
-        objects=runtime.objects,
-        catalog=open_catalog(iceberg, runtime.settings),
+        meta=lake.meta,
+        objects=lake.objects,
+        catalog=open_catalog(iceberg, lake.core),
         namespace=iceberg.namespace,
         tables=None if table is None else [table],
         retention=retention,
@@ -850,46 +849,43 @@ _INSERT_STAGES: dict[InsertPhase, str] = {
 }
 
 
-def _insert(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
-    inserter = Inserter(meta=runtime.meta, objects=runtime.objects)
-    try:
-        if args.source == "-":
-            fmt: InputFormat = args.input_format or "ndjson"
-            line = StageProgress(
-                "inserting stdin",
-                stages=("reading", *_INSERT_STAGES.values()),
-                total_bytes=_regular_file_size(sys.stdin),
-                quiet_below_bytes=INSERT_PROGRESS_MIN_BYTES,
-                enabled=args.format != "json",
+def _insert(lake: Lake, args: argparse.Namespace, out: TextIO) -> int:
+    inserter = lake.inserter()
+    if args.source == "-":
+        fmt: InputFormat = args.input_format or "ndjson"
+        line = StageProgress(
+            "inserting stdin",
+            stages=("reading", *_INSERT_STAGES.values()),
+            total_bytes=_regular_file_size(sys.stdin),
+            quiet_below_bytes=INSERT_PROGRESS_MIN_BYTES,
+            enabled=args.format != "json",
+        )
+        with line:
+            result = inserter.insert_stream(
+                args.name,
+                cast(BinaryIO, _CountedReads(sys.stdin.buffer, line)),
+                fmt=fmt,
+                idempotency_key=args.idempotency_key,
+                on_phase=lambda phase: line.stage(_INSERT_STAGES[phase]),
             )
-            with line:
-                result = inserter.insert_stream(
-                    args.name,
-                    cast(BinaryIO, _CountedReads(sys.stdin.buffer, line)),
-                    fmt=fmt,
-                    idempotency_key=args.idempotency_key,
-                    on_phase=lambda phase: line.stage(_INSERT_STAGES[phase]),
-                )
-        else:
-            path = Path(args.source)
-            fmt = args.input_format or format_from_suffix(path)
-            line = StageProgress(
-                f"inserting {path.name}",
-                stages=tuple(_INSERT_STAGES.values()),
-                total_bytes=_regular_file_size(path),
-                quiet_below_bytes=INSERT_PROGRESS_MIN_BYTES,
-                enabled=args.format != "json",
+    else:
+        path = Path(args.source)
+        fmt = args.input_format or format_from_suffix(path)
+        line = StageProgress(
+            f"inserting {path.name}",
+            stages=tuple(_INSERT_STAGES.values()),
+            total_bytes=_regular_file_size(path),
+            quiet_below_bytes=INSERT_PROGRESS_MIN_BYTES,
+            enabled=args.format != "json",
+        )
+        with line:
+            result = inserter.insert_file(
+                args.name,
+                path,
+                fmt=fmt,
+                idempotency_key=args.idempotency_key,
+                on_phase=lambda phase: line.stage(_INSERT_STAGES[phase]),
             )
-            with line:
-                result = inserter.insert_file(
-                    args.name,
-                    path,
-                    fmt=fmt,
-                    idempotency_key=args.idempotency_key,
-                    on_phase=lambda phase: line.stage(_INSERT_STAGES[phase]),
-                )
-    finally:
-        inserter.close()
     row = asdict(result)
     if result.committed:
         text = (
@@ -924,27 +920,24 @@ class _CountedReads:
         return chunk
 
 
-def _demo(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
+def _demo(lake: Lake, args: argparse.Namespace, out: TextIO) -> int:
     if args.events < 1 or args.batch_size < 1 or args.days < 1:
         raise InvalidInputError("--events, --batch-size and --days must be positive")
-    runtime.meta.migrate()
+    lake.meta.migrate()
     spec = sample_events_spec("events")
     with suppress(TableExistsError):  # a second demo run adds to the same table
-        runtime.meta.create_table(spec)
+        lake.meta.create_table(spec)
     events = sample_events(args.events, days=args.days)
-    inserter = Inserter(meta=runtime.meta, objects=runtime.objects)
+    inserter = lake.inserter()
     started = time.perf_counter()
     batches = 0
     bar = Progress(len(events), "inserting", unit="events", enabled=args.format != "json")
-    try:
-        with bar:
-            for offset in range(0, len(events), args.batch_size):
-                batch = events[offset : offset + args.batch_size]
-                inserter.insert_rows("events", batch)
-                batches += 1
-                bar.advance(len(batch))
-    finally:
-        inserter.close()
+    with bar:
+        for offset in range(0, len(events), args.batch_size):
+            batch = events[offset : offset + args.batch_size]
+            inserter.insert_rows("events", batch)
+            batches += 1
+            bar.advance(len(batch))
     elapsed = time.perf_counter() - started
     row = {
         "table": "events",
@@ -965,18 +958,11 @@ def _demo(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
-def _merge(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
+def _merge(lake: Lake, args: argparse.Namespace, out: TextIO) -> int:
     if args.name is not None:
-        runtime.meta.get_table(args.name)  # a clear error for a wrong name
+        lake.meta.get_table(args.name)  # a clear error for a wrong name
     # The same ICEFLOE_MERGE_* settings as the worker function (limits, lease).
-    merge: MergeSettings = args.settings.merge
-    worker = MergeWorker(
-        meta=runtime.meta,
-        objects=runtime.objects,
-        limits=merge.limits,
-        lease=merge.lease,
-        configure=_duckdb_configurer(runtime),
-    )
+    worker = lake.merge_worker()
     started = time.perf_counter()
     bars: list[Progress] = []
 
@@ -990,7 +976,7 @@ def _merge(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
 
     try:
         report = merge_locally(
-            meta=runtime.meta,
+            meta=lake.meta,
             worker=worker,
             table=args.name,
             until_quiet=args.wait,
@@ -1002,7 +988,7 @@ def _merge(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
             bar.close()
     elapsed = time.perf_counter() - started
     # Once quiet, the opted-in tables are published (their heads moved with the merges).
-    published = _keep_published(runtime, args, args.name) if args.wait else None
+    published = _keep_published(lake, args, args.name) if args.wait else None
     committed = [o for o in report.outcomes if o.status == "committed"]
     row = {
         "rounds": len(report.rounds),
@@ -1018,8 +1004,8 @@ def _merge(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
         "seconds": round(elapsed, 3),
     }
     # Files another merge holds (or held when it died) are not merged until their lease ends.
-    names = [args.name] if args.name else [t.name for t in runtime.meta.list_tables()]
-    statuses = [runtime.meta.status(name) for name in names]
+    names = [args.name] if args.name else [t.name for t in lake.meta.list_tables()]
+    statuses = [lake.meta.status(name) for name in names]
     claimed = sum(s.claimed_files for s in statuses)
     until = max((s.claimed_until for s in statuses if s.claimed_until), default=None)
     claims = {
@@ -1052,23 +1038,21 @@ def _merge(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
     return EXIT_ERROR if report.dead_letters or (published and published.failed) else 0
 
 
-def _compact(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
+def _compact(lake: Lake, args: argparse.Namespace, out: TextIO) -> int:
     from icefloe.compaction.local import compact_locally
 
-    runtime.meta.get_table(args.name)
+    lake.meta.get_table(args.name)
     started = time.perf_counter()
     bars: list[Progress] = []
     try:
         result = compact_locally(
-            meta=runtime.meta,
-            objects=runtime.objects,
-            settings=runtime.settings,
+            meta=lake.meta,
+            objects=lake.objects,
+            settings=lake.core,
             table=args.name,
             partitions=args.partition,
             engine=args.engine,
-            worker=MergeWorker(
-                meta=runtime.meta, objects=runtime.objects, configure=_duckdb_configurer(runtime)
-            ),
+            worker=lake.merge_worker(),
             on_claimed=lambda manifest: bars.append(
                 Progress(
                     len(manifest.groups),
@@ -1113,15 +1097,15 @@ def _compact(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
     return EXIT_ERROR if failed else 0
 
 
-def _gc(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
+def _gc(lake: Lake, args: argparse.Namespace, out: TextIO) -> int:
     retention = parse_duration(args.retention) if args.retention is not None else None
     grace = parse_duration(args.orphan_grace) if args.orphan_grace is not None else None
     if args.name is not None:
-        runtime.meta.get_table(args.name)
+        lake.meta.get_table(args.name)
     # Opted-in tables are published first: that expires their Iceberg snapshots past the
     # retention, so this collection may take the files only those kept.
     published = (
-        None if args.dry_run else _keep_published(runtime, args, args.name, retention=retention)
+        None if args.dry_run else _keep_published(lake, args, args.name, retention=retention)
     )
     bars: list[Progress] = []
     deleted = 0
@@ -1139,7 +1123,7 @@ def _gc(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
             bars[0].note(f"{_count(deleted, 'file')} deleted")
 
     try:
-        report = Janitor(meta=runtime.meta, objects=runtime.objects).run(
+        report = lake.janitor().run(
             table=args.name,
             retention=retention,
             orphan_grace=grace,
@@ -1192,11 +1176,11 @@ def _count(n: int, noun: str, plural: str | None = None) -> str:
     return f"{n:,} {noun if n == 1 else (plural or noun + 's')}"
 
 
-def _query(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
+def _query(lake: Lake, args: argparse.Namespace, out: TextIO) -> int:
     if args.format == "parquet" and not args.output:
         raise InvalidInputError("--format parquet needs --output FILE")
     if args.engine == "emr":
-        return _query_on_emr(runtime, args, out)
+        return _query_on_emr(lake, args, out)
     if args.engine == "spark":
         if args.tenant is not None:
             raise InvalidInputError("--tenant needs the duckdb engine (its sandbox scopes tenants)")
@@ -1204,27 +1188,16 @@ def _query(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
         from icefloe.spark import query_with_spark
 
         rows = query_with_spark(
-            local_spark_session(), args.sql, runtime=runtime, snapshot_id=args.snapshot
+            local_spark_session(), args.sql, runtime=lake.runtime, snapshot_id=args.snapshot
         )
         write_result(rows, fmt=args.format, out=out, output=args.output)
         return 0
-    engine = QueryEngine(
-        meta=runtime.meta,
-        objects=runtime.objects,
-        limits=args.settings.query,
-        isolation="child_process",
-        s3=S3Endpoint.from_settings(runtime.settings),
-        tenant_read_role=runtime.settings.tenant_read_role_arn,
-    )
-    try:
-        result = engine.query(args.sql, snapshot_id=args.snapshot, tenant=args.tenant)
-    finally:
-        engine.close()
+    result = lake.query_engine().query(args.sql, snapshot_id=args.snapshot, tenant=args.tenant)
     write_result(result.rows, fmt=args.format, out=out, output=args.output)
     return 0
 
 
-def _query_on_emr(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
+def _query_on_emr(lake: Lake, args: argparse.Namespace, out: TextIO) -> int:
     """Start a query job on EMR Serverless (see :mod:`icefloe.emr_query`); it writes its
     result as Parquet, so only ``--format table`` or ``json`` (of the job) apply."""
     import boto3
@@ -1238,17 +1211,17 @@ def _query_on_emr(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> in
             "--engine emr writes its result as Parquet under the results location:"
             " --format csv/parquet and --output do not apply"
         )
-    config = args.settings.emr.job_config()
+    config = lake.settings.emr.job_config()
     if config is None:
         raise InvalidInputError(
             "--engine emr needs ICEFLOE_EMR_APPLICATION_ID, ICEFLOE_EMR_JOB_ROLE_ARN,"
             " ICEFLOE_EMR_ENTRY_POINT and ICEFLOE_EMR_ENVIRONMENT_ARCHIVE (the stack's outputs)"
         )
-    settings = runtime.settings
+    settings = lake.core
     client = boto3.client("emr-serverless", region_name=settings.aws_region)
     launched = EmrQueryLauncher(
-        meta=runtime.meta,
-        objects=runtime.objects,
+        meta=lake.meta,
+        objects=lake.objects,
         client=client,
         config=config,
         results_uri=settings.results_location.uri,
@@ -1272,20 +1245,12 @@ def _query_on_emr(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> in
     return 0
 
 
-def _duckdb_configurer(runtime: Runtime) -> Callable[[Any], None] | None:
-    if runtime.settings.warehouse.scheme != "s3":
-        return None
-    from icefloe.query.s3_access import configure_s3_from_settings
-
-    return lambda con: configure_s3_from_settings(con, runtime.settings)
-
-
-def _files(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
-    snapshot = runtime.meta.resolve_snapshot(args.name, snapshot_id=args.snapshot)
-    found = runtime.meta.files(args.name, snapshot_id=snapshot) if snapshot else []
+def _files(lake: Lake, args: argparse.Namespace, out: TextIO) -> int:
+    snapshot = lake.meta.resolve_snapshot(args.name, snapshot_id=args.snapshot)
+    found = lake.meta.files(args.name, snapshot_id=snapshot) if snapshot else []
     rows = [
         {
-            "path": runtime.objects.uri(f.path),
+            "path": lake.objects.uri(f.path),
             "partition": f.partition_path,
             "row_count": f.row_count,
             "size_bytes": f.size_bytes,
@@ -1306,8 +1271,8 @@ def _files(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
-def _snapshots(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
-    snaps = runtime.meta.snapshots(args.name)
+def _snapshots(lake: Lake, args: argparse.Namespace, out: TextIO) -> int:
+    snaps = lake.meta.snapshots(args.name)
     rows = [asdict(s) for s in snaps]
     _emit(
         out,
@@ -1332,15 +1297,14 @@ def _snapshots(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
-def _delete(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
-    settings = runtime.settings
+def _delete(lake: Lake, args: argparse.Namespace, out: TextIO) -> int:
     result = delete_rows(
-        meta=runtime.meta,
-        objects=runtime.objects,
+        meta=lake.meta,
+        objects=lake.objects,
         table=args.name,
         where=args.where,
         dry_run=args.dry_run,
-        configure=lambda con: configure_s3_from_settings(con, settings),
+        configure=lake.duckdb_configure,
     )
 
     def text() -> str:
@@ -1364,8 +1328,8 @@ def _delete(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
-def _deletes(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
-    jobs = DeleteJobStore(runtime.meta).jobs(args.name)
+def _deletes(lake: Lake, args: argparse.Namespace, out: TextIO) -> int:
+    jobs = DeleteJobStore(lake.meta).jobs(args.name)
     _emit(
         out,
         args.format,
@@ -1389,9 +1353,9 @@ def _deletes(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
-def _rollback(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
+def _rollback(lake: Lake, args: argparse.Namespace, out: TextIO) -> int:
     result = rollback_table(
-        meta=runtime.meta, objects=runtime.objects, table=args.name, to_snapshot=args.to_snapshot
+        meta=lake.meta, objects=lake.objects, table=args.name, to_snapshot=args.to_snapshot
     )
 
     def text() -> str:
@@ -1411,11 +1375,11 @@ def _rollback(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
-def _status(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
-    names = [args.name] if args.name else [t.name for t in runtime.meta.list_tables()]
-    statuses = [runtime.meta.status(name) for name in names]
+def _status(lake: Lake, args: argparse.Namespace, out: TextIO) -> int:
+    names = [args.name] if args.name else [t.name for t in lake.meta.list_tables()]
+    statuses = [lake.meta.status(name) for name in names]
     rows = [asdict(s) for s in statuses]
-    publications = PublicationStore(runtime.meta)
+    publications = PublicationStore(lake.meta)
     now = datetime.now(UTC)
     published = {name: publications.states(name) for name in names}
     for row in rows:
@@ -1423,7 +1387,7 @@ def _status(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
             {**asdict(p), "lag_seconds": round(p.lag(now).total_seconds(), 3)}
             for p in published[row["table"]]
         ]
-    shapes = runtime.meta.partition_shapes(args.name) if args.name else []
+    shapes = lake.meta.partition_shapes(args.name) if args.name else []
     if args.name:
         rows[0]["by_partition"] = [asdict(shape) for shape in shapes]
         rows[0]["size_buckets_bytes"] = list(FILE_SIZE_BUCKETS)
@@ -1494,7 +1458,7 @@ def _size(n: int) -> str:
     return f"{n}T"
 
 
-_COMMANDS: dict[str, Callable[[Runtime, argparse.Namespace, TextIO], int]] = {
+_COMMANDS: dict[str, Callable[[Lake, argparse.Namespace, TextIO], int]] = {
     "init": _init,
     "table create": _table_create,
     "table list": _table_list,

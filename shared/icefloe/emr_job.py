@@ -9,9 +9,9 @@ import logging
 import sys
 from collections.abc import Mapping
 
-from icefloe.aws.lambda_runtime import resolve_database
 from icefloe.config import Settings
 from icefloe.errors import ConfigError, InvalidInputError
+from icefloe.lake import resolve_database
 from icefloe.settings import load_settings
 from icefloe.storage import validate_key
 

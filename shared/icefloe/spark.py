@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from icefloe.errors import InvalidInputError
+from icefloe.lake import Lake
 from icefloe.query import QueryEngine
 from icefloe.query.sql_refs import analyze
 from icefloe.query.views import TimeRange
@@ -83,8 +84,10 @@ def read_table(
 ) -> DataFrame:
     """``table`` at a snapshot (the head, ``snapshot_id``, or the last at ``as_of``), rows of
     ``[start, end)`` of its time partition column when given."""
-    own = runtime is None
-    lake = Runtime.open(load_settings().core, max_connections=1) if runtime is None else runtime
+    # The environment's lake (its secret resolved, as every front door does), else the one given.
+    own = Lake.open(load_settings(), max_connections=1) if runtime is None else None
+    lake = own.runtime if own is not None else runtime
+    assert lake is not None
     try:
         current = lake.meta.get_table(table).spec
         window = TimeRange(start, end) if start or end else None
@@ -107,8 +110,8 @@ def read_table(
             for path, version in zip(plan.paths, plan.file_versions, strict=True)
         ]
     finally:
-        if own:
-            lake.close()
+        if own is not None:
+            own.close()
     return _frame(spark, spec, files, window)
 
 

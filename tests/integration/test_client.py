@@ -18,8 +18,8 @@ import pyarrow as pa
 import pytest
 
 import icefloe
-from icefloe.client import IcefloeLake
 from icefloe.errors import ConfigError, TableExistsError, TableNotFoundError
+from icefloe.lake import Lake
 from icefloe.query import QueryLimits, QueryTimeoutError
 from icefloe.query.isolation import DEFAULT_MARGIN_BYTES, TIMEOUT_GRACE_S
 
@@ -27,7 +27,7 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
-def lake(tmp_path: Path, postgres_dsn: str, schema_name: str) -> Iterator[IcefloeLake]:
+def lake(tmp_path: Path, postgres_dsn: str, schema_name: str) -> Iterator[Lake]:
     with icefloe.connect(
         home=tmp_path / "home", database_url=postgres_dsn, database_schema=schema_name
     ) as opened:
@@ -35,7 +35,7 @@ def lake(tmp_path: Path, postgres_dsn: str, schema_name: str) -> Iterator[Iceflo
 
 
 def test_rows_arrow_and_files_go_in_and_the_lifecycle_works(
-    lake: IcefloeLake, tmp_path: Path
+    lake: Lake, tmp_path: Path
 ) -> None:
     info = lake.create_table("t", schema="ts TIMESTAMP NOT NULL, n BIGINT", partition_by="day(ts)")
     assert lake.create_table("t", schema="x INTEGER", if_not_exists=True) == info
@@ -87,7 +87,7 @@ SAMPLING_SLACK_BYTES = 128 * 2**20
 @pytest.fixture
 def limited_lake(
     tmp_path: Path, postgres_dsn: str, schema_name: str, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[IcefloeLake]:
+) -> Iterator[Lake]:
     """A lake opened under the environment's query limits: 256 MB and 2 s."""
     monkeypatch.setenv("ICEFLOE_QUERY_MEMORY_LIMIT", "256MB")
     monkeypatch.setenv("ICEFLOE_QUERY_TIMEOUT_S", "2")
@@ -120,7 +120,7 @@ print(json.dumps({"error": error, "after": after, "SELF_BEFORE": before, **peaks
 
 
 def test_lake_query_stops_a_query_near_the_memory_limit_of_the_settings(
-    limited_lake: IcefloeLake, tmp_path: Path, postgres_dsn: str, schema_name: str
+    limited_lake: Lake, tmp_path: Path, postgres_dsn: str, schema_name: str
 ) -> None:
     # Given ICEFLOE_QUERY_MEMORY_LIMIT=256MB, and a Python process of its own (so that its
     # peaks, and its children's, are the query's alone)
@@ -191,7 +191,7 @@ def test_an_unknown_query_isolation_is_refused_by_name(
         )
 
 
-def test_lake_query_runs_pivot_over_a_table(lake: IcefloeLake) -> None:
+def test_lake_query_runs_pivot_over_a_table(lake: Lake) -> None:
     lake.create_table("clicks", schema="user_id VARCHAR, page VARCHAR")
     lake.insert(
         "clicks",

@@ -41,8 +41,8 @@ from moto import mock_aws
 from psycopg import sql
 
 import icefloe
-from icefloe.client import IcefloeLake
 from icefloe.errors import BatchRejectedError
+from icefloe.lake import Lake
 from icefloe.metastore.store import MetaStore
 from icefloe.spec import TableSpec
 from support.aws import REGION, create_bucket
@@ -574,7 +574,7 @@ def test_the_same_cli_runs_commit_good_input(
 
 
 @pytest.fixture(scope="module")
-def lake(world: World) -> Iterator[IcefloeLake]:
+def lake(world: World) -> Iterator[Lake]:
     with icefloe.connect(
         home=world.home,
         warehouse=str(world.warehouse),
@@ -634,7 +634,7 @@ ROW_CASES: dict[str, tuple[list[Any], str]] = {
 
 @pytest.mark.parametrize("name", list(ROW_CASES))
 def test_python_rows_of_each_case_are_refused_naming_it_and_nothing_is_committed(
-    lake: IcefloeLake, world: World, name: str
+    lake: Lake, world: World, name: str
 ) -> None:
     rows, pattern = ROW_CASES[name]
     table = world.table(table_name("rows", name))
@@ -716,7 +716,7 @@ ARROW_CASES: dict[str, tuple[pa.Table, str]] = {
 
 @pytest.mark.parametrize("name", list(ARROW_CASES))
 def test_arrow_tables_of_each_case_are_refused_naming_it_and_nothing_is_committed(
-    lake: IcefloeLake, world: World, name: str
+    lake: Lake, world: World, name: str
 ) -> None:
     data, pattern = ARROW_CASES[name]
     table = world.table(table_name("arrow", name))
@@ -772,7 +772,7 @@ def test_an_arrow_type_nested_deep_enough_to_crash_duckdb_is_refused_in_a_proces
     "name", [n for n in PARQUET_CASES if n not in ("parquet-deep-schema", "parquet-huge-metadata")]
 )
 def test_parquet_files_of_each_case_are_refused_through_the_python_api(
-    lake: IcefloeLake, world: World, tmp_path: Path, name: str
+    lake: Lake, world: World, tmp_path: Path, name: str
 ) -> None:
     # (The deep schema and the huge footer run only in the CLI's processes: they would crash
     # this one if the check before DuckDB's reader failed.)

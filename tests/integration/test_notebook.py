@@ -1,4 +1,5 @@
-"""The notebook client gives the same snapshot-pinned tables to a local DuckDB and to pandas."""
+"""The lake's notebook views give the same snapshot-pinned tables to a local DuckDB and to
+pandas."""
 
 from __future__ import annotations
 
@@ -10,8 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from icefloe.ingest import Inserter
-from icefloe.notebook import Lake
-from icefloe.runtime import Runtime
+from icefloe.lake import Lake
 from icefloe.settings import load_settings
 from icefloe.spec import TableSpec
 
@@ -26,18 +26,16 @@ def lake(postgres_dsn: str, schema_name: str, tmp_path: Path) -> Iterator[tuple[
             "ICEFLOE_DATABASE_URL": postgres_dsn,
             "ICEFLOE_DATABASE_SCHEMA": schema_name,
         }
-    ).core
-    runtime = Runtime.open(settings)
-    runtime.meta.migrate()
-    runtime.meta.create_table(
+    )
+    opened = Lake.open(settings)
+    opened.meta.migrate()
+    opened.meta.create_table(
         TableSpec.create(
             name="events", schema="ts TIMESTAMP NOT NULL, event VARCHAR", partition_by="day(ts)"
         )
     )
-    inserter = Inserter(meta=runtime.meta, objects=runtime.objects)
-    yield Lake(runtime), inserter
-    inserter.close()
-    runtime.close()
+    yield opened, opened.inserter()
+    opened.close()
 
 
 def test_views_macro_relations_and_file_urls_agree(lake: tuple[Lake, Inserter]) -> None:
@@ -45,12 +43,12 @@ def test_views_macro_relations_and_file_urls_agree(lake: tuple[Lake, Inserter]) 
     inserter.insert_rows(
         "events", [{"ts": f"2026-02-{d:02d}T12:00:00", "event": "e"} for d in range(1, 11)]
     )
-    con = client.connect()
+    con = client.duckdb()
     assert con.sql("SELECT count(*) FROM events").fetchone() == (10,)
     between = con.sql("SELECT count(*) FROM events_between('2026-02-03', '2026-02-05')")
     assert between.fetchone() == (2,)
 
-    relation = client.table("events", start=datetime(2026, 2, 3), end=datetime(2026, 2, 5))
+    relation = client.relation("events", start=datetime(2026, 2, 3), end=datetime(2026, 2, 5))
     assert relation.aggregate("count(*)").fetchone() == (2,)
 
     urls = client.file_urls("events", start=datetime(2026, 2, 3), end=datetime(2026, 2, 5))
@@ -62,6 +60,6 @@ def test_connect_pins_each_table_at_its_snapshot(lake: tuple[Lake, Inserter]) ->
     client, inserter = lake
     inserter.insert_rows("events", [{"ts": "2026-02-01", "event": "a"}])
     inserter.insert_rows("events", [{"ts": "2026-02-01", "event": "b"}])
-    pinned = client.connect(snapshots={"events": 1})
+    pinned = client.duckdb(snapshots={"events": 1})
     assert pinned.sql("SELECT list(event) FROM events").fetchone() == (["a"],)
-    assert client.connect().sql("SELECT count(*) FROM events").fetchone() == (2,)
+    assert client.duckdb().sql("SELECT count(*) FROM events").fetchone() == (2,)

@@ -188,7 +188,9 @@ def test_gc_with_retention_zero_deletes_exactly_the_dead_files_objects(
     (alarm,) = [
         a
         for a in TEMPLATE.of_type("AWS::CloudWatch::Alarm").values()
-        if a.get("Namespace") == "icefloe" and a.get("MetricName") == "TablesFailed"
+        if a.get("Namespace") == "icefloe"
+        and a.get("MetricName") == "TablesFailed"
+        and {"Name": "service", "Value": "icefloe-janitor"} in a.get("Dimensions", [])
     ]
     assert emf["_aws"]["CloudWatchMetrics"][0]["Dimensions"] == [
         [d["Name"] for d in alarm["Dimensions"]]

@@ -17,11 +17,11 @@ from icefloe.aws.lambda_runtime import (
     container_settings,
     inserter_from_environment,
     reset_for_tests,
-    resolve_database,
     runtime_from_environment,
 )
 from icefloe.aws.secrets import SecretDsn
 from icefloe.errors import ConfigError
+from icefloe.lake import resolve_database
 from icefloe.metastore.store import MetaStore
 from icefloe.settings import load_settings
 from support.aws import FAKE_AWS_ENVIRONMENT, REGION, UNSET_AWS_VARIABLES
@@ -58,7 +58,7 @@ def test_the_dsn_comes_from_the_secret_once_and_the_runtime_is_built_once(
     # Given a secret holding the DSN and an environment naming it, without a URL
     arn = secrets.create_secret(Name="db", SecretString=json.dumps({"dsn": postgres_dsn}))["ARN"]
     env = environment(tmp_path, meta.schema, ICEFLOE_DATABASE_SECRET_ARN=arn)
-    assert lambda_runtime._runtime is None  # nothing is built before the first call
+    assert lambda_runtime._lake is None  # nothing is built before the first call
 
     # When the runtime is asked for
     runtime = runtime_from_environment(env)

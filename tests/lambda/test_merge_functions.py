@@ -535,7 +535,7 @@ def worker_app_invoke(
 
 
 def test_the_merge_worker_is_built_once_per_container(stack: Stack) -> None:
-    assert lambda_runtime._merge_worker is None
+    assert lambda_runtime._lake is None
     worker = merge_worker_from_environment()
     assert merge_worker_from_environment() is worker
     assert (
@@ -543,7 +543,7 @@ def test_the_merge_worker_is_built_once_per_container(stack: Stack) -> None:
     )  # MERGE_MEMORY_SHARE
     assert worker.limits.temp_directory is not None and worker.limits.temp_directory.is_dir()
     reset_for_tests()
-    assert lambda_runtime._merge_worker is None
+    assert lambda_runtime._lake is None
     assert merge_worker_from_environment() is not worker
 
 

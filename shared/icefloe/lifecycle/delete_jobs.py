@@ -236,7 +236,7 @@ class DeletePartRunner:
         self._objects = objects
         self._store = DeleteJobStore(meta)
         self._lease = lease
-        self._limits = limits or QueryLimits()
+        self.limits = limits or QueryLimits()
 
     def run_message(self, body: str) -> MergeOutcome:
         return self.run(DeletePartTask.from_json(body))
@@ -281,7 +281,7 @@ class DeletePartRunner:
             spec,
             job.predicate,
             inputs,
-            self._limits,
+            self.limits,
             write=True,
             configure=self._configure,
         )

@@ -12,31 +12,18 @@ from typing import Any
 
 from icefloe.aws import clients
 from icefloe.aws.events import error_answer, parse_query
-from icefloe.aws.lambda_runtime import container_settings, runtime_from_environment
+from icefloe.aws.lambda_runtime import lake_from_environment
 from icefloe.aws.observability import FunctionTelemetry
 from icefloe.errors import InvalidInputError, NotFoundError
 from icefloe.query import QueryEngine
-from icefloe.query.s3_access import S3Endpoint
 from icefloe.query.service import answer_query
-from icefloe.storage import ObjectStore, open_object_store
+from icefloe.storage import ObjectStore
 
 
 @cache
 def _services() -> tuple[QueryEngine, ObjectStore]:
-    runtime = runtime_from_environment()
-    settings = runtime.settings
-    engine = QueryEngine(
-        meta=runtime.meta,
-        objects=runtime.objects,
-        limits=container_settings().query,
-        isolation="child_process",
-        s3=S3Endpoint.from_settings(settings),
-        tenant_read_role=settings.tenant_read_role_arn,
-    )
-    results = open_object_store(
-        settings.results_location, endpoint_url=settings.s3_endpoint_url, region=settings.aws_region
-    )
-    return engine, results
+    lake = lake_from_environment()
+    return lake.query_engine(), lake.results_store()
 
 
 def handle(event: object, *, telemetry: FunctionTelemetry) -> dict[str, Any]:
