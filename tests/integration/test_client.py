@@ -34,9 +34,7 @@ def lake(tmp_path: Path, postgres_dsn: str, schema_name: str) -> Iterator[Lake]:
         yield opened
 
 
-def test_rows_arrow_and_files_go_in_and_the_lifecycle_works(
-    lake: Lake, tmp_path: Path
-) -> None:
+def test_rows_arrow_and_files_go_in_and_the_lifecycle_works(lake: Lake, tmp_path: Path) -> None:
     info = lake.create_table("t", schema="ts TIMESTAMP NOT NULL, n BIGINT", partition_by="day(ts)")
     assert lake.create_table("t", schema="x INTEGER", if_not_exists=True) == info
     with pytest.raises(TableExistsError):
