@@ -4,6 +4,7 @@ the data file record of one icefloe file (its statistics read from its footer)."
 
 from __future__ import annotations
 
+import logging
 from datetime import UTC, date, datetime, time
 from typing import TYPE_CHECKING, Any
 
@@ -189,7 +190,16 @@ def data_file_record(
                 column_name=path,
             )
         columns[path] = field_id
-    stats = data_file_statistics_from_parquet_metadata(footer, plan, columns).to_serialized_dict()
+    # pyiceberg warns once per file about each column whose bounds are not read (JSON and
+    # widened columns, counted only on purpose): 10^4 lines on a first publication.
+    quiet = _QuietMissingStatistics()
+    pyiceberg_log = logging.getLogger("pyiceberg.io.pyarrow")
+    pyiceberg_log.addFilter(quiet)
+    try:
+        statistics = data_file_statistics_from_parquet_metadata(footer, plan, columns)
+    finally:
+        pyiceberg_log.removeFilter(quiet)
+    stats = statistics.to_serialized_dict()
     for key, value in stats.items():
         if isinstance(value, dict):
             stats[key] = {i: v for i, v in value.items() if i > 0}
@@ -202,6 +212,11 @@ def data_file_record(
         spec_id=0,
         **stats,
     )
+
+
+class _QuietMissingStatistics(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("PyArrow statistics missing for column")
 
 
 def _partition_record(spec: TableSpec, partition_path: str) -> Any:
