@@ -35,13 +35,15 @@ from icefloe.compaction import CompactionManifest, CompactionResult, compact_wit
 from icefloe.emr_job import (
     EXIT_CANNOT_START,
     EXIT_OK,
+    check_meta_store_configured,
     document_key,
-    job_settings,
+    job_lake,
     start_job_logging,
 )
 from icefloe.errors import ConfigError, IcefloeError, InvalidInputError, ObjectNotFoundError
-from icefloe.metastore.store import MetaStore
+from icefloe.lake import Lake
 from icefloe.runtime import Runtime
+from icefloe.settings import load_settings
 from icefloe.storage import ObjectStore, object_store_from_settings
 
 logger = logging.getLogger("icefloe.compact_job")
@@ -127,27 +129,28 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
     args = parse_args(argv)
     start_job_logging()
     try:
-        settings = job_settings(environ)
-        objects = object_store_from_settings(settings)
-        manifest = load_manifest(objects, args.manifest)
+        settings = load_settings(environ)
+        check_meta_store_configured(settings)
+        manifest = load_manifest(object_store_from_settings(settings.core), args.manifest)
+        lake = job_lake(settings, max_connections=MAX_CONNECTIONS)
     except (ConfigError, ManifestError) as e:
         logger.error("compaction job cannot start: %s", e)
         return EXIT_CANNOT_START
+    with lake:
+        result = _compact(lake, manifest)
+    for line in result_lines(result):
+        print(line, flush=True)
+    return EXIT_OK
+
+
+def _compact(lake: Lake, manifest: CompactionManifest) -> CompactionResult:
     logger.info(
         "compaction job %s: %d partitions of %s",
         manifest.job_id,
         len(manifest.groups),
         manifest.table,
     )
-    assert settings.database_url is not None
-    meta = MetaStore(
-        settings.database_url, schema=settings.database_schema, max_connections=MAX_CONNECTIONS
-    )
-    with Runtime(settings=settings, meta=meta, objects=objects) as runtime:
-        result = _run(runtime, manifest)
-    for line in result_lines(result):
-        print(line, flush=True)
-    return EXIT_OK
+    return _run(lake.runtime, manifest)
 
 
 def _run(runtime: Runtime, manifest: CompactionManifest) -> CompactionResult:

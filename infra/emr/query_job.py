@@ -29,14 +29,15 @@ from icefloe.emr_job import (
     EXIT_CANNOT_START,
     EXIT_FAILED,
     EXIT_OK,
+    check_meta_store_configured,
     document_key,
-    job_settings,
+    job_lake,
     start_job_logging,
 )
 from icefloe.emr_query import SparkQueryRequest
 from icefloe.errors import ConfigError, InvalidInputError, ObjectNotFoundError
-from icefloe.metastore.store import MetaStore
 from icefloe.runtime import Runtime
+from icefloe.settings import load_settings
 from icefloe.storage import ObjectStore, object_store_from_settings
 
 logger = logging.getLogger("icefloe.query_job")
@@ -83,17 +84,16 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
     args = parse_args(argv)
     start_job_logging()
     try:
-        settings = job_settings(environ)
-        objects = object_store_from_settings(settings)
-        request = load_request(objects, args.request)
+        settings = load_settings(environ)
+        check_meta_store_configured(settings)
+        request = load_request(object_store_from_settings(settings.core), args.request)
+        lake = job_lake(settings, max_connections=2)
     except (ConfigError, RequestError) as e:
         logger.error("query job cannot start: %s", e)
         return EXIT_CANNOT_START
-    assert settings.database_url is not None
-    meta = MetaStore(settings.database_url, schema=settings.database_schema, max_connections=2)
-    with Runtime(settings=settings, meta=meta, objects=objects) as runtime:
+    with lake:
         try:
-            rows = _run(runtime, request)
+            rows = _run(lake.runtime, request)
         except Exception:
             logger.exception("query job %s failed", request.job_id)
             return EXIT_FAILED

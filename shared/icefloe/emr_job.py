@@ -1,5 +1,5 @@
 """What the EMR Serverless entry points (``infra/emr/compact_job.py``, ``query_job.py``) share:
-exit codes, the key of the document that describes the job, logging, and the driver's settings.
+exit codes, the key of the document that describes the job, logging, and the driver's lake.
 """
 
 from __future__ import annotations
@@ -7,12 +7,10 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from collections.abc import Mapping
 
-from icefloe.config import Settings
 from icefloe.errors import ConfigError, InvalidInputError
-from icefloe.lake import resolve_database
-from icefloe.settings import load_settings
+from icefloe.lake import Lake
+from icefloe.settings import IcefloeSettings
 from icefloe.storage import validate_key
 
 EXIT_OK = 0
@@ -47,13 +45,20 @@ def start_job_logging() -> None:
     )
 
 
-def job_settings(environ: Mapping[str, str] | None = None) -> Settings:
-    """The driver's core settings, from ``environ`` (the process's by default) with the DSN
-    from the secret; an embedded Postgres, which there would be an empty database, is refused."""
-    core, _ = resolve_database(load_settings(environ))
-    if core.database_url is None:
+EMBEDDED_REFUSED = "spark.emr-serverless.driverEnv.* on EMR Serverless"
+
+
+def check_meta_store_configured(settings: IcefloeSettings) -> None:
+    """ConfigError unless a meta store is configured (a URL or a secret): checked before the
+    job's document is read, so that a job with neither says so first."""
+    if settings.core.database_url is None and settings.database_secret_arn is None:
         raise ConfigError(
-            "no meta store configured: set ICEFLOE_DATABASE_SECRET_ARN or ICEFLOE_DATABASE_URL"
-            " (spark.emr-serverless.driverEnv.* on EMR Serverless)"
+            "no meta store configured: set ICEFLOE_DATABASE_URL or ICEFLOE_DATABASE_SECRET_ARN"
+            f" ({EMBEDDED_REFUSED})"
         )
-    return core
+
+
+def job_lake(settings: IcefloeSettings, *, max_connections: int) -> Lake:
+    """The driver's lake, the DSN from the secret; an embedded Postgres, which there would be
+    an empty database, is refused."""
+    return Lake.open(settings, max_connections=max_connections, embedded_refused=EMBEDDED_REFUSED)

@@ -103,15 +103,19 @@ def connect(
     return lake
 
 
-def resolve_database(settings: IcefloeSettings) -> tuple[Settings, SecretDsn | None]:
+def resolve_database(
+    settings: IcefloeSettings, *, embedded_refused: str | None = None
+) -> tuple[Settings, SecretDsn | None]:
     """The core settings with the meta store's DSN (read from the secret when no URL is set),
     and the secret to read again when a connection fails. Where the embedded Postgres would be
-    a fresh, empty database (a Lambda container), a missing meta store is an error saying what
-    to set."""
+    a fresh, empty database (a Lambda container, or where ``embedded_refused`` says: an EMR
+    job's driver), a missing meta store is an error saying what to set."""
     core, secret = with_database_secret(settings.core, secret_arn=settings.database_secret_arn)
-    if core.database_url is None and settings.in_lambda:
+    if core.database_url is None and (settings.in_lambda or embedded_refused is not None):
+        where = f" ({embedded_refused})" if embedded_refused else ""
         raise ConfigError(
             "no meta store configured: set ICEFLOE_DATABASE_URL or ICEFLOE_DATABASE_SECRET_ARN"
+            + where
         )
     return core, secret
 
@@ -151,6 +155,7 @@ class Lake:
         self._engine: QueryEngine | None = None
         self._merge_worker: MergeWorker | None = None
         self._views: NotebookViews | None = None
+        self._catalog: Catalog | None = None
 
     @classmethod
     def open(
@@ -159,12 +164,14 @@ class Lake:
         *,
         max_connections: int = 4,
         query_isolation: Isolation = "child_process",
+        embedded_refused: str | None = None,
     ) -> Lake:
         """The lake ``settings`` describe. The meta store is the one ``ICEFLOE_DATABASE_URL``
         names, else the one in the secret ``ICEFLOE_DATABASE_SECRET_ARN`` names (read again
         when a connection fails: a rotated secret), else the embedded Postgres under
-        ``ICEFLOE_HOME``, which a Lambda container refuses (it would be a fresh, empty one)."""
-        core, secret = resolve_database(settings)
+        ``ICEFLOE_HOME``, which a Lambda container refuses (it would be a fresh, empty one), as
+        does any caller that says where with ``embedded_refused``."""
+        core, secret = resolve_database(settings, embedded_refused=embedded_refused)
         runtime = Runtime.open(core, max_connections=max_connections, dsn=secret)
         return cls(settings=settings, runtime=runtime, query_isolation=query_isolation)
 
@@ -263,10 +270,20 @@ class Lake:
         return self._views
 
     def iceberg_catalog(self) -> Catalog:
-        """The catalog ``ICEFLOE_ICEBERG_*`` names (pyiceberg: ``icefloe[iceberg]``)."""
-        from icefloe.iceberg import open_catalog
+        """The catalog ``ICEFLOE_ICEBERG_*`` names (pyiceberg: ``icefloe[iceberg]``). A
+        catalog kept inside a Lambda container (the default SQL catalog under
+        ``ICEFLOE_HOME``) would be lost with it: there one outside it must be configured."""
+        if self._catalog is None:
+            iceberg = self.settings.iceberg
+            if self.settings.in_lambda and iceberg.catalog == "sql" and not iceberg.catalog_uri:
+                raise ConfigError(
+                    "Iceberg publication in Lambda needs a catalog outside the container: set"
+                    " ICEFLOE_ICEBERG_CATALOG=glue (or ICEFLOE_ICEBERG_CATALOG_URI)"
+                )
+            from icefloe.iceberg import open_catalog
 
-        return open_catalog(self.settings.iceberg, self.core)
+            self._catalog = open_catalog(iceberg, self.core)
+        return self._catalog
 
     # -- lifecycle of the handle ---------------------------------------------------------------
 

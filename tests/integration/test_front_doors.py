@@ -18,6 +18,7 @@ from moto import mock_aws
 import icefloe
 from icefloe.aws import lambda_runtime
 from icefloe.cli import main
+from icefloe.errors import ConfigError
 from icefloe.lake import Lake
 from icefloe.settings import load_settings
 from support.aws import FAKE_AWS_ENVIRONMENT, REGION, UNSET_AWS_VARIABLES
@@ -149,3 +150,24 @@ def test_the_python_apis_merge_holds_the_merge_settings(
         assert lake.merge_worker().limits.threads == 1
         assert report.outcomes and all(o.status == "committed" for o in report.outcomes)
         assert len(lake.meta.files("events")) == 1
+
+
+def test_in_lambda_a_catalog_inside_the_container_is_refused(
+    postgres_dsn: str, schema_name: str, tmp_path: Path
+) -> None:
+    environ = {
+        "AWS_LAMBDA_FUNCTION_NAME": "icefloe-publisher",
+        "ICEFLOE_HOME": str(tmp_path / "home"),
+        "ICEFLOE_DATABASE_URL": postgres_dsn,
+        "ICEFLOE_DATABASE_SCHEMA": schema_name,
+    }
+    with (
+        Lake.open(load_settings(environ)) as lake,
+        pytest.raises(ConfigError, match="needs a catalog outside the container"),
+    ):
+        lake.iceberg_catalog()
+    # Off Lambda, the same settings give the local SQL catalog under ICEFLOE_HOME
+    del environ["AWS_LAMBDA_FUNCTION_NAME"]
+    with Lake.open(load_settings(environ)) as lake:
+        assert lake.iceberg_catalog() is lake.iceberg_catalog()
+        assert (tmp_path / "home" / "iceberg").is_dir()

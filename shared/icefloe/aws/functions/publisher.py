@@ -14,33 +14,26 @@ again. The meta store being down, or a commit whose outcome is unknown, raises.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 from icefloe.aws.events import check as check_schema
 from icefloe.aws.events import error_answer, is_scheduled
-from icefloe.aws.lambda_runtime import container_settings, runtime_from_environment
+from icefloe.aws.lambda_runtime import lake_from_environment
 from icefloe.aws.observability import FunctionTelemetry
-from icefloe.errors import ConfigError, InvalidInputError, NotFoundError
-from icefloe.iceberg import PublicationPass, catalog_key, open_catalog, publish_due
+from icefloe.errors import InvalidInputError, NotFoundError
+from icefloe.iceberg import PublicationPass, catalog_key, publish_due
 from icefloe.metastore.publications import PublicationStore
 from icefloe.metastore.store import MetaStore
-from icefloe.runtime import Runtime
 from icefloe.spec import validate_table_name
 
 if TYPE_CHECKING:
-    from pyiceberg.catalog import Catalog
-
     from icefloe.aws.events import SchemaName
 
 # The schema's name, beside the other functions' in icefloe/aws/schemas/ (icefloe.aws.events
 # lists the others in its SchemaName; this one is loaded and checked the same way).
 SCHEMA = cast("SchemaName", "publisher")
-
-_lock = threading.Lock()
-_catalog: Catalog | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,41 +59,23 @@ def handle(event: object, *, telemetry: FunctionTelemetry) -> dict[str, Any]:
         request = PublisherInvoke.parse(event)
     except InvalidInputError as e:
         return _refused(e, telemetry=telemetry)
-    runtime = runtime_from_environment()
-    namespace = container_settings().iceberg.namespace
-    catalog = catalog_from_environment(runtime)
+    lake = lake_from_environment()
+    namespace = lake.iceberg.namespace
+    catalog = lake.iceberg_catalog()
     if request.tables is not None:
         try:
-            check_tables(request.tables, meta=runtime.meta, catalog=catalog_key(catalog, namespace))
+            check_tables(request.tables, meta=lake.meta, catalog=catalog_key(catalog, namespace))
         except (InvalidInputError, NotFoundError) as e:
             return _refused(e, telemetry=telemetry)
     outcome = publish_due(
-        meta=runtime.meta,
-        objects=runtime.objects,
+        meta=lake.meta,
+        objects=lake.objects,
         catalog=catalog,
         namespace=namespace,
         tables=request.tables,
     )
     _report(outcome, telemetry=telemetry)
     return outcome.to_json()
-
-
-def catalog_from_environment(runtime: Runtime) -> Catalog:
-    """The container's Iceberg catalog (``ICEFLOE_ICEBERG_*``), opened on first use. A catalog
-    kept inside the container (the default SQL catalog under ``ICEFLOE_HOME``) would be lost
-    with it: in Lambda one outside it must be configured."""
-    global _catalog
-    settings = container_settings()
-    iceberg = settings.iceberg
-    with _lock:
-        if _catalog is None:
-            if settings.in_lambda and iceberg.catalog == "sql" and not iceberg.catalog_uri:
-                raise ConfigError(
-                    "the publisher needs a catalog outside its container: set"
-                    " ICEFLOE_ICEBERG_CATALOG=glue (or ICEFLOE_ICEBERG_CATALOG_URI)"
-                )
-            _catalog = open_catalog(iceberg, runtime.settings)
-        return _catalog
 
 
 def check_tables(tables: Sequence[str], *, meta: MetaStore, catalog: str) -> None:
@@ -160,7 +135,5 @@ def _report(outcome: PublicationPass, *, telemetry: FunctionTelemetry) -> None:
 
 
 def reset_for_tests() -> None:
-    """Forget the container's catalog (tests point boto3 at another endpoint)."""
-    global _catalog
-    with _lock:
-        _catalog = None
+    """Nothing of its own to forget: the catalog is the container lake's
+    (:func:`icefloe.aws.lambda_runtime.reset_for_tests`)."""
