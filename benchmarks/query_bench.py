@@ -37,9 +37,10 @@ from icefloe.metastore.models import ColumnStats, FileListing
 from icefloe.metastore.store import MetaStore
 from icefloe.query import QueryEngine, TablePlan, TimeRange
 from icefloe.query.pruning import file_condition
-from icefloe.query.sandbox import QueryLimits, lock_down
+from icefloe.query.sandbox import lock_down
 from icefloe.query.scan_filters import Compare, ScanFilter, TableScans
 from icefloe.sample_events import EVENTS_SCHEMA, sample_events, sample_events_spec
+from icefloe.settings.limits import QueryLimits
 from icefloe.spec import TableSpec
 from icefloe.storage import LocalObjectStore
 

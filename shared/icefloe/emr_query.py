@@ -26,11 +26,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from icefloe.compaction.emr import EmrJobConfig
 from icefloe.errors import IcefloeError, InvalidInputError
 from icefloe.metastore.jobs import JobStore
 from icefloe.metastore.store import MetaStore
 from icefloe.query.sql_refs import analyze
+from icefloe.settings.parts import EmrJobConfig
 from icefloe.storage import ObjectStore
 
 logger = logging.getLogger(__name__)

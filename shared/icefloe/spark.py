@@ -27,49 +27,13 @@ from icefloe.query.sql_refs import analyze
 from icefloe.query.views import TimeRange
 from icefloe.runtime import Runtime
 from icefloe.settings import load_settings
+from icefloe.spark_files import read_files, spark_type
 from icefloe.spec import TableSpec
-from icefloe.spec.types import is_list
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from icefloe.emr_query import SparkQueryRequest
-
-# DuckDB's types as Spark SQL types (what icefloe's files hold, read back faithfully).
-_SPARK_TYPES = {
-    "BOOLEAN": "boolean",
-    "TINYINT": "tinyint",
-    "SMALLINT": "smallint",
-    "INTEGER": "int",
-    "BIGINT": "bigint",
-    "HUGEINT": "decimal(38,0)",
-    "UTINYINT": "smallint",
-    "USMALLINT": "int",
-    "UINTEGER": "bigint",
-    "UBIGINT": "decimal(20,0)",
-    "FLOAT": "float",
-    "DOUBLE": "double",
-    "DATE": "date",
-    "TIME": "string",
-    "TIMESTAMP": "timestamp_ntz",
-    "TIMESTAMPTZ": "timestamp",
-    "VARCHAR": "string",
-    "JSON": "string",
-    "UUID": "string",
-    "BLOB": "binary",
-}
-
-
-def spark_type(duckdb_type: str) -> str:
-    """The Spark SQL type a column of ``duckdb_type`` is read as."""
-    if is_list(duckdb_type):
-        return f"array<{spark_type(duckdb_type[:-2])}>"
-    if duckdb_type.startswith("DECIMAL"):
-        return duckdb_type.lower().replace(" ", "")
-    try:
-        return _SPARK_TYPES[duckdb_type]
-    except KeyError as e:
-        raise InvalidInputError(f"no Spark type for the column type {duckdb_type}") from e
 
 
 def read_table(
@@ -113,48 +77,6 @@ def read_table(
         if own is not None:
             own.close()
     return _frame(spark, spec, files, window)
-
-
-def read_files(
-    spark: SparkSession,
-    spec: TableSpec,
-    files: list[tuple[str, int]],
-    *,
-    file_column: str | None = None,
-) -> DataFrame:
-    """These Parquet files, given as (uri, spec version written at), with ``spec``'s columns
-    cast to their Spark types, then the row id, then (when ``file_column`` is given) a column
-    of that name holding each row's file URI. The DuckDB twin is
-    :func:`icefloe.query.views.files_source`.
-
-    Files are read one layout group at a time (:func:`icefloe.spec.evolution.scan_groups`):
-    Spark takes one schema for all the files of a read, so a renamed or widened column would
-    read as NULL or fail across layouts."""
-    from pyspark.sql import functions as F
-
-    from icefloe.ingest.row_ids import ROW_ID_COLUMN
-    from icefloe.spec.evolution import scan_groups
-
-    frames = []
-    for group in scan_groups(spec, files):
-        mapping = group.columns or {c: c for c in spec.column_names}
-        raw = spark.read.parquet(*group.uris)
-        extra = []
-        if file_column is not None:
-            raw = raw.withColumn(file_column, F.input_file_name())
-            extra.append(F.col(file_column))
-        columns = [
-            (F.col(f"`{old}`") if old is not None else F.lit(None))
-            .cast(spark_type(c.type))
-            .alias(c.name)
-            for c in spec.columns
-            for old in [mapping[c.name]]
-        ]
-        frames.append(raw.select(*columns, F.col(ROW_ID_COLUMN), *extra))
-    frame = frames[0]
-    for other in frames[1:]:
-        frame = frame.unionByName(other)
-    return frame
 
 
 def _frame(

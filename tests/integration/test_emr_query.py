@@ -13,7 +13,6 @@ import boto3
 import pyarrow.parquet as pq
 import pytest
 
-from icefloe.compaction.emr import EmrJobConfig
 from icefloe.compaction.tracking import settle_job
 from icefloe.emr_query import (
     EmrQueryLauncher,
@@ -23,6 +22,7 @@ from icefloe.emr_query import (
 )
 from icefloe.errors import InvalidInputError
 from icefloe.metastore.jobs import JobStore
+from icefloe.settings.parts import EmrJobConfig
 from support.aws import FAKE_AWS_ENVIRONMENT, MOTO_EMR_RELEASE_LABEL, UNSET_AWS_VARIABLES
 from support.infra_scripts import load_script
 from support.merge_lake import Lake

@@ -22,8 +22,9 @@ from icefloe.query.s3_access import (
     httpfs_extension_path,
     pyarrow_s3_filesystem,
 )
-from icefloe.query.sandbox import QueryLimits, lock_down
+from icefloe.query.sandbox import lock_down
 from icefloe.settings import load_settings
+from icefloe.settings.limits import QueryLimits
 
 pytestmark = pytest.mark.integration
 

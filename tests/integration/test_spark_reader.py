@@ -11,7 +11,8 @@ import pytest
 
 from icefloe.runtime import Runtime
 from icefloe.settings import load_settings
-from icefloe.spark import read_table, spark_type
+from icefloe.spark import read_table
+from icefloe.spark_files import spark_type
 from support.merge_lake import START, Lake
 
 pytestmark = pytest.mark.integration

@@ -17,13 +17,14 @@ import pytest
 from psycopg import sql
 
 from icefloe.aws.lambda_runtime import runtime_from_environment
-from icefloe.compaction.emr import EmrCompactionLauncher, EmrJobConfig
+from icefloe.compaction.emr import EmrCompactionLauncher
 from icefloe.merge import InProcessQueue, MergeOrchestrator
 from icefloe.metastore.jobs import JobStore
 from icefloe.metastore.models import DataFile
 from icefloe.metastore.store import MetaStore
 from icefloe.query import QueryEngine
 from icefloe.query.s3_access import configure_s3_from_settings
+from icefloe.settings.parts import EmrJobConfig
 from icefloe.spec import Retention, TableSpec
 from support.aws import (
     ACCOUNT_ID,

@@ -3,19 +3,21 @@ committed partition by partition through the same replace commit as a merge."""
 
 from __future__ import annotations
 
-from icefloe.compaction.emr import CompactionStartError, EmrCompactionLauncher, EmrJobConfig
+from icefloe.compaction.emr import CompactionStartError, EmrCompactionLauncher
 from icefloe.compaction.manifest import (
     CompactionManifest,
     InvalidManifestError,
     PartitionGroup,
 )
-from icefloe.compaction.planning import DEFAULT_COMPACTION_LEASE, claim_partitions
+from icefloe.compaction.planning import claim_partitions
 from icefloe.compaction.spark_job import (
     CompactionResult,
     PartitionOutcome,
     SparkMergeUnsupportedError,
     compact_with_spark,
 )
+from icefloe.settings.limits import DEFAULT_COMPACTION_LEASE
+from icefloe.settings.parts import EmrJobConfig
 
 __all__ = [
     "DEFAULT_COMPACTION_LEASE",

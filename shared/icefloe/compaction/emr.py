@@ -16,11 +16,12 @@ from datetime import timedelta
 from typing import Any
 
 from icefloe.compaction.manifest import CompactionManifest, PartitionGroup
-from icefloe.compaction.planning import DEFAULT_COMPACTION_LEASE
 from icefloe.errors import IcefloeError
 from icefloe.merge.planner import MergeGroup
 from icefloe.metastore.jobs import JobStore
 from icefloe.metastore.store import MetaStore
+from icefloe.settings.limits import DEFAULT_COMPACTION_LEASE
+from icefloe.settings.parts import EmrJobConfig
 from icefloe.storage import ObjectStore
 
 logger = logging.getLogger(__name__)
@@ -28,63 +29,6 @@ logger = logging.getLogger(__name__)
 
 class CompactionStartError(IcefloeError):
     """EMR Serverless refused to start a compaction job (its claims were released)."""
-
-
-@dataclass(frozen=True, slots=True)
-class EmrJobConfig:
-    """Where and how compaction jobs run (``ICEFLOE_EMR_*`` in the orchestrator's environment)."""
-
-    application_id: str
-    execution_role_arn: str
-    entry_point: str  # s3://.../compact_job.py
-    environment_archive: str  # s3://.../icefloe-env.tar.gz
-    log_uri: str | None = None
-    job_timeout_minutes: int = 300
-
-    def job_run_request(
-        self,
-        *,
-        token: str,
-        name: str,
-        entry_point: str,
-        arguments: list[str],
-        tags: dict[str, str],
-    ) -> dict[str, Any]:
-        """``start_job_run`` arguments for one job of this application (``token`` is the
-        idempotent client token: a job's id)."""
-        request: dict[str, Any] = {
-            "applicationId": self.application_id,
-            "clientToken": token,
-            "executionRoleArn": self.execution_role_arn,
-            "name": name,
-            "executionTimeoutMinutes": self.job_timeout_minutes,
-            "jobDriver": {
-                "sparkSubmit": {
-                    "entryPoint": entry_point,
-                    "entryPointArguments": arguments,
-                    "sparkSubmitParameters": self.spark_submit_parameters(),
-                }
-            },
-            "tags": tags,
-        }
-        if self.log_uri:
-            request["configurationOverrides"] = {
-                "monitoringConfiguration": {"s3MonitoringConfiguration": {"logUri": self.log_uri}}
-            }
-        return request
-
-    def spark_submit_parameters(self) -> str:
-        """The packaged Python environment as the driver's and executors' Python."""
-        return " ".join(
-            [
-                f"--conf spark.archives={self.environment_archive}#environment",
-                "--conf spark.emr-serverless.driverEnv.PYSPARK_DRIVER_PYTHON=./environment/bin/python",
-                "--conf spark.emr-serverless.driverEnv.PYSPARK_PYTHON=./environment/bin/python",
-                "--conf spark.executorEnv.PYSPARK_PYTHON=./environment/bin/python",
-                "--conf spark.sql.session.timeZone=UTC",
-                "--conf spark.speculation=false",
-            ]
-        )
 
 
 @dataclass(frozen=True, slots=True)

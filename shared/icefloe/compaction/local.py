@@ -8,7 +8,7 @@ from datetime import timedelta
 from typing import Any, Literal, cast
 
 from icefloe.compaction.manifest import CompactionManifest
-from icefloe.compaction.planning import DEFAULT_COMPACTION_LEASE, claim_partitions
+from icefloe.compaction.planning import claim_partitions
 from icefloe.compaction.runner import current_runner
 from icefloe.compaction.spark_job import (
     CompactionResult,
@@ -22,6 +22,7 @@ from icefloe.merge.tasks import MergeTask
 from icefloe.merge.worker import MergeWorker
 from icefloe.metastore.jobs import JobStore
 from icefloe.metastore.store import MetaStore
+from icefloe.settings.limits import DEFAULT_COMPACTION_LEASE
 from icefloe.storage import ObjectStore
 
 Engine = Literal["spark", "duckdb"]

@@ -8,9 +8,9 @@ from datetime import timedelta
 
 from icefloe.compaction.manifest import CompactionManifest, PartitionGroup
 from icefloe.metastore.store import MetaStore
+from icefloe.settings.limits import DEFAULT_COMPACTION_LEASE
 
 # Longer than a compaction job may run (the EMR job's run time limit must stay below it).
-DEFAULT_COMPACTION_LEASE = timedelta(hours=6)
 
 
 def claim_partitions(

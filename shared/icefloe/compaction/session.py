@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from icefloe.settings import use_this_python_for_spark
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
@@ -11,8 +13,6 @@ if TYPE_CHECKING:
 def local_spark_session(*, master: str = "local[*]", driver_memory: str = "2g") -> SparkSession:
     """Start (or reuse) a local Spark session whose Python workers run this interpreter."""
     from pyspark.sql import SparkSession
-
-    from icefloe.settings import use_this_python_for_spark
 
     use_this_python_for_spark()
 

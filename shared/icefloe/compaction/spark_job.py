@@ -212,7 +212,7 @@ def _write(
         [(f.path.rsplit("/", 1)[-1], f.partition_path) for f in files],
         f"{FILE_COLUMN} string, {PARTITION_COLUMN} string",
     )
-    from icefloe.spark import read_files
+    from icefloe.spark_files import read_files
 
     # Each input read by its own spec version's layout, cast to the current types.
     rows = (

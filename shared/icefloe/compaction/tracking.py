@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from icefloe.compaction.planning import DEFAULT_COMPACTION_LEASE
 from icefloe.compaction.runner import runner_is_gone
 from icefloe.metastore.jobs import CompactionJob, JobStore
 from icefloe.metastore.maintenance import Maintenance
 from icefloe.metastore.store import MetaStore
+from icefloe.settings.limits import DEFAULT_COMPACTION_LEASE
 from icefloe.storage import ObjectStore
 
 logger = logging.getLogger(__name__)

@@ -4,29 +4,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 from icefloe.config import Settings
 from icefloe.errors import InvalidInputError
+from icefloe.settings.parts import IcebergSettings
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
-
-
-IcebergCatalogKind = Literal["sql", "glue"]
-
-
-@dataclass(frozen=True, slots=True)
-class IcebergSettings:
-    """Where tables are published as Iceberg (``ICEFLOE_ICEBERG_*``): the catalog, its
-    namespace, and where metadata files go (``None``: the catalog's default place)."""
-
-    catalog: IcebergCatalogKind = "sql"
-    catalog_uri: str | None = None
-    namespace: str = "icefloe"
-    metadata_location: str | None = None
 
 
 def local_catalog(home: Path, *, warehouse: str | None = None) -> Catalog:
@@ -72,3 +58,12 @@ def open_catalog(iceberg: IcebergSettings, core: Settings) -> Catalog:
 def catalog_key(catalog: Catalog, namespace: str) -> str:
     """How the meta store names one published table's catalog: its name and namespace."""
     return f"{catalog.name}/{namespace}"
+
+
+__all__ = [
+    "IcebergSettings",
+    "catalog_key",
+    "local_catalog",
+    "open_catalog",
+    "sql_catalog",
+]

@@ -46,8 +46,9 @@ from icefloe.metastore.store import MetaStore
 from icefloe.query import QueryEngine
 from icefloe.query.database import Configure
 from icefloe.query.executor import QueryFailedError, QueryReadError
-from icefloe.query.sandbox import QueryLimits, lock_down
+from icefloe.query.sandbox import lock_down
 from icefloe.query.views import files_source, view_body
+from icefloe.settings.limits import QueryLimits
 from icefloe.spec import TableSpec
 from icefloe.storage import ObjectStore, discard_uncommitted
 

@@ -45,7 +45,7 @@ from icefloe.metastore.models import DataFile
 from icefloe.metastore.store import MetaStore
 from icefloe.query import QueryEngine
 from icefloe.query.database import Configure
-from icefloe.query.sandbox import QueryLimits
+from icefloe.settings.limits import QueryLimits
 from icefloe.storage import ObjectStore, discard_uncommitted
 from icefloe.tracing import span
 

@@ -25,13 +25,8 @@ from icefloe.merge.planner import (
 from icefloe.merge.queues import InProcessQueue, SqsTaskSender
 from icefloe.merge.rowgroups import RowGroupCutter, pack_runs
 from icefloe.merge.tasks import InvalidMergeMessageError, MergeTask
-from icefloe.merge.worker import (
-    DEFAULT_LEASE,
-    MergeFailedError,
-    MergeLimits,
-    MergeOutcome,
-    MergeWorker,
-)
+from icefloe.merge.worker import MergeFailedError, MergeOutcome, MergeWorker
+from icefloe.settings.limits import DEFAULT_LEASE, MergeLimits
 
 __all__ = [
     "DEFAULT_LEASE",

@@ -14,8 +14,9 @@ from icefloe import duck
 from icefloe.duck import ident
 from icefloe.errors import InvalidInputError
 from icefloe.ingest.row_ids import ROW_ID_COLUMN
-from icefloe.query.sandbox import QueryLimits, QueryRefusedError, check_sql, lock_down
+from icefloe.query.sandbox import QueryRefusedError, check_sql, lock_down
 from icefloe.query.views import view_sql
+from icefloe.settings.limits import QueryLimits
 from icefloe.spec import AggregateMode, AppendMode, CustomMode, ReplaceMode, TableSpec
 from icefloe.stability import unstable_calls
 

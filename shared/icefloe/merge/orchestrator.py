@@ -23,8 +23,8 @@ from icefloe.merge.planner import (
     plan_table,
 )
 from icefloe.merge.tasks import MergeTask
-from icefloe.merge.worker import DEFAULT_LEASE
 from icefloe.metastore.store import MetaStore
+from icefloe.settings.limits import DEFAULT_LEASE
 from icefloe.spec import TableSpec
 
 logger = logging.getLogger(__name__)

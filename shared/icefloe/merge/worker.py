@@ -39,8 +39,9 @@ from icefloe.merge.tasks import MergeTask
 from icefloe.merge.writer import StagedFile, stage_rows, upload_staged
 from icefloe.metastore.models import DataFile, NewFile
 from icefloe.metastore.store import MetaStore
-from icefloe.query.sandbox import QueryLimits, lock_down
+from icefloe.query.sandbox import lock_down
 from icefloe.query.views import files_source, view_sql
+from icefloe.settings.limits import DEFAULT_LEASE, MergeLimits, QueryLimits
 from icefloe.spec import CustomMode, PartitionValue, TableSpec
 from icefloe.storage import ObjectStore, discard_uncommitted
 from icefloe.tracing import span
@@ -51,21 +52,11 @@ MergeStatus = Literal["committed", "already_committed", "claim_lost", "conflict"
 # What else a task on the merge queue may end as: a delete's part recorded (the job commits
 # when its last part is done), or a delete job ended without committing.
 DeletePartStatus = Literal["part_done", "failed"]
-DEFAULT_LEASE = timedelta(minutes=30)
 BATCH_ROWS = 65_536
 
 
 class MergeFailedError(IcefloeError):
     """The merge could not run (its mode's SQL failed, or its output left the partition)."""
-
-
-@dataclass(frozen=True, slots=True)
-class MergeLimits:
-    """What one merge may use: DuckDB memory and threads, and where it spills."""
-
-    memory_limit: str = "1GB"
-    threads: int = 2
-    temp_directory: Path | None = None
 
 
 @dataclass(frozen=True, slots=True)

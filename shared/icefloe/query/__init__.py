@@ -6,13 +6,9 @@ from icefloe.query.engine import (
     QueryResult,
     TablePlan,
 )
-from icefloe.query.sandbox import (
-    QueryLimitError,
-    QueryLimits,
-    QueryRefusedError,
-    QueryTimeoutError,
-)
+from icefloe.query.sandbox import QueryLimitError, QueryRefusedError, QueryTimeoutError
 from icefloe.query.views import TimeRange
+from icefloe.settings.limits import QueryLimits
 
 __all__ = [
     "QueryEngine",

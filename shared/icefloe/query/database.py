@@ -27,7 +27,8 @@ import duckdb
 from icefloe import duck
 from icefloe.duck import ident
 from icefloe.query.lru import LruCache
-from icefloe.query.sandbox import QueryLimits, lock_down, time_limit
+from icefloe.query.sandbox import lock_down, time_limit
+from icefloe.settings.limits import QueryLimits
 
 VIEW_SCHEMA = "icefloe_views"
 DEFAULT_MAX_VIEWS = 256

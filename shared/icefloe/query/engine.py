@@ -33,16 +33,11 @@ from icefloe.query.lru import LruCache
 from icefloe.query.pruning import ColumnRange, file_condition, listing_window
 from icefloe.query.pruning import time_range as time_range_of
 from icefloe.query.s3_access import S3Endpoint
-from icefloe.query.sandbox import (
-    CheckedQuery,
-    QueryLimits,
-    QueryRefusedError,
-    check_query,
-    check_references,
-)
+from icefloe.query.sandbox import CheckedQuery, QueryRefusedError, check_query, check_references
 from icefloe.query.scan_filters import TableScans, shared_scan_planner
 from icefloe.query.tenant_access import TenantRead, tenant_read
 from icefloe.query.views import TimeRange, files_source, standin_source, view_body, view_sql
+from icefloe.settings.limits import QueryLimits
 from icefloe.spec import TableSpec
 from icefloe.spec.evolution import stat_names
 from icefloe.storage import ObjectStore

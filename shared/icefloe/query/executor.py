@@ -18,7 +18,8 @@ import pyarrow as pa
 
 from icefloe.errors import InvalidInputError
 from icefloe.query.database import Configure, QueryDatabase
-from icefloe.query.sandbox import QueryLimitError, QueryLimits, QueryTimeoutError
+from icefloe.query.sandbox import QueryLimitError, QueryTimeoutError
+from icefloe.settings.limits import QueryLimits
 
 RESULT_BATCH_ROWS = 65_536
 # DuckDB's names of the enum types it creates for a PIVOT that takes its values from the data.

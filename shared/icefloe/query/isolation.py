@@ -40,7 +40,9 @@ from icefloe.query.executor import (
     memory_limit_error,
 )
 from icefloe.query.s3_access import S3Endpoint
-from icefloe.query.sandbox import QueryLimitError, QueryLimits, QueryTimeoutError
+from icefloe.query.sandbox import QueryLimitError, QueryTimeoutError
+from icefloe.settings import process_environment
+from icefloe.settings.limits import QueryLimits
 
 # Above the memory limit before the child is killed: the interpreter, pyarrow and DuckDB's own
 # code and caches, which the memory limit does not count.
@@ -244,9 +246,6 @@ def _memory(status: Path) -> tuple[int, int]:
 
 
 def _child_environment() -> dict[str, str]:
-    # Imported here: the settings module imports the query package, which imports this one.
-    from icefloe.settings import process_environment
-
     env = process_environment()
     # The child imports icefloe from wherever this process found it.
     package_root = str(Path(__file__).resolve().parents[2])

@@ -30,13 +30,12 @@ import duckdb
 
 from icefloe import duck
 from icefloe.duck import string_literal
-from icefloe.errors import ConfigError, InvalidInputError, TableNotFoundError
+from icefloe.errors import InvalidInputError, TableNotFoundError
 from icefloe.query.sql_refs import SqlRefs, walk
+from icefloe.settings.limits import QueryLimits
+
 
 # A memory size as DuckDB takes it (KB = 1000, KiB = 1024): queries' and merges' limits.
-MEMORY_SIZE = re.compile(r"^\d+(\.\d+)?\s*[KMGT]i?B$")
-
-
 class QueryRefusedError(InvalidInputError):
     """The caller's SQL tries something the sandbox does not allow."""
 
@@ -47,44 +46,6 @@ class QueryTimeoutError(InvalidInputError):
 
 class QueryLimitError(InvalidInputError):
     """The query's result (or its memory) passed a limit; the message names the limit."""
-
-
-@dataclass(frozen=True, slots=True)
-class QueryLimits:
-    """Resources one query may use."""
-
-    memory_limit: str = "1GB"
-    threads: int = 2
-    timeout_s: float = 60.0
-    max_sql_chars: int = 100_000
-    max_result_rows: int = 10_000_000
-    # None: half the memory limit (the result is held while it is written out).
-    max_result_bytes: int | None = None
-
-    @property
-    def memory_bytes(self) -> int:
-        """The memory limit in bytes (DuckDB's units: KB = 1000, KiB = 1024)."""
-        match = re.match(r"^(\d+(?:\.\d+)?)\s*([KMGT])(i?)B$", self.memory_limit)
-        assert match is not None  # checked in __post_init__
-        base = 1024 if match.group(3) else 1000
-        return int(float(match.group(1)) * base ** "KMGT".index(match.group(2)) * base)
-
-    @property
-    def result_bytes(self) -> int:
-        """The cap on a result's Arrow bytes."""
-        return (
-            self.max_result_bytes if self.max_result_bytes is not None else self.memory_bytes // 2
-        )
-
-    def __post_init__(self) -> None:
-        if not MEMORY_SIZE.match(self.memory_limit):
-            raise ConfigError(f"query memory limit {self.memory_limit!r} is not like 512MB or 2GB")
-        if self.threads < 1 or self.timeout_s <= 0:
-            raise ConfigError("query threads must be at least 1 and the timeout positive")
-        if self.max_result_rows < 1 or (
-            self.max_result_bytes is not None and self.max_result_bytes < 1
-        ):
-            raise ConfigError("query result caps must be positive")
 
 
 _LEADING = re.compile(r"^(?:--[^\n]*\n|/\*.*?\*/|\s|\()*([A-Za-z_]+)", re.DOTALL)

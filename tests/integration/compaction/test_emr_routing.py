@@ -14,13 +14,14 @@ import pytest
 from moto import mock_aws
 from psycopg import sql
 
-from icefloe.compaction.emr import EmrCompactionLauncher, EmrJobConfig, LaunchedJob
+from icefloe.compaction.emr import EmrCompactionLauncher, LaunchedJob
 from icefloe.compaction.manifest import CompactionManifest
 from icefloe.compaction.tracking import handle_job_state_change, outputs_prefix
 from icefloe.errors import NotFoundError
 from icefloe.janitor import Janitor
 from icefloe.merge import InProcessQueue, MergeOrchestrator
 from icefloe.metastore.jobs import JobStore
+from icefloe.settings.parts import EmrJobConfig
 from icefloe.spec import SizeTargets
 from support.aws import FAKE_AWS_ENVIRONMENT, REGION, UNSET_AWS_VARIABLES
 from support.merge_lake import Lake

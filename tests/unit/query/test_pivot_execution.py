@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from icefloe.query.executor import InProcessExecutor
-from icefloe.query.sandbox import QueryLimits, check_query
+from icefloe.query.sandbox import check_query
+from icefloe.settings.limits import QueryLimits
 
 VIEWS = [("events", "SELECT * FROM (VALUES ('a', 'u1'), ('b', 'u1'), ('a', 'u2')) v(event, uid)")]
 LEFT_TYPES = (

@@ -10,7 +10,7 @@ import duckdb
 import pytest
 
 from icefloe.query.database import QueryDatabase
-from icefloe.query.sandbox import QueryLimits
+from icefloe.settings.limits import QueryLimits
 
 
 class Clock:

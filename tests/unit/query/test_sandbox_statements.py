@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from icefloe.query.sandbox import QueryLimits, QueryRefusedError, check_query, check_sql
+from icefloe.query.sandbox import QueryRefusedError, check_query, check_sql
+from icefloe.settings.limits import QueryLimits
 
 LIMITS = QueryLimits(max_sql_chars=500)
 
