@@ -1,0 +1,7 @@
+"""``python -m icefloe.cli ...``: the same as the ``icefloe`` console script."""
+
+import sys
+
+from icefloe.cli import main
+
+sys.exit(main())

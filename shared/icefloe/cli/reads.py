@@ -1,0 +1,107 @@
+"""``query`` (DuckDB, local Spark, or a job on EMR Serverless) and ``files``: reading a table at a
+snapshot."""
+
+from __future__ import annotations
+
+import argparse
+from typing import TextIO
+
+from icefloe.cli.output import emit, text_table
+from icefloe.errors import InvalidInputError
+from icefloe.lake import Lake
+from icefloe.query.output import write_result
+
+
+def query_command(lake: Lake, args: argparse.Namespace, out: TextIO) -> int:
+    if args.format == "parquet" and not args.output:
+        raise InvalidInputError("--format parquet needs --output FILE")
+    if args.engine == "emr":
+        return _query_on_emr(lake, args, out)
+    if args.engine == "spark":
+        if args.tenant is not None:
+            raise InvalidInputError("--tenant needs the duckdb engine (its sandbox scopes tenants)")
+        from icefloe.compaction.session import local_spark_session
+        from icefloe.spark import query_with_spark
+
+        rows = query_with_spark(
+            local_spark_session(), args.sql, runtime=lake.runtime, snapshot_id=args.snapshot
+        )
+        write_result(rows, fmt=args.format, out=out, output=args.output)
+        return 0
+    result = lake.query_engine().query(args.sql, snapshot_id=args.snapshot, tenant=args.tenant)
+    write_result(result.rows, fmt=args.format, out=out, output=args.output)
+    return 0
+
+
+def _query_on_emr(lake: Lake, args: argparse.Namespace, out: TextIO) -> int:
+    """Start a query job on EMR Serverless (see :mod:`icefloe.emr_query`); it writes its
+    result as Parquet, so only ``--format table`` or ``json`` (of the job) apply."""
+    import boto3
+
+    from icefloe.emr_query import EmrQueryLauncher
+
+    if args.tenant is not None:
+        raise InvalidInputError("--tenant needs the duckdb engine (its sandbox scopes tenants)")
+    if args.format not in ("table", "json") or args.output:
+        raise InvalidInputError(
+            "--engine emr writes its result as Parquet under the results location:"
+            " --format csv/parquet and --output do not apply"
+        )
+    config = lake.settings.emr.job_config()
+    if config is None:
+        raise InvalidInputError(
+            "--engine emr needs ICEFLOE_EMR_APPLICATION_ID, ICEFLOE_EMR_JOB_ROLE_ARN,"
+            " ICEFLOE_EMR_ENTRY_POINT and ICEFLOE_EMR_ENVIRONMENT_ARCHIVE (the stack's outputs)"
+        )
+    settings = lake.core
+    client = boto3.client("emr-serverless", region_name=settings.aws_region)
+    launched = EmrQueryLauncher(
+        meta=lake.meta,
+        objects=lake.objects,
+        client=client,
+        config=config,
+        results_uri=settings.results_location.uri,
+    ).launch(args.sql, snapshot_id=args.snapshot)
+    data = {
+        "job_id": launched.job_id,
+        "job_run_id": launched.job_run_id,
+        "snapshots": launched.snapshots,
+        "result_uri": launched.result_uri,
+    }
+    emit(
+        out,
+        args.format,
+        data,
+        lambda: (
+            f"started query job {launched.job_id} (EMR job run {launched.job_run_id}) over "
+            + ", ".join(f"{t} at snapshot {s}" for t, s in launched.snapshots.items())
+            + f"\nits result will be Parquet under {launched.result_uri}"
+        ),
+    )
+    return 0
+
+
+def files_command(lake: Lake, args: argparse.Namespace, out: TextIO) -> int:
+    snapshot = lake.meta.resolve_snapshot(args.name, snapshot_id=args.snapshot)
+    found = lake.meta.files(args.name, snapshot_id=snapshot) if snapshot else []
+    rows = [
+        {
+            "path": lake.objects.uri(f.path),
+            "partition": f.partition_path,
+            "row_count": f.row_count,
+            "size_bytes": f.size_bytes,
+            "row_groups": f.row_group_count,
+            "snapshot_added": f.begin_snapshot,
+        }
+        for f in found
+    ]
+    emit(
+        out,
+        args.format,
+        rows,
+        lambda: text_table(
+            ["partition", "rows", "bytes", "path"],
+            [[r["partition"], r["row_count"], r["size_bytes"], r["path"]] for r in rows],
+        ),
+    )
+    return 0
