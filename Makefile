@@ -32,6 +32,7 @@ lint: venv
 	$(BIN)/ruff check shared functions infra tests benchmarks
 	$(BIN)/ruff format --check shared functions infra tests benchmarks
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 $(SAM):
 	$(PYTHON) -m venv $(SAM_VENV)

@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING, Any, get_args
 
 import pyarrow as pa
 
-from icefloe.aws.secrets import SecretDsn, with_database_secret
 from icefloe.config import Settings
 from icefloe.errors import ConfigError, PublicationError, TableExistsError
 from icefloe.iceberg.catalogs import IcebergSettings
@@ -44,6 +43,7 @@ from icefloe.lifecycle import (
 from icefloe.lifecycle.alter import add_column, drop_column, widen_column
 from icefloe.merge import LocalMergeReport, MergeWorker, merge_locally
 from icefloe.metastore.models import Snapshot, TableInfo, TableStatus
+from icefloe.metastore.secrets import SecretDsn, with_database_secret
 from icefloe.query import QueryEngine, QueryLimits
 from icefloe.query.engine import Isolation
 from icefloe.query.s3_access import S3Endpoint, configure_s3_from_settings

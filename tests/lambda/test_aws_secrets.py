@@ -11,8 +11,8 @@ import pytest
 from moto import mock_aws
 from psycopg.conninfo import conninfo_to_dict
 
-from icefloe.aws.secrets import database_url_from_secret
 from icefloe.errors import ConfigError
+from icefloe.metastore.secrets import database_url_from_secret
 from support.aws import FAKE_AWS_ENVIRONMENT, REGION, UNSET_AWS_VARIABLES
 
 pytestmark = pytest.mark.integration

@@ -19,9 +19,9 @@ from icefloe.aws.lambda_runtime import (
     reset_for_tests,
     runtime_from_environment,
 )
-from icefloe.aws.secrets import SecretDsn
 from icefloe.errors import ConfigError
 from icefloe.lake import resolve_database
+from icefloe.metastore.secrets import SecretDsn
 from icefloe.metastore.store import MetaStore
 from icefloe.settings import load_settings
 from support.aws import FAKE_AWS_ENVIRONMENT, REGION, UNSET_AWS_VARIABLES

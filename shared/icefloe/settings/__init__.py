@@ -65,7 +65,7 @@ class IcefloeSettings:
 
     ``core`` is what every operation needs (where the meta store and the data are);
     ``database_secret_arn`` is resolved into ``core.database_url`` by
-    :func:`icefloe.aws.secrets.with_database_secret` where a secret is allowed.
+    :func:`icefloe.metastore.secrets.with_database_secret` where a secret is allowed.
     """
 
     core: Settings
