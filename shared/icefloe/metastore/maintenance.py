@@ -1,8 +1,9 @@
 """The janitor's statements: expire snapshots, find and forget dead files, know which objects
 are registered, free expired claims, prune old receipts.
 
-Kept apart from :mod:`icefloe.metastore.store` (the read and commit paths); it uses the same
-pool. A retained Iceberg publication (:mod:`icefloe.metastore.publications`) holds the
+Kept apart from the read and commit paths (:mod:`icefloe.metastore.snapshots`,
+:mod:`icefloe.metastore.commits`); its statements go through the meta store's transactions, on
+the same pool. A retained Iceberg publication (:mod:`icefloe.metastore.publications`) holds the
 snapshot it shows and every later one. Snapshots expire as a prefix: every snapshot older than the newest one committed at or
 before ``now - retention`` (that one stays: it is what ``as_of`` the retention boundary reads),
 so the head never expires, and a dead file whose last snapshot (``end - 1``) expired is seen
@@ -17,8 +18,10 @@ from datetime import datetime, timedelta
 
 from psycopg import sql
 
+from icefloe.metastore.access import Conn
 from icefloe.metastore.models import DataFile
-from icefloe.metastore.store import _FILE_COLUMNS, Conn, MetaStore, _data_file
+from icefloe.metastore.rows import FILE_COLUMNS, data_file
+from icefloe.metastore.store import MetaStore
 from icefloe.spec import TableSpec
 
 
@@ -123,7 +126,7 @@ class Maintenance:
             )
             ORDER BY file_id
             """
-        ).format(columns=sql.SQL(_FILE_COLUMNS))
+        ).format(columns=sql.SQL(FILE_COLUMNS))
         with self._meta.read_transaction() as conn:
             rows = conn.execute(
                 query,
@@ -134,7 +137,7 @@ class Maintenance:
                     "limit": limit,
                 },
             ).fetchall()
-        return [_data_file(row) for row in rows]
+        return [data_file(row) for row in rows]
 
     def forget_files(self, table: str, file_ids: Sequence[int]) -> int:
         """Delete the rows of dead files whose objects are gone; returns how many."""
