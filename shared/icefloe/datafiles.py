@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from icefloe.errors import InvalidArgumentError
 from icefloe.membership import MAX_KEYS, build_filter
 from icefloe.metastore.models import ColumnStats, JsonScalar, NewFile
 from icefloe.spec import TableSpec
@@ -137,7 +138,9 @@ def encode_parquet(
                 writer.write_table(table.slice(offset, size), row_group_size=size)
                 offset += size
             if offset != table.num_rows:
-                raise ValueError(f"row group sizes add up to {offset}, not {table.num_rows} rows")
+                raise InvalidArgumentError(
+                    f"row group sizes add up to {offset}, not {table.num_rows} rows"
+                )
     data = sink.getvalue().to_pybytes()
     (metadata,) = footer
     stats = footer_stats(metadata)

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import duckdb
 
+from icefloe.errors import InvalidArgumentError, InvalidInputError, InvalidNameError
+
 _SAFE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
@@ -20,14 +22,14 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 def ident(name: str) -> str:
     """A quoted DuckDB identifier for a validated name."""
     if not _SAFE_NAME.match(name):
-        raise ValueError(f"not a safe identifier: {name!r}")
+        raise InvalidNameError(f"not a safe identifier: {name!r}")
     return f'"{name}"'
 
 
 def name_literal(name: str) -> str:
     """A SQL string literal holding a validated name (a JSON key, a column name)."""
     if not _SAFE_NAME.match(name):
-        raise ValueError(f"not a safe name: {name!r}")
+        raise InvalidNameError(f"not a safe name: {name!r}")
     return f"'{name}'"
 
 
@@ -72,7 +74,7 @@ def connect(
         con.execute(f"SET threads = {int(threads)}")
     if memory_limit is not None:
         if not re.match(r"^\d+(\.\d+)?\s*[KMGT]i?B$", memory_limit):
-            raise ValueError(f"bad DuckDB memory limit {memory_limit!r}")
+            raise InvalidArgumentError(f"bad DuckDB memory limit {memory_limit!r}")
         con.execute(f"SET memory_limit = '{memory_limit}'")
     return con
 
@@ -81,5 +83,5 @@ def string_literal(value: str) -> str:
     """A SQL string literal for a value DuckDB cannot take as a parameter (a file list inside a
     view definition): quotes are doubled, control characters refused."""
     if _CONTROL.search(value):
-        raise ValueError(f"control character in SQL string {value!r}")
+        raise InvalidInputError(f"control character in SQL string {value!r}")
     return "'" + value.replace("'", "''") + "'"

@@ -18,8 +18,22 @@ class ConfigError(IcefloeError):
     """The configuration (environment variables, settings) is invalid."""
 
 
+class InvalidArgumentError(IcefloeError, ValueError):
+    """A function was called outside its contract: an argument out of its range, or arguments
+    that disagree (row-group sizes that do not add up to the rows, files of two partitions).
+
+    A mistake of the calling code, not of the data, so it is not an :class:`InvalidInputError`:
+    boundaries that refuse bad input as the sender's fault report this as a failure instead.
+    """
+
+
 class InvalidInputError(IcefloeError, ValueError):
     """The caller's input is malformed: a name, a spec, a row, a message."""
+
+
+class InvalidEventError(InvalidInputError):
+    """A function was invoked with an event it does not take (the wrong shape or source): a
+    wiring mistake, refused loudly rather than answered."""
 
 
 class InvalidNameError(InvalidInputError):

@@ -15,6 +15,8 @@ import time
 
 import pyarrow as pa
 
+from icefloe.errors import InvalidArgumentError
+
 ROW_ID_COLUMN = "_row_id"
 ROW_ID_TYPE = pa.binary(16)
 ROW_ID_CHUNK_ROWS = 1 << 24  # ids increase with row position within each chunk this long
@@ -28,7 +30,7 @@ def new_row_ids(
     """``count`` fresh row ids, distinct, increasing in row order within each chunk of
     ``chunk`` rows (2^24; smaller only in tests)."""
     if not 1 <= chunk <= ROW_ID_CHUNK_ROWS:
-        raise ValueError(f"chunk must be in 1..{ROW_ID_CHUNK_ROWS}, got {chunk}")
+        raise InvalidArgumentError(f"chunk must be in 1..{ROW_ID_CHUNK_ROWS}, got {chunk}")
     if count == 0:
         empty = pa.array([], type=ROW_ID_TYPE)
         assert isinstance(empty, pa.FixedSizeBinaryArray)

@@ -20,7 +20,7 @@ from typing import BinaryIO, Literal, cast
 import orjson
 import pyarrow as pa
 
-from icefloe.errors import BatchRejectedError, RowProblem
+from icefloe.errors import BatchRejectedError, InvalidArgumentError, RowProblem
 from icefloe.ingest.json_shape import MAX_JSON_DEPTH_CAP
 
 InputFormat = Literal["json", "ndjson", "csv", "parquet"]
@@ -41,7 +41,7 @@ class InsertLimits:
         # Every JSON input is scanned to this depth before a parser reads it; pyarrow's parse
         # is recursive, and a few thousand levels more would exhaust a thread's stack.
         if not 1 <= self.max_json_depth <= MAX_JSON_DEPTH_CAP:
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"max_json_depth must be from 1 to {MAX_JSON_DEPTH_CAP}, not {self.max_json_depth}"
             )
 

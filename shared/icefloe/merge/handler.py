@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from icefloe.errors import InvalidEventError
 from icefloe.merge.tasks import MergeTask
 from icefloe.merge.worker import MergeOutcome, MergeWorker
 
@@ -46,7 +47,7 @@ def process_merge_records(
     failed: dict[str, str] = {}
     for record in event.get("Records", []):
         if record.get("eventSource") != "aws:sqs":
-            raise ValueError(f"unsupported event source {record.get('eventSource')!r}")
+            raise InvalidEventError(f"unsupported event source {record.get('eventSource')!r}")
         message_id = str(record["messageId"])
         try:
             run_other = (other_kinds or {}).get(_kind(record["body"]) or "merge")

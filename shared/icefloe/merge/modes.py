@@ -7,6 +7,7 @@ the file sort keys (row-group key first) and then ``_row_id``, so outputs are de
 from __future__ import annotations
 
 import json
+from typing import assert_never
 
 import duckdb
 
@@ -51,8 +52,8 @@ def merge_sql(spec: TableSpec) -> str:
         body = f"SELECT {', '.join(items)} FROM {source} GROUP BY {group}"
     elif isinstance(mode, CustomMode):
         body = custom_select(spec, mode)
-    else:  # pragma: no cover - MergeMode is closed
-        raise TypeError(f"unknown merge mode {mode!r}")
+    else:  # pragma: no cover - MergeMode is closed (mypy checks every mode is handled)
+        assert_never(mode)
     return ordered_output(spec, body)
 
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal
 
+from icefloe.errors import InvalidArgumentError
 from icefloe.metastore.models import LiveFile
 from icefloe.spec import SizeTargets
 
@@ -74,7 +75,7 @@ def plan_partition(
     )
     partitions = {f.partition_path for f in eligible}
     if len(partitions) > 1:
-        raise ValueError(f"plan_partition got files of {len(partitions)} partitions")
+        raise InvalidArgumentError(f"plan_partition got files of {len(partitions)} partitions")
     groups: list[MergeGroup] = []
     current: list[LiveFile] = []
     current_bytes = 0

@@ -18,6 +18,8 @@ from collections.abc import Iterator, Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from icefloe.errors import InvalidArgumentError
+
 
 def pack_runs(run_lengths: Sequence[int], *, target_rows: int, max_rows: int) -> list[int]:
     """Row-group sizes for runs of equal key values, in order.
@@ -27,12 +29,14 @@ def pack_runs(run_lengths: Sequence[int], *, target_rows: int, max_rows: int) ->
     ``max_rows``-sized groups (its remainder opens a group like any run).
     """
     if target_rows < 1 or max_rows < target_rows:
-        raise ValueError(f"need 1 <= target_rows <= max_rows, got {target_rows}, {max_rows}")
+        raise InvalidArgumentError(
+            f"need 1 <= target_rows <= max_rows, got {target_rows}, {max_rows}"
+        )
     groups: list[int] = []
     open_rows = 0
     for length in run_lengths:
         if length <= 0:
-            raise ValueError(f"run lengths must be positive, got {length}")
+            raise InvalidArgumentError(f"run lengths must be positive, got {length}")
         if open_rows and open_rows + length > target_rows:
             groups.append(open_rows)
             open_rows = 0
@@ -73,7 +77,9 @@ class RowGroupCutter:
 
     def __init__(self, *, key: str | None, target_rows: int, max_rows: int) -> None:
         if target_rows < 1 or max_rows < target_rows:
-            raise ValueError(f"need 1 <= target_rows <= max_rows, got {target_rows}, {max_rows}")
+            raise InvalidArgumentError(
+                f"need 1 <= target_rows <= max_rows, got {target_rows}, {max_rows}"
+            )
         self._key = key
         self._target = target_rows
         self._max = max_rows

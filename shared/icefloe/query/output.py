@@ -16,6 +16,8 @@ import pyarrow as pa
 import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 
+from icefloe.errors import InvalidArgumentError
+
 MAX_TEXT_ROWS = 1000
 
 
@@ -49,7 +51,7 @@ def write_result(table: pa.Table, *, fmt: str, out: TextIO, output: str | None =
     """Write ``table`` as ``fmt`` to ``output`` (a file) or ``out``."""
     if fmt == "parquet":
         if output is None:
-            raise ValueError("parquet output needs a file")
+            raise InvalidArgumentError("parquet output needs a file")
         pq.write_table(table, output, compression="zstd")
         return
     if fmt == "json":

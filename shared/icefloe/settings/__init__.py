@@ -314,13 +314,13 @@ def _emr_settings(read: _Reading) -> EmrSettings:
 
 def _iceberg_catalog_kind(value: str) -> IcebergCatalogKind:
     if value not in ("sql", "glue"):
-        raise ValueError("must be sql or glue")
+        raise ConfigError("must be sql or glue")
     return "glue" if value == "glue" else "sql"
 
 
 def _iceberg_namespace(value: str) -> str:
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", value):
-        raise ValueError("must be a plain identifier (letters, digits, underscores)")
+        raise ConfigError("must be a plain identifier (letters, digits, underscores)")
     return value
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from icefloe.errors import BatchRejectedError
+from icefloe.errors import BatchRejectedError, InvalidArgumentError
 from icefloe.ingest import json_input, json_shape
 from icefloe.ingest.arrow_input import utf8_valid
 from icefloe.ingest.json_shape import (
@@ -251,7 +251,7 @@ def test_a_json_array_element_nested_too_deeply_is_refused_by_row_and_field_acro
 
 def test_the_depth_limit_has_a_ceiling_below_what_a_recursive_parser_survives() -> None:
     InsertLimits(max_json_depth=json_shape.MAX_JSON_DEPTH_CAP)
-    with pytest.raises(ValueError, match="max_json_depth must be from 1 to 1000"):
+    with pytest.raises(InvalidArgumentError, match="max_json_depth must be from 1 to 1000"):
         InsertLimits(max_json_depth=json_shape.MAX_JSON_DEPTH_CAP + 1)
 
 

@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from icefloe.errors import InvalidArgumentError
 from icefloe.ingest.row_ids import ROW_ID_TYPE, new_row_ids
 
 
@@ -39,7 +40,7 @@ def test_later_batches_sort_after_earlier_ones() -> None:
 
 
 def test_a_bad_chunk_size_is_refused() -> None:
-    with pytest.raises(ValueError, match="chunk"):
+    with pytest.raises(InvalidArgumentError, match="chunk"):
         new_row_ids(3, chunk=0)
 
 

@@ -13,6 +13,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from icefloe.errors import InvalidArgumentError
 from icefloe.merge.planner import (
     MergeGroup,
     MergePolicy,
@@ -545,7 +546,7 @@ def test_claimed_young_and_target_sized_files_are_left_out() -> None:
 def test_plan_partition_rejects_eligible_files_of_two_partitions() -> None:
     policy = _policy(target=1_000, min_files=2)
     files = [_file(1, 10, partition="day=2024-01-01"), _file(2, 10, partition="bucket=1")]
-    with pytest.raises(ValueError, match="2 partitions"):
+    with pytest.raises(InvalidArgumentError, match="2 partitions"):
         plan_partition(files, policy=policy, now=NOW)
 
 

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from icefloe.errors import InvalidArgumentError
 from icefloe.merge.rowgroups import RowGroupCutter, pack_runs, run_lengths
 
 PROPERTY = settings(max_examples=200, deadline=None)
@@ -164,7 +165,7 @@ def test_pack_runs_examples(runs: list[int], target: int, cap: int, expected: li
 def test_pack_runs_rejects_bad_arguments(
     runs: list[int], target: int, cap: int, message: str
 ) -> None:
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(InvalidArgumentError, match=message):
         pack_runs(runs, target_rows=target, max_rows=cap)
 
 
@@ -390,5 +391,5 @@ def test_empty_batches_and_streams_yield_nothing() -> None:
 
 @pytest.mark.parametrize(("target", "cap"), [(0, 5), (5, 4), (-1, -1)])
 def test_cutter_rejects_bad_limits(target: int, cap: int) -> None:
-    with pytest.raises(ValueError, match="target_rows"):
+    with pytest.raises(InvalidArgumentError, match="target_rows"):
         RowGroupCutter(key="k", target_rows=target, max_rows=cap)

@@ -16,7 +16,7 @@ from icefloe.aws import clients
 from icefloe.aws.events import InsertInvoke, error_answer
 from icefloe.aws.lambda_runtime import container_settings, inserter_from_environment
 from icefloe.aws.observability import FunctionTelemetry
-from icefloe.errors import InvalidInputError, NotFoundError
+from icefloe.errors import IcefloeError, InvalidInputError, NotFoundError
 from icefloe.ingest.insert import InsertResult
 from icefloe.ingest.queue import (
     SYSTEM_FAILURES,
@@ -26,7 +26,7 @@ from icefloe.ingest.queue import (
 )
 
 
-class InsertCrashedError(Exception):
+class InsertCrashedError(IcefloeError):
     """The insert failed unexpectedly on these rows (not a failure of the system)."""
 
 

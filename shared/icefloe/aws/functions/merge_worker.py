@@ -19,6 +19,7 @@ from icefloe.aws.lambda_runtime import (
     merge_worker_from_environment,
 )
 from icefloe.aws.observability import FunctionTelemetry
+from icefloe.errors import InvalidEventError
 from icefloe.lifecycle.delete_jobs import MESSAGE_KIND as DELETE_PART
 from icefloe.merge import MergeBatchResult, MergeOutcome, process_merge_records
 
@@ -27,7 +28,7 @@ def handle(event: object, *, telemetry: FunctionTelemetry) -> dict[str, Any]:
     if not isinstance(event, Mapping) or "Records" not in event:
         # Only the SQS event source mapping invokes this function: anything else is a wiring
         # mistake that must fail loudly.
-        raise ValueError("expected an SQS event ({'Records': [...]}) from the merge queue")
+        raise InvalidEventError("expected an SQS event ({'Records': [...]}) from the merge queue")
     deletes = delete_part_runner_from_environment()
 
     def log_outcome(outcome: MergeOutcome) -> None:
