@@ -13,14 +13,13 @@ import pytest
 
 from icefloe.errors import InvalidInputError, SpecError
 from icefloe.ingest import Inserter
+from icefloe.lake import Lake as OpenedLake
 from icefloe.lifecycle import alter_table, delete_rows, rollback_table
 from icefloe.lifecycle.alter import add_column, drop_column, rename_column, widen_column
 from icefloe.lifecycle.delete import DeletePlanner
 from icefloe.merge import MergeWorker, merge_locally
 from icefloe.merge.tasks import MergeTask
-from icefloe.notebook import Lake as NotebookLake
 from icefloe.query import QueryEngine
-from icefloe.runtime import Runtime
 from icefloe.settings import load_settings
 from icefloe.spec import SizeTargets, TableSpec
 from icefloe.spec.evolution import SchemaChange
@@ -365,8 +364,9 @@ def test_the_notebook_client_reads_the_evolved_and_the_pinned_schema(
             "ICEFLOE_DATABASE_URL": postgres_dsn,
             "ICEFLOE_DATABASE_SCHEMA": schema_name,
         }
-    ).core
-    runtime = Runtime.open(settings)
+    )
+    opened = OpenedLake.open(settings)
+    runtime = opened.runtime
     runtime.meta.migrate()
     inserter = Inserter(meta=runtime.meta, objects=runtime.objects)
     lake = Lake(
@@ -378,12 +378,11 @@ def test_the_notebook_client_reads_the_evolved_and_the_pinned_schema(
     )
     try:
         before, after, old_head = evolved_lake(lake)
-        notebook = NotebookLake(runtime)
-        got = notebook.connect().execute(NEW_SELECT).fetchall()
+        got = opened.duckdb().execute(NEW_SELECT).fetchall()
         assert sorted(got, key=lambda t: tuple(map(repr, t))) == expected(
             [as_new(r) for r in before] + after, NEW_COLUMNS
         )
-        old = notebook.table("t", snapshot_id=old_head)
+        old = opened.relation("t", snapshot_id=old_head)
         assert old.columns == ["ts", "user_id", "n", "price", "note", "_row_id"]
         assert sorted(
             old.project("ts, user_id, n, price, note").fetchall(),
@@ -392,7 +391,7 @@ def test_the_notebook_client_reads_the_evolved_and_the_pinned_schema(
     finally:
         lake.engine.close()
         inserter.close()
-        runtime.close()
+        opened.close()
 
 
 def test_a_delete_planned_again_after_a_schema_change_checks_its_predicate_again(
