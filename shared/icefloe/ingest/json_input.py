@@ -1,6 +1,6 @@
 """NDJSON parsed once into typed Arrow, or left to the DuckDB conversion.
 
-The DuckDB conversion (:mod:`icefloe.ingest.load`) reads every field as JSON and checks its
+The DuckDB conversion (:mod:`icefloe.ingest.conversion`) reads every field as JSON and checks its
 type value by value; it names the row and field at fault, and it is slow. Most batches hold
 no bad value. For those, pyarrow's JSON reader parses the typed columns straight into their
 Arrow types (its typing is strict: a string is never read as a number, nor a number as a
@@ -259,7 +259,7 @@ def dates_from_text(text: pa.ChunkedArray) -> pa.ChunkedArray | None:
 
 
 class JsonColumnReader(Protocol):
-    """DuckDB's side of the one-parse path (see :mod:`icefloe.ingest.load`)."""
+    """DuckDB's side of the one-parse path (:mod:`icefloe.ingest.json_records`)."""
 
     def json_columns(self, columns: list[Column]) -> pa.Table | None:
         """The JSON columns, read and checked as the slow path does; None if a value fails."""
