@@ -911,3 +911,30 @@ def test_an_unpartitioned_table_gets_one_file_per_batch(
     assert path.startswith("flat/data/") and path.count("/") == 2
     table = pq.read_table(io.BytesIO(objects.get(path)))
     assert table.column("k").to_pylist() == [str(i) for i in range(10)]
+
+
+@pytest.mark.parametrize("fmt", ["rows", "json", "ndjson", "csv"])
+def test_a_column_name_of_the_longest_length_allowed_is_inserted_by_every_path(
+    meta: MetaStore, objects: ObjectStore, inserter: Inserter, fmt: str
+) -> None:
+    # Given a column named with 63 characters, the longest a name may have (its presence flag,
+    # "__present_" and the name, is longer: it was refused as an identifier)
+    long = "c" * 63
+    meta.create_table(TableSpec.create(name="t", schema=f"ts TIMESTAMP, {long} VARCHAR"))
+    rows = [{"ts": "2026-02-03T10:00:00", long: "x"}, {"ts": "2026-02-03T11:00:00", long: None}]
+
+    # When rows holding it are inserted
+    if fmt == "rows":
+        inserter.insert_rows("t", rows)
+    elif fmt == "csv":
+        inserter.insert_bytes(
+            "t", f"ts,{long}\n2026-02-03T10:00:00,x\n2026-02-03T11:00:00,\n".encode(), fmt="csv"
+        )
+    else:
+        text = json.dumps(rows) if fmt == "json" else "\n".join(map(json.dumps, rows))
+        inserter.insert_bytes("t", text.encode(), fmt=fmt)  # type: ignore[arg-type]
+
+    # Then they are stored with their values
+    assert sorted(read_back(meta, objects, "t"), key=str) == sorted(
+        [(datetime(2026, 2, 3, 10), "x"), (datetime(2026, 2, 3, 11), None)], key=str
+    )

@@ -35,7 +35,14 @@ class ColumnSQL:
 
     @property
     def present_alias(self) -> str:
-        return ident(f"__present_{self.column.name}")
+        return present_ident(self.column.name)
+
+
+def present_ident(name: str) -> str:
+    """The quoted identifier of column ``name``'s presence flag. ``name`` is checked as an
+    identifier; the flag's own name may pass the 63 characters a column name may have (DuckDB
+    takes longer identifiers), so it is not checked again."""
+    return '"__present_' + ident(name)[1:]
 
 
 EXPECTED: dict[str, str] = {
@@ -81,7 +88,7 @@ def _outer_error(
     json_proven_standard: bool = False,
 ) -> str:
     v = ident(col.name)
-    present = ident(f"__present_{col.name}")
+    present = present_ident(col.name)
     checks = [
         f"WHEN NOT {present} THEN {'NULL' if col.nullable else repr('missing')}",
         f"WHEN {v} IS NULL THEN 'type'",
