@@ -333,7 +333,7 @@ LEFT_OUT = (
     *sorted(name.replace("-", "_") for name in build_layer.ICEBERG_PRUNED_DISTRIBUTIONS),
 )
 PASS_IN_A_PROCESS = textwrap.dedent("""
-    import json, resource, sys
+    import json, sys
     left_out = json.loads(sys.argv[1])
     for name in left_out:
         sys.modules[name] = None  # importing it raises ImportError, as in the layers
@@ -343,7 +343,10 @@ PASS_IN_A_PROCESS = textwrap.dedent("""
     from support.aws import FakeLambdaContext
     answer = app.lambda_handler({}, FakeLambdaContext(function_name="PublisherFunction"))
     loaded = sorted(n for n in left_out if sys.modules.get(n) is not None)
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    # The peak of this process's own memory: VmHWM starts again at exec, while getrusage's
+    # ru_maxrss keeps the forking parent's peak (a whole test run's pytest process).
+    with open("/proc/self/status") as status:
+        rss = next(int(l.split()[1]) * 1024 for l in status if l.startswith("VmHWM:"))
     print(json.dumps({"answer": answer, "loaded": loaded, "max_rss": rss}))
 """)
 
