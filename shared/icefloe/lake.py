@@ -282,7 +282,10 @@ class Lake:
                 )
             from icefloe.iceberg import open_catalog
 
-            self._catalog = open_catalog(iceberg, self.core)
+            try:
+                self._catalog = open_catalog(iceberg, self.core)
+            except ImportError as e:  # pragma: no cover - the dev install has the extra
+                raise ConfigError(f"Iceberg publication needs icefloe[iceberg]: {e}") from e
         return self._catalog
 
     # -- lifecycle of the handle ---------------------------------------------------------------
@@ -470,16 +473,19 @@ class Lake:
             namespace=self.iceberg.namespace,
         )
 
-    def _keep_published(self, table: str | None, *, retention: timedelta | None = None) -> None:
-        """After a merge, before a gc: publish the opted-in tables (``table``, or all);
-        PublicationError naming each table that failed (the others are published)."""
+    def keep_published(
+        self, table: str | None = None, *, retention: timedelta | None = None
+    ) -> PublicationPass | None:
+        """Publish the opted-in tables whose head moved (``table``, or all), at ``retention``
+        in place of each table's own; None when no table is opted in (pyiceberg is then never
+        imported). What ``merge --wait`` and ``gc`` run, in the CLI and here."""
         from icefloe.iceberg.current import publication_wanted
 
         if not publication_wanted(self.meta):
-            return
+            return None
         from icefloe.iceberg import publish_due
 
-        done = publish_due(
+        return publish_due(
             meta=self.meta,
             objects=self.objects,
             catalog=self.iceberg_catalog(),
@@ -487,7 +493,12 @@ class Lake:
             tables=None if table is None else [table],
             retention=retention,
         )
-        if done.failed:
+
+    def _keep_published(self, table: str | None, *, retention: timedelta | None = None) -> None:
+        """After a merge, before a gc: :meth:`keep_published`, and PublicationError naming
+        each table that failed (the others are published)."""
+        done = self.keep_published(table, retention=retention)
+        if done is not None and done.failed:
             raise PublicationError(
                 "; ".join(f"{f.table}: publication failed: {f.error}" for f in done.failed)
             )

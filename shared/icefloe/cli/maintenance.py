@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from typing import TextIO
 
 from icefloe.cli.output import EXIT_ERROR, counted, emit, text_table
-from icefloe.cli.publish import keep_published, publication_text
+from icefloe.cli.publish import publication_text
 from icefloe.janitor import format_duration, parse_duration
 from icefloe.lake import Lake
 from icefloe.merge import merge_locally
@@ -51,7 +51,7 @@ def merge_command(lake: Lake, args: argparse.Namespace, out: TextIO) -> int:
             bar.close()
     elapsed = time.perf_counter() - started
     # Once quiet, the opted-in tables are published (their heads moved with the merges).
-    published = keep_published(lake, args, args.name) if args.wait else None
+    published = lake.keep_published(args.name) if args.wait else None
     committed = [o for o in report.outcomes if o.status == "committed"]
     row = {
         "rounds": len(report.rounds),
@@ -167,7 +167,7 @@ def gc_command(lake: Lake, args: argparse.Namespace, out: TextIO) -> int:
         lake.meta.get_table(args.name)
     # Opted-in tables are published first: that expires their Iceberg snapshots past the
     # retention, so this collection may take the files only those kept.
-    published = None if args.dry_run else keep_published(lake, args, args.name, retention=retention)
+    published = None if args.dry_run else lake.keep_published(args.name, retention=retention)
     bars: list[Progress] = []
     deleted = 0
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-from datetime import timedelta
 from typing import TYPE_CHECKING, TextIO
 
 from icefloe.cli.output import EXIT_ERROR, emit
@@ -70,36 +69,6 @@ def _iceberg_settings(lake: Lake, args: argparse.Namespace) -> IcebergSettings:
         "metadata_location": getattr(args, "metadata_location", None),
     }
     return dataclasses.replace(iceberg, **{k: v for k, v in given.items() if v is not None})
-
-
-def keep_published(
-    lake: Lake,
-    args: argparse.Namespace,
-    table: str | None,
-    *,
-    retention: timedelta | None = None,
-) -> PublicationPass | None:
-    """Publish the opted-in tables whose head moved (``table``, or all), as ``publish iceberg
-    --all`` does; None when no table is opted in (pyiceberg is then never imported)."""
-    from icefloe.iceberg.current import publication_wanted
-
-    if not publication_wanted(lake.meta):
-        return None
-    try:
-        from icefloe.iceberg import open_catalog, publish_due
-    except ImportError as e:  # pragma: no cover - the dev install has the extra
-        raise InvalidInputError(
-            f"tables are published as Iceberg, which needs icefloe[iceberg]: {e}"
-        ) from e
-    iceberg = _iceberg_settings(lake, args)
-    return publish_due(
-        meta=lake.meta,
-        objects=lake.objects,
-        catalog=open_catalog(iceberg, lake.core),
-        namespace=iceberg.namespace,
-        tables=None if table is None else [table],
-        retention=retention,
-    )
 
 
 def publication_text(done: PublicationPass) -> str:
