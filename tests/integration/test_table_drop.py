@@ -9,7 +9,7 @@ import pytest
 
 from icefloe.errors import TableNotFoundError
 from icefloe.janitor import Janitor
-from icefloe.metastore.maintenance import Maintenance
+from icefloe.metastore.janitor import JanitorStore
 from icefloe.metastore.models import NewFile
 from support.merge_lake import Lake
 
@@ -58,7 +58,7 @@ def test_a_dropped_table_is_gone_at_once_its_name_is_free_and_gc_purges_it(lake:
     assert purged.tables_purged == ("events",)
     assert purged.purged_objects == len(old_objects)
     assert objects_under(lake, "events") == new_objects
-    assert Maintenance(lake.meta).dropped_tables() == []
+    assert JanitorStore(lake.meta).dropped_tables() == []
     assert lake.rows("SELECT count(*) AS c FROM events") == [{"c": 1}]
 
 

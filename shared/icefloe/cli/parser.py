@@ -402,7 +402,7 @@ def _add_publish_commands(commands: argparse._SubParsersAction[_Parser]) -> None
 
 def _add_db_commands(commands: argparse._SubParsersAction[_Parser]) -> None:
     """``db stop|status`` (handler in :mod:`icefloe.cli.environment`)."""
-    db = commands.add_parser("db", help="the embedded meta store")
+    db = commands.add_parser("db", help="the embedded Postgres meta store")
     db_commands = db.add_subparsers(dest="db_command", required=True, parser_class=_Parser)
     _add_format(
         db_commands.add_parser("stop", help="stop the embedded Postgres under ICEFLOE_HOME")

@@ -1,4 +1,4 @@
-"""A local Spark session for embedded mode and tests (``local[*]``, UTC, no UI)."""
+"""A local Spark session for local mode and tests (``local[*]``, UTC, no UI)."""
 
 from __future__ import annotations
 

@@ -16,8 +16,8 @@ from datetime import timedelta
 from typing import Any
 
 from icefloe.compaction.runner import runner_is_gone
+from icefloe.metastore.janitor import JanitorStore
 from icefloe.metastore.jobs import CompactionJob, JobStore
-from icefloe.metastore.maintenance import Maintenance
 from icefloe.metastore.store import MetaStore
 from icefloe.settings.limits import DEFAULT_COMPACTION_LEASE
 from icefloe.storage import ObjectStore
@@ -138,7 +138,7 @@ def _delete_uncommitted_outputs(meta: MetaStore, objects: ObjectStore, job: Comp
     keys: list[str] = []
     for listing in objects.list_prefix(outputs_prefix(job.table, job.job_id)):
         keys.extend(json.loads(objects.get(listing.key)))
-    registered = Maintenance(meta).registered_paths(keys)
+    registered = JanitorStore(meta).registered_paths(keys)
     stale = [k for k in keys if k not in registered]
     if stale:
         objects.delete_many(stale)

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from icefloe.janitor.collector import (
+from icefloe.janitor.durations import format_duration, parse_duration
+from icefloe.janitor.run import (
     DEFAULT_MAX_FILES,
     ORPHAN_GRACE_FLOOR,
     QUERY_GRACE,
     Janitor,
     JanitorReport,
-    TableCollection,
+    TableCleanup,
 )
-from icefloe.janitor.durations import format_duration, parse_duration
 
 __all__ = [
     "DEFAULT_MAX_FILES",
@@ -18,7 +18,7 @@ __all__ = [
     "QUERY_GRACE",
     "Janitor",
     "JanitorReport",
-    "TableCollection",
+    "TableCleanup",
     "format_duration",
     "parse_duration",
 ]

@@ -7,8 +7,8 @@ value-aligned row groups, upload) -> replace commit.
 
 from __future__ import annotations
 
-from icefloe.merge.embedded import LocalMergeReport, merge_locally
 from icefloe.merge.handler import MergeBatchResult, process_merge_records
+from icefloe.merge.local import LocalMergeReport, merge_locally
 from icefloe.merge.orchestrator import (
     MergeOrchestrator,
     OrchestratorSummary,

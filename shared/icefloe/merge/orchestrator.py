@@ -41,7 +41,7 @@ class HeavyLauncher(Protocol):
 
 
 class TaskSender(Protocol):
-    """Where merge tasks go: the SQS merge queue, or the embedded in-process queue."""
+    """Where merge tasks go: the SQS merge queue, or the in-process queue of local mode."""
 
     def send(self, tasks: Sequence[MergeTask]) -> list[MergeTask]:
         """Send ``tasks``; return those that could not be sent."""

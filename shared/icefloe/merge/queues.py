@@ -91,7 +91,7 @@ class DrainReport:
 
 
 class InProcessQueue:
-    """An in-memory merge queue for one process (embedded mode and tests)."""
+    """An in-memory merge queue for one process (local mode and tests)."""
 
     def __init__(self, *, max_receives: int = 5, batch_size: int = SQS_BATCH) -> None:
         self._messages: deque[_Message] = deque()

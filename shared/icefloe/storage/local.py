@@ -1,4 +1,4 @@
-"""Object store on a local directory: the embedded default, and S3's stand-in on a laptop.
+"""Object store on a local directory: the local default, and S3's stand-in on a laptop.
 
 A write goes to a temporary file in the target directory and is published with ``os.link``, which
 fails if the name exists: a reader never sees a partial object and nothing is overwritten.

@@ -47,8 +47,8 @@ class ExpiryPlan:
     snapshot_ids: tuple[int, ...]
 
 
-class Maintenance:
-    """Garbage-collection statements over a :class:`MetaStore`'s pool."""
+class JanitorStore:
+    """The janitor's statements (garbage collection) over a :class:`MetaStore`'s pool."""
 
     def __init__(self, meta: MetaStore) -> None:
         self._meta = meta

@@ -37,8 +37,8 @@ from icefloe.errors import (
     TableNotFoundError,
 )
 from icefloe.janitor.durations import format_duration
+from icefloe.metastore.janitor import DroppedTable, JanitorStore
 from icefloe.metastore.jobs import JobStore
-from icefloe.metastore.maintenance import DroppedTable, Maintenance
 from icefloe.metastore.models import DataFile
 from icefloe.metastore.store import MetaStore
 from icefloe.storage import ObjectStore
@@ -59,7 +59,7 @@ DEFAULT_MAX_FILES = 10_000
 
 
 @dataclass(frozen=True, slots=True)
-class TableCollection:
+class TableCleanup:
     """What one janitor run did (or, in a dry run, would do) for one table."""
 
     table: str
@@ -100,7 +100,7 @@ class TableCollection:
 @dataclass(frozen=True, slots=True)
 class JanitorReport:
     dry_run: bool
-    tables: tuple[TableCollection, ...]
+    tables: tuple[TableCleanup, ...]
     claims_freed: int
     receipts_pruned: int
     failed_tables: Mapping[str, str] = field(default_factory=dict)
@@ -152,7 +152,7 @@ class Janitor:
     ) -> None:
         self._meta = meta
         self._objects = objects
-        self._maintenance = Maintenance(meta)
+        self._books = JanitorStore(meta)
         self._clock = clock
         self._query_grace = query_grace
         self._page_size = page_size  # keys per delete and per registered-path lookup
@@ -198,11 +198,11 @@ class Janitor:
             )
         )
         live = [t.name for t in self._meta.list_tables()]
-        dropped = self._maintenance.dropped_tables(name=table)
+        dropped = self._books.dropped_tables(name=table)
         if table is not None and table not in live and not dropped:
             raise TableNotFoundError(f"no table named {table!r}")
         names = ([table] if table in live else []) if table is not None else live
-        collected: list[TableCollection] = []
+        collected: list[TableCleanup] = []
         failures: dict[str, str] = {}
         if on_progress is not None:
             on_progress(0, len(names))
@@ -241,8 +241,8 @@ class Janitor:
             tables_purged=tuple(purged),
             purged_objects=purged_objects,
             purges_held=held,
-            claims_freed=self._maintenance.free_expired_claims(dry_run=dry_run),
-            receipts_pruned=self._maintenance.prune_receipts(
+            claims_freed=self._books.free_expired_claims(dry_run=dry_run),
+            receipts_pruned=self._books.prune_receipts(
                 older_than=RECEIPT_RETENTION, dry_run=dry_run
             ),
             failed_tables=failures,
@@ -260,7 +260,7 @@ class Janitor:
         dry_run: bool,
         max_files: int,
         on_deleted: Callable[[int], None] | None = None,
-    ) -> TableCollection:
+    ) -> TableCleanup:
         policy = self._meta.get_table(table).spec.retention
         keep = (
             retention
@@ -272,11 +272,9 @@ class Janitor:
             if orphan_grace is not None
             else max(ORPHAN_GRACE_FLOOR, timedelta(seconds=policy.orphan_grace_seconds))
         )
-        expiry = self._maintenance.plan_expiry(table, retention=keep)
-        expired = (
-            len(expiry.snapshot_ids) if dry_run else self._maintenance.expire_snapshots(expiry)
-        )
-        dead = self._maintenance.collectable_files(
+        expiry = self._books.plan_expiry(table, retention=keep)
+        expired = len(expiry.snapshot_ids) if dry_run else self._books.expire_snapshots(expiry)
+        dead = self._books.collectable_files(
             table,
             grace=min(self._query_grace, keep),
             limit=max_files,
@@ -298,7 +296,7 @@ class Janitor:
         abandoned = self._objects.abandoned_writes(f"{table}/data/", started_before=cutoff)
         abandoned = abandoned[:max_files]
         discarded = 0 if dry_run else self._objects.discard_abandoned_writes(abandoned)
-        return TableCollection(
+        return TableCleanup(
             table=table,
             retention=keep,
             orphan_grace=grace,
@@ -327,7 +325,7 @@ class Janitor:
             self._objects.delete_many(f.path for f in batch)
             if self._before_forget is not None:
                 self._before_forget(batch)
-            files += self._maintenance.forget_files(table, [f.file_id for f in batch])
+            files += self._books.forget_files(table, [f.file_id for f in batch])
             size += sum(f.size_bytes for f in batch)
             if on_deleted is not None:
                 on_deleted(len(batch))
@@ -362,22 +360,22 @@ class Janitor:
                 purged.append(table.name)
                 continue
             while deleted < max_files:
-                page = self._maintenance.table_paths(
+                page = self._books.table_paths(
                     table.table_id, limit=min(self._page_size, max_files - deleted)
                 )
                 if not page:
                     break
                 self._objects.delete_many(path for _, path in page)
-                self._maintenance.forget_file_rows(table.table_id, [i for i, _ in page])
+                self._books.forget_file_rows(table.table_id, [i for i, _ in page])
                 deleted += len(page)
                 if on_deleted is not None:
                     on_deleted(len(page))
-            if self._maintenance.table_paths(table.table_id, limit=1):
+            if self._books.table_paths(table.table_id, limit=1):
                 break  # this run's budget is spent; the next run goes on
-            for job_id, manifest in self._maintenance.table_jobs(table.table_id):
+            for job_id, manifest in self._books.table_jobs(table.table_id):
                 listings = self._objects.list_prefix(f"{table.name}/jobs/{job_id}/")
                 self._objects.delete_many([manifest, *(o.key for o in listings)])
-            self._maintenance.forget_table(table.table_id)
+            self._books.forget_table(table.table_id)
             logger.info("purged dropped table %s (id %d)", table.name, table.table_id)
             purged.append(table.name)
         return purged, deleted
@@ -413,5 +411,5 @@ class Janitor:
     def _unregistered(self, page: Sequence[ObjectInfo], room: int) -> list[ObjectInfo]:
         if not page or room <= 0:
             return []
-        known = self._maintenance.registered_paths([o.key for o in page])
+        known = self._books.registered_paths([o.key for o in page])
         return [o for o in page if o.key not in known][:room]
