@@ -131,6 +131,10 @@ class MetaStoreNotInitializedError(IcefloeError):
     """The meta store schema does not exist yet: run ``icefloe init``."""
 
 
+class MigrationError(IcefloeError):
+    """The meta store's schema migrations cannot run: the installed set is broken."""
+
+
 class IdempotencyKeyReusedError(InvalidInputError):
     """An idempotency key was committed already with a batch of other content: nothing of this
     batch was written (a retry must send the same batch; new rows need a new key)."""

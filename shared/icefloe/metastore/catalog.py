@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from psycopg import errors as pgerrors
 from psycopg.types.json import Jsonb
 
-from icefloe.errors import TableExistsError, TableNotFoundError
+from icefloe.errors import SpecError, TableExistsError, TableNotFoundError
 from icefloe.metastore.access import StoreAccess
 from icefloe.metastore.models import SpecCommit, TableInfo
 from icefloe.metastore.pinned import TablesRead
@@ -58,7 +58,10 @@ class Catalog(StoreAccess):
             table_id, current, head = int(row[0]), spec_of(row[1]), int(row[2])
             spec = evolve(current)
             if spec.version != current.version + 1 or spec.name != current.name:
-                raise ValueError(f"alter of {name!r} must give version {current.version + 1}")
+                raise SpecError(
+                    f"alter of {name!r} must give version {current.version + 1} of the spec,"
+                    f" named {current.name!r} (got version {spec.version} named {spec.name!r})"
+                )
             snapshot_id = head + 1
             stored = Jsonb(spec.to_dict())
             with conn.pipeline(), conn.cursor() as cur:

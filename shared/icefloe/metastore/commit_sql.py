@@ -21,6 +21,7 @@ from psycopg.types.json import Jsonb
 
 from icefloe.errors import (
     CommitConflictError,
+    CommitOutcomeUnknownError,
     DuplicateReceiptError,
     IdempotencyKeyReusedError,
     InvalidInputError,
@@ -401,9 +402,10 @@ def _unique_violation(table: str, error: pgerrors.UniqueViolation) -> Exception:
     )
 
 
-class AppendAnswerLost(Exception):
+class AppendAnswerLost(CommitOutcomeUnknownError):
     """An append statement got no answer (its connection broke, or any error came back but a
-    unique violation): it may have committed."""
+    unique violation): it may have committed. The meta store catches it and looks the append
+    up; should one ever escape, it means what its base says."""
 
 
 def committed_before(conn: Conn, request: CommitRequest) -> CommitResult | None:

@@ -11,6 +11,8 @@ from importlib import resources
 import psycopg
 from psycopg import sql
 
+from icefloe.errors import MigrationError
+
 logger = logging.getLogger(__name__)
 
 _MIGRATION_FILE = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
@@ -42,7 +44,10 @@ def available_migrations() -> tuple[Migration, ...]:
     found.sort(key=lambda m: m.version)
     versions = [m.version for m in found]
     if versions != list(range(1, len(found) + 1)):
-        raise RuntimeError(f"migration versions must be 1..n without gaps, found {versions}")
+        raise MigrationError(
+            f"the installed migrations must be numbered 1..n without gaps (a broken install?),"
+            f" found {versions}"
+        )
     return tuple(found)
 
 
