@@ -29,14 +29,19 @@ import argparse
 import re
 import shlex
 import shutil
-import subprocess
 import sys
 import tarfile
 import tomllib
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+# infra/ (build_commands), found whether this runs as a script or is loaded by path.
+_INFRA = str(Path(__file__).resolve().parents[1])
+if _INFRA not in sys.path:
+    sys.path.insert(0, _INFRA)
+from build_commands import Runner, command_runner  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PYPROJECT = REPO_ROOT / "pyproject.toml"
@@ -81,6 +86,9 @@ exit 127
 
 class BuildError(Exception):
     """The environment could not be built or uploaded."""
+
+
+run_command = command_runner(BuildError)
 
 
 @dataclass(frozen=True)
@@ -243,18 +251,7 @@ def describe(plan: BuildPlan, destination: S3Destination | None) -> list[str]:
     return lines
 
 
-Runner = Callable[[Sequence[str]], None]
-
-
-def _run(command: Sequence[str]) -> None:
-    print(f"+ {shlex.join(command)}", flush=True)
-    try:
-        subprocess.run(list(command), check=True)
-    except subprocess.CalledProcessError as e:
-        raise BuildError(f"{shlex.join(command[1:4])} failed with status {e.returncode}") from e
-
-
-def build(plan: BuildPlan, *, run: Runner = _run) -> None:
+def build(plan: BuildPlan, *, run: Runner = run_command) -> None:
     """Build the archive and copy the entry point into ``plan.output``."""
     shutil.rmtree(plan.build_dir, ignore_errors=True)
     plan.output.mkdir(parents=True, exist_ok=True)

@@ -35,16 +35,15 @@ from icefloe.compaction import CompactionManifest, CompactionResult, compact_wit
 from icefloe.emr_job import (
     EXIT_CANNOT_START,
     EXIT_OK,
-    check_meta_store_configured,
+    JobDocumentError,
+    JobDocumentKind,
     document_key,
-    job_lake,
+    open_job,
     start_job_logging,
 )
-from icefloe.errors import ConfigError, IcefloeError, InvalidInputError, ObjectNotFoundError
+from icefloe.errors import ConfigError
 from icefloe.lake import Lake
 from icefloe.runtime import Runtime
-from icefloe.settings import load_settings
-from icefloe.storage import ObjectStore, object_store_from_settings
 
 logger = logging.getLogger("icefloe.compact_job")
 
@@ -52,8 +51,13 @@ logger = logging.getLogger("icefloe.compact_job")
 MAX_CONNECTIONS = 2
 
 
-class ManifestError(IcefloeError):
+class ManifestError(JobDocumentError):
     """The job's manifest cannot be used: missing, not a manifest, or not where it says."""
+
+
+MANIFEST = JobDocumentKind(
+    name="compaction manifest", parse=CompactionManifest.from_json, error=ManifestError
+)
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -73,25 +77,6 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def _manifest_key(value: str) -> str:
     return document_key(value, document="manifest")
-
-
-def load_manifest(objects: ObjectStore, key: str) -> CompactionManifest:
-    """The manifest stored under ``key``; it must name itself (its table and job id) there."""
-    try:
-        text = objects.get(key)
-    except ObjectNotFoundError as e:
-        raise ManifestError(f"no compaction manifest under {objects.uri(key)}") from e
-    try:
-        manifest = CompactionManifest.from_json(text)
-    except InvalidInputError as e:
-        raise ManifestError(f"{objects.uri(key)}: {e}") from e
-    if manifest.key != key:
-        # A manifest copied or renamed by hand: its job record and listings live elsewhere.
-        raise ManifestError(
-            f"{objects.uri(key)} describes job {manifest.job_id!r} of table {manifest.table!r},"
-            f" whose manifest key is {manifest.key!r}"
-        )
-    return manifest
 
 
 def result_lines(result: CompactionResult) -> Iterator[str]:
@@ -129,10 +114,9 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
     args = parse_args(argv)
     start_job_logging()
     try:
-        settings = load_settings(environ)
-        check_meta_store_configured(settings)
-        manifest = load_manifest(object_store_from_settings(settings.core), args.manifest)
-        lake = job_lake(settings, max_connections=MAX_CONNECTIONS)
+        manifest, lake = open_job(
+            environ, MANIFEST, key=args.manifest, max_connections=MAX_CONNECTIONS
+        )
     except (ConfigError, ManifestError) as e:
         logger.error("compaction job cannot start: %s", e)
         return EXIT_CANNOT_START

@@ -29,22 +29,29 @@ from icefloe.emr_job import (
     EXIT_CANNOT_START,
     EXIT_FAILED,
     EXIT_OK,
-    check_meta_store_configured,
+    JobDocumentError,
+    JobDocumentKind,
     document_key,
-    job_lake,
+    open_job,
     start_job_logging,
 )
 from icefloe.emr_query import SparkQueryRequest
-from icefloe.errors import ConfigError, InvalidInputError, ObjectNotFoundError
+from icefloe.errors import ConfigError
 from icefloe.runtime import Runtime
-from icefloe.settings import load_settings
-from icefloe.storage import ObjectStore, object_store_from_settings
 
 logger = logging.getLogger("icefloe.query_job")
 
+# The driver runs one query: one connection is enough, two leave room.
+MAX_CONNECTIONS = 2
 
-class RequestError(Exception):
+
+class RequestError(JobDocumentError):
     """The job's request cannot be used: missing, not a request, or not where it says."""
+
+
+REQUEST = JobDocumentKind(
+    name="query request", parse=SparkQueryRequest.from_json, error=RequestError
+)
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -64,30 +71,13 @@ def _request_key(value: str) -> str:
     return document_key(value, document="request")
 
 
-def load_request(objects: ObjectStore, key: str) -> SparkQueryRequest:
-    try:
-        text = objects.get(key)
-    except ObjectNotFoundError as e:
-        raise RequestError(f"no query request under {objects.uri(key)}") from e
-    try:
-        request = SparkQueryRequest.from_json(text)
-    except InvalidInputError as e:
-        raise RequestError(f"{objects.uri(key)}: {e}") from e
-    if request.key != key:
-        raise RequestError(
-            f"{objects.uri(key)} describes job {request.job_id!r}, whose key is {request.key!r}"
-        )
-    return request
-
-
 def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> int:
     args = parse_args(argv)
     start_job_logging()
     try:
-        settings = load_settings(environ)
-        check_meta_store_configured(settings)
-        request = load_request(object_store_from_settings(settings.core), args.request)
-        lake = job_lake(settings, max_connections=2)
+        request, lake = open_job(
+            environ, REQUEST, key=args.request, max_connections=MAX_CONNECTIONS
+        )
     except (ConfigError, RequestError) as e:
         logger.error("query job cannot start: %s", e)
         return EXIT_CANNOT_START

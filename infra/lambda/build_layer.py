@@ -43,10 +43,16 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
+
+# infra/ (build_commands), found whether this runs as a script or is loaded by path.
+_INFRA = str(Path(__file__).resolve().parents[1])
+if _INFRA not in sys.path:
+    sys.path.insert(0, _INFRA)
+from build_commands import Runner, command_runner  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PYTHON_VERSION = "3.12"  # the functions' Runtime in template.yaml
@@ -157,6 +163,9 @@ ICEBERG_PACKAGE = "pyiceberg"
 
 class LayerBuildError(Exception):
     """The layer could not be built."""
+
+
+run_command = command_runner(LayerBuildError)
 
 
 def find_python(version: str = PYTHON_VERSION) -> str | None:
@@ -395,20 +404,7 @@ def copy_sources(source: Path, destination: Path) -> None:
     )
 
 
-Runner = Callable[[Sequence[str]], None]
-
-
-def _run(command: Sequence[str]) -> None:
-    print(f"+ {shlex.join(command)}", flush=True)
-    try:
-        subprocess.run(list(command), check=True)
-    except subprocess.CalledProcessError as e:
-        raise LayerBuildError(
-            f"{shlex.join(command[1:5])} failed with status {e.returncode}"
-        ) from e
-
-
-def build(plan: LayerPlan, *, run: Runner = _run) -> int:
+def build(plan: LayerPlan, *, run: Runner = run_command) -> int:
     """Fill ``plan.output/python`` and return its size in bytes."""
     shutil.rmtree(plan.site_packages, ignore_errors=True)
     plan.site_packages.mkdir(parents=True)
