@@ -1,4 +1,4 @@
-"""``python -m icefloe.settings``: the README's configuration table."""
+"""``python -m icefloe.settings``: the configuration table of docs/configuration.md."""
 
 from icefloe.settings.variables import reference_markdown
 

@@ -251,12 +251,12 @@ def test_load_settings_reads_the_process_environment(monkeypatch: pytest.MonkeyP
     assert load_settings({}).query.threads == 2
 
 
-def test_the_readme_configuration_table_is_the_generated_one() -> None:
-    readme = (REPO / "README.md").read_text()
+def test_the_configuration_reference_is_the_generated_one() -> None:
+    reference = (REPO / "docs" / "configuration.md").read_text()
     start, end = "<!-- settings:start -->\n", "\n<!-- settings:end -->"
-    table = readme[readme.index(start) + len(start) : readme.index(end)]
+    table = reference[reference.index(start) + len(start) : reference.index(end)]
     assert table == reference_markdown(), (
-        "README.md's configuration table is stale: regenerate it with `python -m icefloe.settings`"
+        "docs/configuration.md's table is stale: regenerate it with `python -m icefloe.settings`"
     )
 
 
