@@ -3,12 +3,14 @@
 ``icefloe query --engine emr "SELECT ..."`` pins, when it starts the job, the snapshot of every
 table the query names (the head, a given snapshot id, or the last at ``--as-of``), writes a
 request object beside the table's compaction manifests (``<table>/jobs/<job id>.json``),
-records the job in the same books as compaction jobs (no claims: a query changes nothing),
-and starts ``infra/emr/query_job.py`` with the job id as the idempotent client token. The job
+records the job in ``query_jobs`` (no claims: a query changes nothing), and starts
+``infra/emr/query_job.py`` with the job id as the idempotent client token
+(:class:`icefloe.emr_launch.EmrJobLauncher`, as compaction jobs are started). The job
 reads each table at its pinned snapshot (:func:`icefloe.spark.read_table`), runs the query and
 writes the result as Parquet under ``<results location>/spark/<job id>/``.
 
-The janitor settles the job record like a compaction job's (from ``get_job_run``). The pinned
+The janitor settles the job record as it does a compaction job's (from ``get_job_run``, or
+the job-state event), with nothing to release or delete. The pinned
 snapshots' files stay readable for as long as the snapshots are kept (the retention); a job
 running longer than that could find files collected under it.
 
@@ -26,8 +28,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from icefloe.emr_launch import EmrJob, EmrJobLauncher
 from icefloe.errors import IcefloeError, InvalidInputError
-from icefloe.metastore.jobs import JobStore
+from icefloe.metastore.query_jobs import QueryJobStore
 from icefloe.metastore.store import MetaStore
 from icefloe.query.sql_refs import analyze
 from icefloe.settings.parts import EmrJobConfig
@@ -136,10 +139,8 @@ class EmrQueryLauncher:
         results_uri: str,
     ) -> None:
         self._meta = meta
-        self._objects = objects
-        self._jobs = JobStore(meta)
-        self._client = client
-        self._config = config
+        self._jobs = QueryJobStore(meta)
+        self._launcher = EmrJobLauncher(objects=objects, client=client, config=config)
         self._results_uri = results_uri.rstrip("/")
 
     def launch(
@@ -153,26 +154,18 @@ class EmrQueryLauncher:
             snapshots=snapshots,
             result_uri=f"{self._results_uri}/spark/{job_id}",
         )
-        try:
-            self._objects.put(request.key, request.to_json().encode())
-            self._jobs.record(
-                job_id=job_id, table=request.table, claim_tokens=(), manifest_key=request.key
-            )
-            response = self._client.start_job_run(**self.job_run_request(request))
-        except Exception as e:
-            # The job record stays, unstarted: the janitor settles it as abandoned, as it does
-            # a compaction job that never started.
-            try:
-                self._objects.delete_many([request.key])
-            except Exception:  # outside the data prefix: harmless if left
-                logger.exception("could not delete query request %s", request.key)
-            if isinstance(e, IcefloeError):
-                raise
-            code = getattr(e, "response", {}).get("Error", {}).get("Code", type(e).__name__)
-            raise QueryJobStartError(f"could not start the query job: {code}: {e}") from e
-        run_id = str(response["jobRunId"])
-        self._jobs.started(
-            job_id, job_run_id=run_id, state="SUBMITTED", application_id=self._config.application_id
+        run_id = self._launcher.start(
+            self._job(request),
+            books=self._jobs,
+            record=lambda: self._jobs.record(
+                job_id=job_id,
+                table=request.table,
+                request_key=request.key,
+                result_uri=request.result_uri,
+            ),
+            undo=lambda: None,  # the record stays, unstarted: the janitor settles it
+            error=QueryJobStartError,
+            failure="could not start the query job",
         )
         logger.info("query job %s started as EMR job run %s", job_id, run_id)
         return LaunchedQuery(job_id, run_id, snapshots, request.result_uri)
@@ -180,11 +173,12 @@ class EmrQueryLauncher:
     def job_run_request(self, request: SparkQueryRequest) -> dict[str, Any]:
         """The ``start_job_run`` arguments: the query entry point (beside ``compact_job.py``)
         with the request's key."""
-        folder = self._config.entry_point.rsplit("/", 1)[0]
-        return self._config.job_run_request(
-            token=request.job_id,
+        return self._job(request).job_run_request(self._launcher.config)
+
+    def _job(self, request: SparkQueryRequest) -> EmrJob:
+        return EmrJob(
+            document=request,
             name=f"icefloe query {request.job_id}",
-            entry_point=f"{folder}/{QUERY_ENTRY_POINT}",
-            arguments=["--request", request.key],
-            tags={"icefloe:table": request.table, "icefloe:job": request.job_id},
+            entry_point=self._launcher.entry_point_beside(QUERY_ENTRY_POINT),
+            option="--request",
         )

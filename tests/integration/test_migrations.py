@@ -6,11 +6,15 @@ import os
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
 
 import psycopg
 import pytest
+from psycopg import sql
 
+from icefloe.metastore.jobs import JobStore
 from icefloe.metastore.migrate import available_migrations
+from icefloe.metastore.query_jobs import QueryJobStore
 from icefloe.metastore.store import MetaStore
 
 pytestmark = pytest.mark.integration
@@ -22,6 +26,7 @@ EXPECTED_TABLES = {
     "data_files",
     "ingest_receipts",
     "compaction_jobs",
+    "query_jobs",
     "delete_jobs",
     "delete_parts",
     "table_specs",
@@ -117,3 +122,68 @@ def _indexes_of_a_fresh_schema(dsn: str) -> int:
     finally:
         with psycopg.connect(dsn, autocommit=True) as conn:
             conn.execute(f'DROP SCHEMA IF EXISTS "{fresh}" CASCADE')
+
+
+def migrate_to(dsn: str, schema: str, version: int) -> None:
+    """A database as a release shipping migrations 1..``version`` left it."""
+    with psycopg.connect(dsn) as conn, conn.transaction():
+        conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
+        conn.execute(sql.SQL("SET LOCAL search_path TO {}").format(sql.Identifier(schema)))
+        conn.execute(
+            "CREATE TABLE schema_migrations (version integer PRIMARY KEY, name text NOT NULL,"
+            " applied_at timestamptz NOT NULL DEFAULT now())"
+        )
+        for migration in available_migrations()[:version]:
+            conn.execute(sql.SQL(migration.sql_text))  # type: ignore[arg-type]
+            conn.execute(
+                "INSERT INTO schema_migrations (version, name) VALUES (%s, %s)",
+                (migration.version, migration.name),
+            )
+
+
+def test_query_jobs_recorded_among_compaction_jobs_move_to_their_own_table(
+    postgres_dsn: str, schema_name: str
+) -> None:
+    # Given a database before query_jobs (0012), where a query job was recorded in
+    # compaction_jobs with no claims, beside a compaction job with claims and one without
+    migrate_to(postgres_dsn, schema_name, 11)
+    with psycopg.connect(postgres_dsn) as conn, conn.transaction():
+        conn.execute(sql.SQL("SET LOCAL search_path TO {}").format(sql.Identifier(schema_name)))
+        row = conn.execute(
+            "INSERT INTO lake_tables (name, spec) VALUES ('events', '{}') RETURNING table_id"
+        ).fetchone()
+        assert row is not None
+        conn.execute(
+            "INSERT INTO compaction_jobs (job_id, table_id, application_id, job_run_id, state,"
+            " claim_tokens, manifest_key, settled_at) VALUES"
+            " ('query-0123', %(t)s, 'app', 'run-q', 'SUCCESS', '{}', 'events/jobs/query-0123.json',"
+            "  now()),"
+            " ('compact-0123', %(t)s, 'app', 'run-c', 'SUBMITTED',"
+            "  ARRAY['6f1c1a4e-0000-4000-8000-000000000001']::uuid[],"
+            "  'events/jobs/compact-0123.json', NULL),"
+            " ('compact-noclaims', %(t)s, NULL, NULL, 'STARTING', '{}',"
+            "  'events/jobs/compact-noclaims.json', NULL)",
+            {"t": row[0]},
+        )
+
+    # When it is migrated
+    with MetaStore(postgres_dsn, schema=schema_name) as meta:
+        report = meta.migrate()
+
+        # Then the query job is in query_jobs, as it was, and gone from compaction_jobs
+        assert report.applied == tuple(range(12, len(available_migrations()) + 1))
+        query = QueryJobStore(meta).get("query-0123")
+        assert (query.table, query.job_run_id, query.state) == ("events", "run-q", "SUCCESS")
+        assert query.application_id == "app" and query.settled_at is not None
+        assert query.request_key == "events/jobs/query-0123.json" and query.result_uri is None
+        assert QueryJobStore(meta).by_run_id("run-q") == query
+        jobs = JobStore(meta)
+        assert jobs.by_run_id("run-q") is None
+        # And the compaction jobs stay where they were
+        assert {j.job_id for j in jobs.unsettled(older_than=timedelta(0))} == {
+            "compact-0123",
+            "compact-noclaims",
+        }
+        assert jobs.get("compact-0123").claim_tokens != ()
+    _, tables, _ = schema_shape(postgres_dsn, schema_name)
+    assert tables == EXPECTED_TABLES

@@ -2,8 +2,9 @@
 
 For a table's groups too big for a Lambda: claim each partition's files under the compaction
 lease (longer than the job's run time limit), write the manifest to the object store, record
-the job with its claims, and ``start_job_run`` with the job id as the idempotent client token.
-If the start fails, the claims are released and the manifest deleted at once.
+the job with its claims, and ``start_job_run`` with the job id as the idempotent client token
+(:class:`icefloe.emr_launch.EmrJobLauncher`). If the start fails, the claims are released and
+the manifest deleted at once.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from datetime import timedelta
 from typing import Any
 
 from icefloe.compaction.manifest import CompactionManifest, PartitionGroup
+from icefloe.emr_launch import EmrJob, EmrJobLauncher
 from icefloe.errors import IcefloeError
 from icefloe.merge.planner import MergeGroup
 from icefloe.metastore.jobs import JobStore
@@ -51,10 +53,8 @@ class EmrCompactionLauncher:
         lease: timedelta = DEFAULT_COMPACTION_LEASE,
     ) -> None:
         self._meta = meta
-        self._objects = objects
         self._jobs = JobStore(meta)
-        self._client = client
-        self._config = config
+        self._launcher = EmrJobLauncher(objects=objects, client=client, config=config)
         self._lease = lease
 
     def launch(self, table: str, groups: Sequence[MergeGroup]) -> LaunchedJob | None:
@@ -71,31 +71,20 @@ class EmrCompactionLauncher:
             job_id=f"compact-{uuid.uuid4().hex[:20]}", table=table, groups=tuple(claimed)
         )
         tokens = [g.claim_token for g in claimed]
-        try:
-            self._objects.put(manifest.key, manifest.to_json().encode())
-            self._jobs.record(
-                job_id=manifest.job_id, table=table, claim_tokens=tokens, manifest_key=manifest.key
-            )
-            response = self._client.start_job_run(**self.job_run_request(manifest))
-        except Exception as e:
+
+        def release_claims() -> None:
             for token in tokens:
                 self._meta.release_claim(token)
-            try:
-                self._objects.delete_many([manifest.key])
-            except Exception:  # the manifest is outside the data prefix: harmless if left
-                logger.exception("could not delete manifest %s", manifest.key)
-            if isinstance(e, IcefloeError):
-                raise
-            code = getattr(e, "response", {}).get("Error", {}).get("Code", type(e).__name__)
-            raise CompactionStartError(
-                f"could not start a compaction job for {table!r}: {code}: {e}"
-            ) from e
-        run_id = str(response["jobRunId"])
-        self._jobs.started(
-            manifest.job_id,
-            job_run_id=run_id,
-            state="SUBMITTED",
-            application_id=self._config.application_id,
+
+        run_id = self._launcher.start(
+            self._job(manifest),
+            books=self._jobs,
+            record=lambda: self._jobs.record(
+                job_id=manifest.job_id, table=table, claim_tokens=tokens, manifest_key=manifest.key
+            ),
+            undo=release_claims,
+            error=CompactionStartError,
+            failure=f"could not start a compaction job for {table!r}",
         )
         logger.info(
             "compaction job %s started as EMR job run %s for %d partitions of %s",
@@ -108,10 +97,12 @@ class EmrCompactionLauncher:
 
     def job_run_request(self, manifest: CompactionManifest) -> dict[str, Any]:
         """The ``start_job_run`` arguments for ``manifest``."""
-        return self._config.job_run_request(
-            token=manifest.job_id,
+        return self._job(manifest).job_run_request(self._launcher.config)
+
+    def _job(self, manifest: CompactionManifest) -> EmrJob:
+        return EmrJob(
+            document=manifest,
             name=f"icefloe {manifest.table} {manifest.job_id}",
-            entry_point=self._config.entry_point,
-            arguments=["--manifest", manifest.key],
-            tags={"icefloe:table": manifest.table, "icefloe:job": manifest.job_id},
+            entry_point=self._launcher.config.entry_point,
+            option="--manifest",
         )

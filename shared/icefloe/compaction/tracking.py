@@ -1,10 +1,13 @@
-"""Settling compaction jobs: release a finished job's claims, delete a failed job's outputs.
+"""Settling EMR Serverless jobs: release a finished compaction job's claims, delete a failed
+one's outputs; record a query job's end.
 
 Triggered by EMR Serverless job-state events (best effort) and, for events that never came,
-by the janitor's reconciliation, which asks EMR with ``get_job_run``. A successful job has
-committed what it could; releasing its tokens frees the files of any partition whose commit
-conflicted. A failed or cancelled job's outputs are found through the listings its tasks wrote
-under ``<table>/jobs/<job id>/outputs/`` and deleted unless a file row names them.
+by the janitor's reconciliation, which asks EMR with ``get_job_run``. A successful compaction
+job has committed what it could; releasing its tokens frees the files of any partition whose
+commit conflicted. A failed or cancelled job's outputs are found through the listings its tasks
+wrote under ``<table>/jobs/<job id>/outputs/`` and deleted unless a file row names them. A
+query job (``query_jobs``) holds no claim and writes no file of the lake: settling it records
+its end state.
 """
 
 from __future__ import annotations
@@ -17,7 +20,8 @@ from typing import Any
 
 from icefloe.compaction.runner import runner_is_gone
 from icefloe.metastore.janitor import JanitorStore
-from icefloe.metastore.jobs import CompactionJob, JobStore
+from icefloe.metastore.jobs import CompactionJob, JobBooks, JobStore
+from icefloe.metastore.query_jobs import QueryJob, QueryJobStore
 from icefloe.metastore.store import MetaStore
 from icefloe.settings.limits import DEFAULT_COMPACTION_LEASE
 from icefloe.storage import ObjectStore
@@ -42,9 +46,13 @@ class SettledJob:
 
 
 def settle_job(
-    *, meta: MetaStore, objects: ObjectStore, job: CompactionJob, state: str
+    *, meta: MetaStore, objects: ObjectStore, job: CompactionJob | QueryJob, state: str
 ) -> SettledJob:
     """Finish the books of a job that reached ``state`` (idempotent)."""
+    if isinstance(job, QueryJob):
+        QueryJobStore(meta).set_state(job.job_id, state, settled=True)
+        logger.info("query job %s settled as %s", job.job_id, state)
+        return SettledJob(job.job_id, state, claims_released=0, outputs_deleted=0)
     released = sum(meta.release_claim(token) for token in job.claim_tokens)
     deleted = 0
     if state in FAILED_STATES:
@@ -69,7 +77,7 @@ def handle_job_state_change(
     run_id, state = detail.get("jobRunId"), detail.get("state")
     if not isinstance(run_id, str) or state not in TERMINAL_STATES:
         return None
-    job = JobStore(meta).by_run_id(run_id)
+    job = JobStore(meta).by_run_id(run_id) or QueryJobStore(meta).by_run_id(run_id)
     if job is None or job.settled_at is not None:
         return None
     return settle_job(meta=meta, objects=objects, job=job, state=str(state))
@@ -85,53 +93,79 @@ def reconcile_jobs(
     abandon_after: timedelta = DEFAULT_COMPACTION_LEASE,
     keep_settled: timedelta = timedelta(days=7),
 ) -> list[SettledJob]:
-    """Settle unsettled jobs whose end event was lost: ask EMR about jobs that started; a job
-    that never got a run id (its starter died), that EMR no longer knows, or that runs past
-    its claims' lease, is settled as failed. A local job whose process is gone (on this host)
-    is settled as failed at once. Records of jobs settled more than ``keep_settled`` ago are
-    forgotten, with their manifests and output listings."""
+    """Settle unsettled jobs (compaction and query jobs) whose end event was lost: ask EMR
+    about jobs that started; a job that never got a run id (its starter died), that EMR no
+    longer knows, or that runs past its claims' lease, is settled as failed. A local job whose
+    process is gone (on this host) is settled as failed at once. Records of jobs settled more
+    than ``keep_settled`` ago are forgotten, with their manifests (requests) and output
+    listings."""
     settled = []
-    jobs = JobStore(meta)
-    for job in jobs.unsettled(older_than=timedelta(0)):
-        if job.runner is not None and runner_is_gone(job.runner):
-            logger.warning("compaction job %s: its process %s is gone", job.job_id, job.runner)
-            settled.append(settle_job(meta=meta, objects=objects, job=job, state="FAILED"))
+    compaction = JobStore(meta)
+    for local in compaction.unsettled(older_than=timedelta(0)):
+        if local.runner is not None and runner_is_gone(local.runner):
+            logger.warning("compaction job %s: its process %s is gone", local.job_id, local.runner)
+            settled.append(settle_job(meta=meta, objects=objects, job=local, state="FAILED"))
     done = {s.job_id for s in settled}
-    abandoned = {j.job_id for j in jobs.unsettled(older_than=abandon_after)}
-    for job in jobs.unsettled(older_than=older_than):
-        if job.job_id in done:
-            continue
-        state: str | None = None
-        app = job.application_id or application_id
-        if job.job_run_id is not None and client is not None and app is not None:
+    books: tuple[JobBooks[CompactionJob] | JobBooks[QueryJob], ...] = (
+        compaction,
+        QueryJobStore(meta),
+    )
+    for jobs in books:
+        abandoned = {j.job_id for j in jobs.unsettled(older_than=abandon_after)}
+        for job in jobs.unsettled(older_than=older_than):
+            if job.job_id in done:
+                continue
             try:
-                run = client.get_job_run(applicationId=app, jobRunId=job.job_run_id)
-            except Exception as e:  # one job's trouble must not stop the others
-                code = getattr(e, "response", {}).get("Error", {}).get("Code")
-                if code == "ResourceNotFoundException":
-                    state = "CANCELLED"  # the run or its application is gone
-                else:
-                    logger.warning("cannot look up job run of %s: %s", job.job_id, e)
-                    continue
-            else:
-                state = str(run["jobRun"]["state"])
-                if state not in TERMINAL_STATES:
-                    jobs.set_state(job.job_id, state)
-                    state = None
-        if state is None and job.job_id in abandoned:
-            state = "CANCELLED"
-        if state is not None:
-            settled.append(settle_job(meta=meta, objects=objects, job=job, state=state))
-    for job in jobs.settled_before(age=keep_settled):
-        forget_job(meta=meta, objects=objects, job=job)
+                state = _end_state(jobs, job, client=client, application_id=application_id)
+            except _RunLookupFailed:
+                continue
+            if state is None and job.job_id in abandoned:
+                state = "CANCELLED"
+            if state is not None:
+                settled.append(settle_job(meta=meta, objects=objects, job=job, state=state))
+        for job in jobs.settled_before(age=keep_settled):
+            forget_job(meta=meta, objects=objects, job=job)
     return settled
 
 
-def forget_job(*, meta: MetaStore, objects: ObjectStore, job: CompactionJob) -> None:
-    """Delete a settled job's manifest, output listings and record."""
+class _RunLookupFailed(Exception):
+    """``get_job_run`` failed for one job, for a reason other than the run being gone."""
+
+
+def _end_state(
+    jobs: JobBooks[CompactionJob] | JobBooks[QueryJob],
+    job: CompactionJob | QueryJob,
+    *,
+    client: Any | None,
+    application_id: str | None,
+) -> str | None:
+    """The terminal state EMR reports for ``job``'s run (CANCELLED when EMR no longer knows
+    it); None while it runs (its state is recorded), or when EMR cannot be asked. Raises
+    :class:`_RunLookupFailed` when asking failed (the job is left for the next run)."""
+    app = job.application_id or application_id
+    if job.job_run_id is None or client is None or app is None:
+        return None
+    try:
+        run = client.get_job_run(applicationId=app, jobRunId=job.job_run_id)
+    except Exception as e:  # one job's trouble must not stop the others
+        code = getattr(e, "response", {}).get("Error", {}).get("Code")
+        if code == "ResourceNotFoundException":
+            return "CANCELLED"  # the run or its application is gone
+        logger.warning("cannot look up job run of %s: %s", job.job_id, e)
+        raise _RunLookupFailed from e
+    state = str(run["jobRun"]["state"])
+    if state in TERMINAL_STATES:
+        return state
+    jobs.set_state(job.job_id, state)
+    return None
+
+
+def forget_job(*, meta: MetaStore, objects: ObjectStore, job: CompactionJob | QueryJob) -> None:
+    """Delete a settled job's manifest (or request), output listings and record."""
     keys = [o.key for o in objects.list_prefix(f"{job.table}/jobs/{job.job_id}/")]
-    objects.delete_many([job.manifest_key, *keys])
-    JobStore(meta).forget(job.job_id)
+    objects.delete_many([job.document_key, *keys])
+    books = QueryJobStore(meta) if isinstance(job, QueryJob) else JobStore(meta)
+    books.forget(job.job_id)
 
 
 def _delete_uncommitted_outputs(meta: MetaStore, objects: ObjectStore, job: CompactionJob) -> int:

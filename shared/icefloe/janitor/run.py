@@ -13,10 +13,10 @@ Per table, in this order:
    the orphan grace (default 1 day, never below :data:`ORPHAN_GRACE_FLOOR`, which is longer
    than any writer runs between its upload and its commit). The only listing of the bucket.
 
-Before the tables: settle compaction jobs whose end event was lost (asking EMR Serverless with
-``get_job_run``; a job that never started or outlived its claims is settled as failed). Then
-for the whole meta store: free claims whose lease ran out, and forget ingest receipts older
-than any redelivery can be. Objects written after the oldest unsettled compaction job of a
+Before the tables: settle compaction and query jobs whose end event was lost (asking EMR
+Serverless with ``get_job_run``; a job that never started or outlived its claims is settled as
+failed). Then for the whole meta store: free claims whose lease ran out, and forget ingest
+receipts older than any redelivery can be. Objects written after the oldest unsettled compaction job of a
 table started are never swept as orphans while it runs. ``dry_run`` changes nothing and reports what would go.
 """
 
@@ -104,7 +104,7 @@ class JanitorReport:
     claims_freed: int
     receipts_pruned: int
     failed_tables: Mapping[str, str] = field(default_factory=dict)
-    jobs_settled: int = 0  # compaction jobs whose end was reconciled
+    jobs_settled: int = 0  # compaction and query jobs whose end was reconciled
     # Dropped tables whose retention had passed: their objects and rows are gone.
     tables_purged: tuple[str, ...] = ()
     purged_objects: int = 0

@@ -231,11 +231,13 @@ class JanitorStore:
             return cur.rowcount
 
     def table_jobs(self, table_id: int) -> list[tuple[str, str]]:
-        """(job id, manifest key) of every compaction job recorded for a table."""
+        """(job id, manifest or request key) of every compaction and query job recorded for a
+        table."""
         with self._meta.read_transaction() as conn:
             rows = conn.execute(
-                "SELECT job_id, manifest_key FROM compaction_jobs WHERE table_id = %s",
-                (table_id,),
+                "SELECT job_id, manifest_key FROM compaction_jobs WHERE table_id = %s"
+                " UNION ALL SELECT job_id, request_key FROM query_jobs WHERE table_id = %s",
+                (table_id, table_id),
             ).fetchall()
         return [(str(r[0]), str(r[1])) for r in rows]
 
