@@ -14,17 +14,25 @@ from psycopg import sql
 from icefloe.errors import CommitConflictError, InvalidInputError, RowCountMismatchError
 from icefloe.janitor import Janitor
 from icefloe.lifecycle import delete_rows
-from icefloe.metastore.models import NewFile
+from icefloe.metastore.store import MetaStore
 from icefloe.storage import ObjectStore
+from support.hooked_meta import HookedMetaStore, PendingCommit
 from support.merge_lake import ALL_ROWS, Lake
 from support.stores import FailingAfterPuts, InjectedFault
 
 pytestmark = pytest.mark.integration
 
 
-def delete(lake: Lake, where: str, *, objects: ObjectStore | None = None, **kwargs: object):  # type: ignore[no-untyped-def]
+def delete(  # type: ignore[no-untyped-def]
+    lake: Lake,
+    where: str,
+    *,
+    objects: ObjectStore | None = None,
+    meta: MetaStore | None = None,
+    **kwargs: object,
+):
     return delete_rows(
-        meta=lake.meta,
+        meta=meta or lake.meta,
         objects=objects or lake.objects,
         table="events",
         where=where,
@@ -156,12 +164,13 @@ def test_a_merge_that_commits_first_makes_the_delete_plan_again(lake: Lake) -> N
     expected = lake.rows(ALL_ROWS.replace("ORDER BY", f"WHERE NOT ({where}) ORDER BY"))
     attempts: list[int] = []
 
-    def merge_first(_: object) -> None:
+    def merge_first(_: PendingCommit) -> None:
         attempts.append(lake.head())
         if len(attempts) == 1:
             assert lake.merge("events").count("committed") == 1
 
-    result = delete(lake, where, before_commit=merge_first)
+    with HookedMetaStore.like(lake.meta, before_commit=merge_first) as racing_meta:
+        result = delete(lake, where, meta=racing_meta)
 
     assert result.plans == 2 and lake.rows(ALL_ROWS) == expected
     assert lake.data_objects() >= {f.path for f in lake.meta.files("events")}
@@ -240,10 +249,11 @@ def test_rows_inserted_after_the_delete_planned_are_kept(lake: Lake) -> None:
     lake.create()
     lake.insert_batches("events", batches=3, rows=20, days=1)
 
-    def insert_late(_: list[NewFile]) -> None:
+    def insert_late(_: PendingCommit) -> None:
         lake.inserter.insert_rows(
             "events", [{"ts": "2026-03-01T12:00:00", "event": "click", "user_id": "late"}]
         )
 
-    delete(lake, "event = 'click'", before_commit=insert_late)
+    with HookedMetaStore.like(lake.meta, before_commit=insert_late) as racing_meta:
+        delete(lake, "event = 'click'", meta=racing_meta)
     assert lake.rows("SELECT user_id FROM events WHERE event = 'click'") == [{"user_id": "late"}]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -30,6 +30,7 @@ from icefloe.merge import InProcessQueue, process_merge_records
 from icefloe.metastore.deletes import DeleteJob, DeleteJobStore
 from icefloe.spec import SizeTargets
 from icefloe.storage import LocalObjectStore, ObjectInfo
+from support.hooked_meta import HookedMetaStore, PendingCommit
 from support.merge_lake import ALL_ROWS, Lake
 
 pytestmark = pytest.mark.integration
@@ -120,17 +121,16 @@ def test_a_worker_killed_before_the_commit_is_finished_by_the_redelivery(lake: L
     expected = setup(lake)
     before = lake.head()
     queue = InProcessQueue()
-    kills: list[DeleteJob] = []
+    kills: list[PendingCommit] = []
 
-    def kill_once(job: DeleteJob) -> None:
+    def kill_once(commit: PendingCommit) -> None:
         if not kills:
-            kills.append(job)
+            kills.append(commit)
             raise WorkerKilled("killed before committing")
 
     started = start(lake, queue)
-    drain(
-        lake, queue, DeletePartRunner(meta=lake.meta, objects=lake.objects, before_commit=kill_once)
-    )
+    with HookedMetaStore.like(lake.meta, before_commit=kill_once) as dying_meta:
+        drain(lake, queue, DeletePartRunner(meta=dying_meta, objects=lake.objects))
 
     assert kills and job_of(lake, started).state == "committed"
     assert lake.head() == before + 1 and lake.rows(ALL_ROWS) == expected
@@ -143,11 +143,12 @@ def test_when_every_delivery_dies_the_orchestrator_run_commits_the_recorded_part
     before = lake.head()
     queue = InProcessQueue(max_receives=2)
 
-    def always(_: DeleteJob) -> None:
+    def always(_: PendingCommit) -> None:
         raise WorkerKilled("killed before committing")
 
     started = start(lake, queue)
-    drain(lake, queue, DeletePartRunner(meta=lake.meta, objects=lake.objects, before_commit=always))
+    with HookedMetaStore.like(lake.meta, before_commit=always) as dying_meta:
+        drain(lake, queue, DeletePartRunner(meta=dying_meta, objects=lake.objects))
     assert queue.dead_letters and job_of(lake, started).parts_done == started.parts
     assert lake.head() == before
 
@@ -192,8 +193,17 @@ def test_a_job_whose_files_would_lose_other_rows_than_its_parts_decided_fails_un
     started = start(lake, queue)
     assert started.job is not None
 
-    def tamper(job: DeleteJob) -> None:
-        changed = [i for p in DeleteJobStore(lake.meta).parts(job.job_id) for i in p.changed_ids]
+    tampered: list[int] = []
+
+    def tamper(_: Sequence[int]) -> None:
+        # Once every part is recorded: the reads after that are the last part's check of the
+        # job's changed files, before its commit
+        assert started.job is not None
+        parts = DeleteJobStore(lake.meta).parts(started.job.job_id)
+        if tampered or not all(p.done for p in parts):
+            return
+        changed = [i for p in parts for i in p.changed_ids]
+        tampered.append(changed[0])
         with psycopg.connect(postgres_dsn, autocommit=True) as conn:
             conn.execute(
                 sql.SQL(
@@ -203,7 +213,9 @@ def test_a_job_whose_files_would_lose_other_rows_than_its_parts_decided_fails_un
             )
 
     # When the last part finishes the job, then the job fails and nothing is committed
-    drain(lake, queue, DeletePartRunner(meta=lake.meta, objects=lake.objects, before_commit=tamper))
+    with HookedMetaStore.like(lake.meta, before_files_by_id=tamper) as tampered_meta:
+        drain(lake, queue, DeletePartRunner(meta=tampered_meta, objects=lake.objects))
+    assert tampered
     job = job_of(lake, started)
     assert job.state == "failed" and "would lose" in (job.error or "")
     assert lake.head() == before and lake.rows(ALL_ROWS) == rows_before

@@ -18,11 +18,11 @@ from icefloe.lifecycle import alter_table, delete_rows, rollback_table
 from icefloe.lifecycle.alter import add_column, drop_column, rename_column, widen_column
 from icefloe.lifecycle.delete import DeletePlanner
 from icefloe.merge import MergeWorker, merge_locally
-from icefloe.merge.tasks import MergeTask
 from icefloe.query import QueryEngine
 from icefloe.settings import load_settings
 from icefloe.spec import SizeTargets, TableSpec
 from icefloe.spec.evolution import SchemaChange
+from support.hooked_meta import HookedMetaStore, PendingCommit
 from support.merge_lake import Lake
 
 pytestmark = pytest.mark.integration
@@ -277,12 +277,13 @@ def test_a_merge_read_at_the_old_version_commits_after_the_change_and_reads_righ
     for start in (0, 20, 40):
         lake.inserter.insert_rows("t", rows[start : start + 20])
 
-    def change_schema(task: MergeTask) -> None:
+    def change_schema(_: PendingCommit) -> None:
         if lake.meta.get_table("t").spec.version == 1:
             alter_table(meta=lake.meta, table="t", changes=[rename_column("n=amount")])
 
-    worker = MergeWorker(meta=lake.meta, objects=lake.objects, before_commit=change_schema)
-    report = merge_locally(meta=lake.meta, worker=worker, table="t", until_quiet=False)
+    with HookedMetaStore.like(lake.meta, before_commit=change_schema) as changing_meta:
+        worker = MergeWorker(meta=changing_meta, objects=lake.objects)
+        report = merge_locally(meta=lake.meta, worker=worker, table="t", until_quiet=False)
     assert report.count("committed") == 2, report
     # The first merge wrote at version 1 and committed after the change; the second read at 2
     assert {f.spec_version for f in lake.meta.files("t")} == {1, 2}

@@ -40,6 +40,7 @@ from support.aws import (
     send_messages,
     sqs_event,
 )
+from support.hooked_meta import HookedMetaStore
 from support.lambda_stack import (
     BATCHES,
     DAYS,
@@ -573,15 +574,17 @@ def test_a_delete_given_to_the_orchestrator_is_fanned_out_and_committed_once(
     assert sorted(json.loads(m["Body"])["part"] for m in messages) == list(range(DAYS))
     # And a worker running the last part is killed after recording it, before committing
     job_id = uuid.UUID(started["job_id"])
-    killed = DeletePartRunner(
-        meta=meta,
-        objects=runtime_from_environment().objects,
-        configure=lambda con: configure_s3_from_settings(con, runtime_from_environment().settings),
-        before_commit=kill,
-    )
-    for part in range(DAYS):
-        with pytest.raises(WorkerKilled) if part == DAYS - 1 else nullcontext():
-            killed.run(DeletePartTask(job_id, part, TABLE))
+    with HookedMetaStore.like(meta, before_commit=kill) as dying_meta:
+        killed = DeletePartRunner(
+            meta=dying_meta,
+            objects=runtime_from_environment().objects,
+            configure=lambda con: configure_s3_from_settings(
+                con, runtime_from_environment().settings
+            ),
+        )
+        for part in range(DAYS):
+            with pytest.raises(WorkerKilled) if part == DAYS - 1 else nullcontext():
+                killed.run(DeletePartTask(job_id, part, TABLE))
     assert meta.get_table(TABLE).head_snapshot_id == head
     # Then the worker Lambda, given the messages (redelivered: the killed worker never
     # acknowledged them), commits the job once

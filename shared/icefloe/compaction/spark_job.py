@@ -7,22 +7,24 @@ engine), range-partitions by (partition, row-group key) so each key value stays 
 sorts within tasks and hands the sorted rows to ``mapInArrow``. Each task cuts value-aligned
 row groups and writes files through pyarrow (Spark's writer cannot cut row groups at key
 boundaries), uploads them and returns one small row per file. The driver then commits each
-partition on its own, through the same replace commit as a merge worker: partial progress
-survives, and a conflict on one partition deletes that partition's outputs only.
+partition on its own, through the same protocol as a merge worker
+(:mod:`icefloe.merge.claimed_replace`, which also checks each partition's claim before the
+job reads anything): partial progress survives, and a conflict on one partition deletes that
+partition's outputs only.
 """
 
 from __future__ import annotations
 
 import json
-import logging
 import math
 import tempfile
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -32,21 +34,25 @@ from icefloe.compaction.manifest import CompactionManifest, PartitionGroup
 from icefloe.compaction.tracking import outputs_prefix
 from icefloe.config import WarehouseLocation
 from icefloe.datafiles import membership_column
-from icefloe.errors import CommitConflictError, CommitOutcomeUnknownError, IcefloeError
+from icefloe.errors import IcefloeError
 from icefloe.ingest.row_ids import ROW_ID_COLUMN
-from icefloe.merge.claims import claim_problem
+from icefloe.merge.claimed_replace import (
+    ClaimedGroup,
+    ReplaceOutcome,
+    ReplaceStatus,
+    check_claim,
+    commit_replacement,
+)
 from icefloe.merge.rowgroups import RowGroupCutter
 from icefloe.merge.writer import RollingParquetWriter, upload_staged
 from icefloe.metastore.models import ColumnStats, DataFile, JsonScalar, NewFile
 from icefloe.metastore.store import MetaStore
 from icefloe.spec import AggregateMode, AppendMode, CustomMode, ReplaceMode, TableSpec
-from icefloe.storage import ObjectStore, discard_uncommitted, open_object_store
+from icefloe.storage import ObjectStore, open_object_store
 from icefloe.tracing import span
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
-
-logger = logging.getLogger(__name__)
 
 PARTITION_COLUMN = "__icefloe_partition"
 FILE_COLUMN = "__icefloe_file"
@@ -55,7 +61,7 @@ _OUTPUT_SCHEMA = (
     " column_stats string"
 )
 
-PartitionStatus = Literal["committed", "already_committed", "claim_lost", "conflict"]
+PartitionStatus = ReplaceStatus
 
 
 class SparkMergeUnsupportedError(IcefloeError):
@@ -116,10 +122,8 @@ def compact_with_spark(
     endpoint_url: str | None = None,
     region: str = "us-east-1",
     scratch: str | None = None,
-    before_commit: Callable[[PartitionGroup], None] | None = None,
 ) -> CompactionResult:
-    """Run one compaction job (see the module docstring), in an ``icefloe.compaction`` span.
-    ``before_commit`` is a test seam that runs before each partition's commit."""
+    """Run one compaction job (see the module docstring), in an ``icefloe.compaction`` span."""
     with span("icefloe.compaction"):
         return _compact(
             spark,
@@ -130,7 +134,6 @@ def compact_with_spark(
             endpoint_url=endpoint_url,
             region=region,
             scratch=scratch,
-            before_commit=before_commit,
         )
 
 
@@ -144,7 +147,6 @@ def _compact(
     endpoint_url: str | None,
     region: str,
     scratch: str | None,
-    before_commit: Callable[[PartitionGroup], None] | None,
 ) -> CompactionResult:
     spec = meta.get_table(manifest.table).spec
     if isinstance(spec.merge, CustomMode):
@@ -153,25 +155,13 @@ def _compact(
             " compact it with the DuckDB engine"
         )
     outcomes: list[PartitionOutcome] = []
-    runnable: list[tuple[PartitionGroup, list[DataFile]]] = []
-    for group in manifest.groups:
-        inputs = meta.files_by_id(manifest.table, group.file_ids)
-        earlier = meta.snapshot_for_key(manifest.table, group.idempotency_key)
-        if earlier is not None:
-            outcomes.append(
-                PartitionOutcome(group.partition_path, "already_committed", earlier.snapshot_id)
-            )
-            continue
-        problem = claim_problem(
-            file_ids=group.file_ids,
-            partition_path=group.partition_path,
-            claim_token=group.claim_token,
-            inputs=inputs,
-        )
-        if problem is not None:
-            outcomes.append(PartitionOutcome(group.partition_path, "claim_lost", reason=problem))
-            continue
-        runnable.append((group, inputs))
+    runnable: list[tuple[ClaimedGroup, list[DataFile]]] = []
+    for group in map(partial(_claimed, manifest.table), manifest.groups):
+        inputs = check_claim(meta, group)
+        if isinstance(inputs, ReplaceOutcome):
+            outcomes.append(_partition_outcome(group, inputs))
+        else:
+            runnable.append((group, inputs))
     if runnable:
         written = _write(
             spark,
@@ -185,9 +175,7 @@ def _compact(
             job_id=manifest.job_id,
         )
         for group, inputs in runnable:
-            if before_commit is not None:
-                before_commit(group)
-            outcomes.append(_commit(meta, objects, spec, group, inputs, written))
+            outcomes.append(_commit(meta, objects, group, inputs, written))
     order = {g.partition_path: n for n, g in enumerate(manifest.groups)}
     outcomes.sort(key=lambda o: order[o.partition_path])
     return CompactionResult(manifest.job_id, manifest.table, tuple(outcomes))
@@ -198,7 +186,7 @@ def _write(
     spec: TableSpec,
     objects: ObjectStore,
     location: WarehouseLocation,
-    runnable: Sequence[tuple[PartitionGroup, list[DataFile]]],
+    runnable: Sequence[tuple[ClaimedGroup, list[DataFile]]],
     endpoint_url: str | None,
     region: str,
     scratch: str | None,
@@ -446,39 +434,40 @@ def _conform(rows: pa.RecordBatch, context: _WriteContext) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(arrays, schema=context.arrow_schema)
 
 
+def _claimed(table: str, group: PartitionGroup) -> ClaimedGroup:
+    return ClaimedGroup(
+        table=table,
+        partition_path=group.partition_path,
+        file_ids=group.file_ids,
+        claim_token=group.claim_token,
+        idempotency_key=group.idempotency_key,
+    )
+
+
 def _commit(
     meta: MetaStore,
     objects: ObjectStore,
-    spec: TableSpec,
-    group: PartitionGroup,
+    group: ClaimedGroup,
     inputs: Sequence[DataFile],
     written: Mapping[str, list[NewFile]],
 ) -> PartitionOutcome:
     new_files = written.get(group.partition_path, [])
-    try:
-        result = meta.commit_replace(
-            spec.name,
-            remove=list(group.file_ids),
-            add=new_files,
-            claim_token=group.claim_token,
-            idempotency_key=group.idempotency_key,
-        )
-    except CommitConflictError as e:
-        discard_uncommitted(objects, [f.path for f in new_files])
-        meta.release_claim(group.claim_token)  # free whatever of the partition it still holds
-        return PartitionOutcome(group.partition_path, "conflict", reason=str(e))
-    except CommitOutcomeUnknownError:
-        logger.warning("compaction commit of %s outcome unknown", group.partition_path)
-        raise
-    if not result.committed:
-        discard_uncommitted(objects, [f.path for f in new_files])
-        return PartitionOutcome(group.partition_path, "already_committed", result.snapshot_id)
+    outcome = commit_replacement(meta, objects, group, add=new_files)
+    if outcome.status != "committed":
+        return _partition_outcome(group, outcome)
     return PartitionOutcome(
         partition_path=group.partition_path,
         status="committed",
-        snapshot_id=result.snapshot_id,
+        snapshot_id=outcome.snapshot_id,
         files_in=len(inputs),
         files_out=len(new_files),
         rows_in=sum(f.row_count for f in inputs),
-        rows_out=result.rows_added,
+        rows_out=outcome.rows_added,
+    )
+
+
+def _partition_outcome(group: ClaimedGroup, outcome: ReplaceOutcome) -> PartitionOutcome:
+    """A partition that did not commit: skipped, beaten by an earlier run, or in conflict."""
+    return PartitionOutcome(
+        group.partition_path, outcome.status, snapshot_id=outcome.snapshot_id, reason=outcome.reason
     )

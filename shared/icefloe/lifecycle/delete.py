@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -144,15 +144,13 @@ def delete_rows(
     dry_run: bool = False,
     limits: QueryLimits | None = None,
     configure: Configure | None = None,
-    before_commit: Callable[[Sequence[NewFile]], None] | None = None,
     engine: QueryEngine | None = None,
 ) -> DeleteResult:
     """Delete the rows of ``table`` for which ``where`` is true (NULL is not true).
 
     ``where`` is one SQL expression over the table's columns (see
     :func:`icefloe.lifecycle.predicate.check_predicate`). ``configure`` sets up each DuckDB
-    connection before it is locked down (S3 reads of an S3 warehouse). ``before_commit`` sees
-    the rewrites just before each commit attempt (tests use it to race a merge).
+    connection before it is locked down (S3 reads of an S3 warehouse).
 
     ``engine`` (over the same meta store and object store) plans the delete, its pruning
     finding the files that may hold a matching row: a caller deleting often passes its warm
@@ -199,8 +197,6 @@ def delete_rows(
             removed = [f for f in plan.candidates if f.path in changed]
             try:
                 check_rows_lost(removed, added, reported=result.rows_deleted)
-                if before_commit is not None:
-                    before_commit(added)
                 committed = meta.commit(
                     table,
                     operation="delete",

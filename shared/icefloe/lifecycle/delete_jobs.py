@@ -26,7 +26,7 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any, Protocol
@@ -227,10 +227,7 @@ class DeletePartRunner:
         lease: timedelta = DEFAULT_DELETE_LEASE,
         limits: QueryLimits | None = None,
         configure: Configure | None = None,
-        before_commit: Callable[[DeleteJob], None] | None = None,
     ) -> None:
-        """``before_commit`` sees a job about to commit (tests use it to kill the worker)."""
-        self._before_commit = before_commit
         self._configure = configure
         self._meta = meta
         self._objects = objects
@@ -307,8 +304,6 @@ class DeletePartRunner:
         if not removed:
             self._store.end(job, state="committed")
             return _outcome(job.table, "", "already_committed", "no row matched")
-        if self._before_commit is not None:
-            self._before_commit(job)
         try:
             # Every part's rewrites against its files, by the meta store's row counts.
             check_rows_lost(

@@ -5,8 +5,10 @@ its claim was lost (the files were merged elsewhere, or another merge took them 
 ran out); renew the lease; read the inputs in DuckDB (which spills to its temp directory past
 its memory limit), apply the table's merge mode, sort; stream value-aligned row groups into
 files of about the target size; upload them; replace-commit under the claim token with the
-task's idempotency key. A conflict deletes this worker's outputs; an unknown commit outcome
-leaves them (the retry finds the commit, or the janitor's orphan sweep removes them).
+task's idempotency key. The checks before the work and the commit after it are the protocol of
+:mod:`icefloe.merge.claimed_replace`, which a Spark compaction follows too: a conflict deletes
+this worker's outputs; an unknown commit outcome leaves them (the retry finds the commit, or
+the janitor's orphan sweep removes them).
 """
 
 from __future__ import annotations
@@ -27,13 +29,14 @@ import pyarrow.compute as pc
 
 from icefloe import duck
 from icefloe.datafiles import membership_column
-from icefloe.errors import (
-    CommitConflictError,
-    CommitOutcomeUnknownError,
-    IcefloeError,
-    TableNotFoundError,
+from icefloe.errors import IcefloeError
+from icefloe.merge.claimed_replace import (
+    ClaimedGroup,
+    ReplaceOutcome,
+    ReplaceStatus,
+    check_claim,
+    commit_replacement,
 )
-from icefloe.merge.claims import claim_problem
 from icefloe.merge.modes import merge_sql
 from icefloe.merge.tasks import MergeTask
 from icefloe.merge.writer import StagedFile, stage_rows, upload_staged
@@ -48,7 +51,7 @@ from icefloe.tracing import span
 
 logger = logging.getLogger(__name__)
 
-MergeStatus = Literal["committed", "already_committed", "claim_lost", "conflict"]
+MergeStatus = ReplaceStatus
 # What else a task on the merge queue may end as: a delete's part recorded (the job commits
 # when its last part is done), or a delete job ended without committing.
 DeletePartStatus = Literal["part_done", "failed"]
@@ -88,15 +91,12 @@ class MergeWorker:
         limits: MergeLimits | None = None,
         lease: timedelta = DEFAULT_LEASE,
         configure: Callable[[duckdb.DuckDBPyConnection], None] | None = None,
-        before_commit: Callable[[MergeTask], None] | None = None,
     ) -> None:
         self._meta = meta
         self._objects = objects
         self.limits = limits or MergeLimits()
         self._lease = lease
         self._configure = configure
-        # A test seam: runs after the outputs are uploaded and before the commit.
-        self._before_commit = before_commit
 
     @property
     def lease(self) -> timedelta:
@@ -111,7 +111,6 @@ class MergeWorker:
             limits=self.limits,
             lease=lease,
             configure=self._configure,
-            before_commit=self._before_commit,
         )
 
     def run(self, task: MergeTask) -> MergeOutcome:
@@ -130,39 +129,17 @@ class MergeWorker:
         )
         return _with_seconds(outcome, seconds)
 
-    def _table_exists(self, name: str) -> bool:
-        try:
-            self._meta.get_table(name)
-        except TableNotFoundError:
-            return False
-        return True
-
     def _run(self, task: MergeTask) -> MergeOutcome:
-        earlier = self._meta.snapshot_for_key(task.table, task.idempotency_key)
-        if earlier is not None:
-            return MergeOutcome(
-                task.table,
-                task.partition_path,
-                "already_committed",
-                snapshot_id=earlier.snapshot_id,
-                reason=f"committed by an earlier delivery as snapshot {earlier.snapshot_id}",
-            )
-        inputs = self._meta.files_by_id(task.table, task.file_ids)
-        lost = claim_problem(
-            file_ids=task.file_ids,
+        group = ClaimedGroup(
+            table=task.table,
             partition_path=task.partition_path,
+            file_ids=task.file_ids,
             claim_token=task.claim_token,
-            inputs=inputs,
+            idempotency_key=task.idempotency_key,
         )
-        if lost is None and self._meta.renew_claim(task.claim_token, lease=self._lease) != len(
-            task.file_ids
-        ):
-            lost = "the claim was taken over while renewing it"
-        if lost is not None:
-            if not inputs and not self._table_exists(task.table):
-                # Dropped after the orchestrator planned this task: nothing to merge, ever.
-                lost = f"table {task.table!r} does not exist (dropped?)"
-            return MergeOutcome(task.table, task.partition_path, "claim_lost", reason=lost)
+        inputs = check_claim(self._meta, group, renew_for=self._lease)
+        if isinstance(inputs, ReplaceOutcome):
+            return _merge_outcome(task, inputs)
         spec = self._meta.get_table(task.table).spec
         if self.limits.temp_directory is not None:
             self.limits.temp_directory.mkdir(parents=True, exist_ok=True)
@@ -171,43 +148,23 @@ class MergeWorker:
         try:
             staged = self._merge_to_files(spec, inputs, scratch)
             new_files = self._upload(spec, inputs[0], staged, written)
-            if self._before_commit is not None:
-                self._before_commit(task)
-            result = self._meta.commit_replace(
-                task.table,
-                remove=list(task.file_ids),
-                add=new_files,
-                claim_token=task.claim_token,
-                idempotency_key=task.idempotency_key,
-            )
-        except CommitConflictError as e:
-            discard_uncommitted(self._objects, written)
-            # Free whatever inputs this task still holds, for the next plan (a no-op when the
-            # claim was taken over).
-            self._meta.release_claim(task.claim_token)
-            return MergeOutcome(task.table, task.partition_path, "conflict", reason=str(e))
-        except CommitOutcomeUnknownError:
-            logger.warning("merge commit outcome unknown; leaving %d objects", len(written))
-            raise
         except BaseException:
             discard_uncommitted(self._objects, written)
             raise
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
-        if not result.committed:
-            discard_uncommitted(self._objects, written)
-            return MergeOutcome(
-                task.table, task.partition_path, "already_committed", result.snapshot_id
-            )
+        outcome = commit_replacement(self._meta, self._objects, group, add=new_files)
+        if outcome.status != "committed":
+            return _merge_outcome(task, outcome)
         return MergeOutcome(
             table=task.table,
             partition_path=task.partition_path,
             status="committed",
-            snapshot_id=result.snapshot_id,
+            snapshot_id=outcome.snapshot_id,
             files_in=len(inputs),
             files_out=len(new_files),
             rows_in=sum(f.row_count for f in inputs),
-            rows_out=result.rows_added,
+            rows_out=outcome.rows_added,
             bytes_in=sum(f.size_bytes for f in inputs),
             bytes_out=sum(f.size_bytes for f in new_files),
         )
@@ -324,6 +281,17 @@ def _naive(value: object) -> object:
     if isinstance(value, datetime) and value.tzinfo is not None:
         return value.replace(tzinfo=None)
     return value
+
+
+def _merge_outcome(task: MergeTask, outcome: ReplaceOutcome) -> MergeOutcome:
+    """A task that did not commit: skipped, beaten by an earlier delivery, or in conflict."""
+    return MergeOutcome(
+        task.table,
+        task.partition_path,
+        outcome.status,
+        snapshot_id=outcome.snapshot_id,
+        reason=outcome.reason,
+    )
 
 
 def _with_seconds(outcome: MergeOutcome, seconds: float) -> MergeOutcome:

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 
@@ -16,6 +17,8 @@ from icefloe.metastore.jobs import JobStore
 from support.merge_lake import Lake
 
 pytestmark = pytest.mark.integration
+
+TESTS = Path(__file__).resolve().parents[2]
 
 PAUSED_COMPACTION = """
 import sys, time
@@ -27,18 +30,21 @@ from icefloe.merge import MergeWorker
 from icefloe.metastore.store import MetaStore
 from icefloe.storage import LocalObjectStore
 
-dsn, schema, root = sys.argv[1:4]
+dsn, schema, root, tests = sys.argv[1:5]
+sys.path.insert(0, tests)
+from support.hooked_meta import HookedMetaStore
+
 meta = MetaStore(dsn, schema=schema)
 objects = LocalObjectStore(Path(root))
 
-def pause(task):
+def pause(commit):
     print("outputs uploaded, about to commit", flush=True)
     time.sleep(600)
 
 compact_locally(
     meta=meta, objects=objects, settings=load_settings({"ICEFLOE_HOME": root}).core,
     table="events", engine="duckdb",
-    worker=MergeWorker(meta=meta, objects=objects, before_commit=pause),
+    worker=MergeWorker(meta=HookedMetaStore.like(meta, before_commit=pause), objects=objects),
 )
 """
 
@@ -58,6 +64,7 @@ def test_a_killed_local_compaction_is_settled_by_the_next_janitor_run(
             postgres_dsn,
             lake.meta.schema,
             lake.objects.root_uri,
+            str(TESTS),
         ],
         stdout=subprocess.PIPE,
         text=True,

@@ -14,7 +14,6 @@ import pyarrow.parquet as pq
 import pytest
 
 from icefloe.compaction import (
-    PartitionGroup,
     SparkMergeUnsupportedError,
     claim_partitions,
     compact_with_spark,
@@ -29,6 +28,7 @@ from icefloe.settings import load_settings
 from icefloe.spark import read_table
 from icefloe.spec import SizeTargets
 from icefloe.tracing import use_tracer
+from support.hooked_meta import HookedMetaStore, PendingCommit
 from support.merge_lake import Lake
 
 pytestmark = pytest.mark.integration
@@ -145,10 +145,11 @@ def test_a_conflict_on_one_partition_leaves_the_others_committed_and_its_outputs
     victim = manifest.groups[1]
     before_objects = {o.key for o in lake.objects.list_prefix("events/data/")}
 
-    def merged_elsewhere_meanwhile(group: PartitionGroup) -> None:
-        if group == victim:  # another writer takes one of its files after its lease ran out
-            lake.meta.release_claim(group.claim_token)
-            lake.meta.commit("events", operation="delete", remove=[group.file_ids[0]])
+    def merged_elsewhere_meanwhile(commit: PendingCommit) -> None:
+        # another writer takes one of the victim's files after its lease ran out
+        if commit.idempotency_key == victim.idempotency_key:
+            lake.meta.release_claim(victim.claim_token)
+            lake.meta.commit("events", operation="delete", remove=[victim.file_ids[0]])
 
     spans: list[str] = []
 
@@ -159,14 +160,14 @@ def test_a_conflict_on_one_partition_leaves_the_others_committed_and_its_outputs
 
     use_tracer(record)
     try:
-        result = compact_with_spark(
-            spark,
-            meta=lake.meta,
-            objects=lake.objects,
-            location=WarehouseLocation(scheme="file", path=lake.objects.root),
-            manifest=manifest,
-            before_commit=merged_elsewhere_meanwhile,
-        )
+        with HookedMetaStore.like(lake.meta, before_commit=merged_elsewhere_meanwhile) as meta:
+            result = compact_with_spark(
+                spark,
+                meta=meta,
+                objects=lake.objects,
+                location=WarehouseLocation(scheme="file", path=lake.objects.root),
+                manifest=manifest,
+            )
     finally:
         use_tracer(None)
 

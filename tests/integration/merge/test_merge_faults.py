@@ -14,6 +14,7 @@ from icefloe.merge import InProcessQueue, MergeOrchestrator, MergeTask, MergeWor
 from icefloe.metastore.store import MetaStore
 from icefloe.storage import LocalObjectStore
 from icefloe.storage.base import DeleteResult
+from support.hooked_meta import HookedMetaStore, PendingCommit
 from support.merge_lake import Lake
 from support.pg_fault_proxy import PgFaultProxy
 
@@ -81,12 +82,13 @@ def test_a_worker_killed_after_upload_before_commit_changes_nothing_and_the_retr
     inputs = {f.path for f in lake.meta.files("events")}
     task = claim_one_task(lake)
 
-    def die(_: MergeTask) -> None:
+    def die(_: PendingCommit) -> None:
         raise Killed
 
-    dying = MergeWorker(meta=meta, objects=NoCleanupStore(lake.objects.root), before_commit=die)
-    with pytest.raises(Killed):
-        dying.run(task)
+    with HookedMetaStore.like(meta, before_commit=die) as dying_meta:
+        dying = MergeWorker(meta=dying_meta, objects=NoCleanupStore(lake.objects.root))
+        with pytest.raises(Killed):
+            dying.run(task)
 
     # The table did not change; the uploaded output is an orphan no file row names
     assert {f.path for f in lake.meta.files("events")} == inputs
@@ -109,16 +111,14 @@ def test_a_worker_whose_lease_expired_and_was_taken_over_fails_its_commit_and_cl
     task = claim_one_task(lake, lease=timedelta(0))
     taken_over: list[MergeTask] = []
 
-    def lease_runs_out_and_another_orchestrator_claims(_: MergeTask) -> None:
+    def lease_runs_out_and_another_orchestrator_claims(_: PendingCommit) -> None:
         taken_over.append(claim_one_task(lake))
 
-    slow = MergeWorker(
-        meta=meta,
-        objects=lake.objects,
-        lease=timedelta(0),
-        before_commit=lease_runs_out_and_another_orchestrator_claims,
-    )
-    outcome = slow.run(task)
+    with HookedMetaStore.like(
+        meta, before_commit=lease_runs_out_and_another_orchestrator_claims
+    ) as slow_meta:
+        slow = MergeWorker(meta=slow_meta, objects=lake.objects, lease=timedelta(0))
+        outcome = slow.run(task)
 
     assert outcome.status == "conflict" and "no longer claimed" in outcome.reason
     assert data_objects(lake) == inputs  # the slow worker deleted its own output
@@ -153,14 +153,13 @@ def test_inputs_merged_elsewhere_meanwhile_make_a_conflict_that_deletes_the_outp
     inputs = lake.meta.files("events")
     task = claim_one_task(lake)
 
-    def someone_removes_an_input(_: MergeTask) -> None:
+    def someone_removes_an_input(_: PendingCommit) -> None:
         # e.g. a delete or a heavy compaction that ignored the claim after it expired
         meta.release_claim(task.claim_token)
         meta.commit("events", operation="delete", remove=[inputs[0].file_id])
 
-    outcome = MergeWorker(
-        meta=meta, objects=lake.objects, before_commit=someone_removes_an_input
-    ).run(task)
+    with HookedMetaStore.like(meta, before_commit=someone_removes_an_input) as racing_meta:
+        outcome = MergeWorker(meta=racing_meta, objects=lake.objects).run(task)
     assert outcome.status == "conflict"
     assert data_objects(lake) == {f.path for f in inputs}
     assert len(lake.meta.files("events")) == 5
@@ -182,15 +181,15 @@ def test_a_connection_dropped_during_the_merge_commit_is_retried_to_exactly_one_
     lake = small_lake
     ids = row_ids(lake)
     task = claim_one_task(lake)
-    proxied = MetaStore(proxy.dsn, schema=meta.schema, max_connections=2)
+    faults = []
+
+    def arm(_: PendingCommit) -> None:  # the replace commit's COMMIT, not an earlier one
+        if not faults:
+            faults.append(proxy.arm(COMMIT_MESSAGE, mode))  # type: ignore[arg-type]
+
+    proxied = HookedMetaStore(proxy.dsn, schema=meta.schema, max_connections=2, before_commit=arm)
     try:
-        faults = []
-
-        def arm(_: MergeTask) -> None:  # the replace commit's COMMIT, not an earlier one
-            if not faults:
-                faults.append(proxy.arm(COMMIT_MESSAGE, mode))  # type: ignore[arg-type]
-
-        worker = MergeWorker(meta=proxied, objects=lake.objects, before_commit=arm)
+        worker = MergeWorker(meta=proxied, objects=lake.objects)
         with pytest.raises(CommitOutcomeUnknownError):
             worker.run(task)
         assert faults[0].fired.is_set()
