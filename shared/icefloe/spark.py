@@ -36,6 +36,12 @@ if TYPE_CHECKING:
     from icefloe.emr_query import SparkQueryRequest
 
 
+def open_lake(*, max_connections: int = 1) -> Lake:
+    """The lake the Spark reader opens when not given a runtime: the environment's, its meta
+    store's secret resolved, as every front door's is."""
+    return Lake.open(load_settings(), max_connections=max_connections)
+
+
 def read_table(
     spark: SparkSession,
     table: str,
@@ -48,8 +54,7 @@ def read_table(
 ) -> DataFrame:
     """``table`` at a snapshot (the head, ``snapshot_id``, or the last at ``as_of``), rows of
     ``[start, end)`` of its time partition column when given."""
-    # The environment's lake (its secret resolved, as every front door does), else the one given.
-    own = Lake.open(load_settings(), max_connections=1) if runtime is None else None
+    own = open_lake() if runtime is None else None
     lake = own.runtime if own is not None else runtime
     assert lake is not None
     try:

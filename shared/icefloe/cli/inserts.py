@@ -20,9 +20,9 @@ from icefloe.lake import Lake
 from icefloe.progress import Progress, StageProgress
 from icefloe.sample_events import sample_events, sample_events_spec
 
-# An insert of less input draws no progress line: it is done in well under a second (a one-file
-# NDJSON insert of sample events goes at about 46 MB/s in docs/benchmarks.md, 25-60 MB/s on a
-# two-core VM), before a line would tell anyone anything; it would only flicker.
+# An insert of less input draws no progress line: it is done in well under a second (NDJSON
+# inserts go at 25-60 MB/s on a two-core VM), before a line would tell anyone anything; it would
+# only flicker.
 INSERT_PROGRESS_MIN_BYTES = 16_000_000
 
 

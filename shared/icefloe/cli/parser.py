@@ -46,7 +46,7 @@ EPILOG = f"""{EXAMPLES}
 
 environment:
 {ENVIRONMENT}
-  (python -m icefloe.settings, and the README's "Configuration", give each default and meaning)"""
+  (python -m icefloe.settings, and docs/configuration.md, give each default and meaning)"""
 
 
 class _Parser(argparse.ArgumentParser):

@@ -6,8 +6,9 @@ package, the functions or the Spark jobs reads ``os.environ``: they are handed t
 tree they need. A bad value is refused when the settings are read, not when it is first used,
 and the error names every variable at fault.
 
-:data:`VARIABLES` lists each variable with its default and meaning; the README's configuration
-table is generated from it (``python -m icefloe.settings``), and a test keeps the two equal.
+:data:`VARIABLES` lists each variable with its default and meaning; the configuration
+reference (docs/configuration.md) is generated from it (``python -m icefloe.settings``), and a
+test keeps the two equal.
 Variables that only boto3 or Powertools read (``AWS_ENDPOINT_URL_*``, ``POWERTOOLS_*``) are
 theirs, and not listed here.
 """

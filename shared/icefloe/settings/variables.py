@@ -1,6 +1,7 @@
 """Every environment variable icefloe reads: its default (in words), what it means and who reads
-it. The README's configuration table is generated from :data:`VARIABLES` (``python -m
-icefloe.settings``), and :func:`shown_settings` is what ``icefloe settings`` prints."""
+it. The configuration reference (docs/configuration.md) is generated from :data:`VARIABLES`
+(``python -m icefloe.settings``), and :func:`shown_settings` is what ``icefloe settings``
+prints."""
 
 from __future__ import annotations
 
@@ -268,7 +269,7 @@ def masked(name: str, value: str | None) -> str | None:
 
 
 def reference_markdown() -> str:
-    """The README's configuration table, generated from :data:`VARIABLES`."""
+    """The configuration reference (docs/configuration.md), generated from :data:`VARIABLES`."""
     lines = ["| variable | default | meaning | read by |", "| --- | --- | --- | --- |"]
     for variable in VARIABLES:
         readers = ", ".join(_READER_NAMES[reader] for reader in variable.read_by)
