@@ -55,8 +55,9 @@ class WarehouseLocation:
 
 
 @dataclass(frozen=True, slots=True)
-class Settings:
-    """Everything icefloe needs to know about its environment.
+class CoreSettings:
+    """Where the meta store and the data live: the core of icefloe's settings
+    (``IcefloeSettings.core``), all that the meta store and the object store are built from.
 
     ``database_url`` is ``None`` for the embedded Postgres under ``home``.
     """

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, get_args
 
 import pyarrow as pa
 
-from icefloe.config import Settings
+from icefloe.config import CoreSettings
 from icefloe.errors import ConfigError, PublicationError, TableExistsError
 from icefloe.iceberg.catalogs import IcebergSettings
 from icefloe.ingest import Inserter, InsertResult, format_from_suffix
@@ -105,7 +105,7 @@ def connect(
 
 def resolve_database(
     settings: IcefloeSettings, *, embedded_refused: str | None = None
-) -> tuple[Settings, SecretDsn | None]:
+) -> tuple[CoreSettings, SecretDsn | None]:
     """The core settings with the meta store's DSN (read from the secret when no URL is set),
     and the secret to read again when a connection fails. Where the embedded Postgres would be
     a fresh, empty database (a Lambda container, or where ``embedded_refused`` says: an EMR
@@ -176,7 +176,7 @@ class Lake:
         return cls(settings=settings, runtime=runtime, query_isolation=query_isolation)
 
     @property
-    def core(self) -> Settings:
+    def core(self) -> CoreSettings:
         """Where the meta store and the data are (the secret's DSN resolved)."""
         return self.runtime.settings
 

@@ -15,7 +15,7 @@ import boto3
 import pytest
 
 from icefloe.cli import main
-from icefloe.config import Settings
+from icefloe.config import CoreSettings
 from icefloe.iceberg import publish_iceberg
 from icefloe.iceberg.glue import glue_catalog
 from icefloe.ingest import Inserter
@@ -40,7 +40,7 @@ def s3_settings(
     postgres_dsn: str,
     schema_name: str,
     tmp_path: Path,
-) -> Settings:
+) -> CoreSettings:
     for name, value in FAKE_AWS_ENVIRONMENT.items():
         monkeypatch.setenv(name, value)
     for name in UNSET_AWS_VARIABLES:
@@ -72,7 +72,7 @@ def insert(inserter: Inserter, batches: int, first_day: int) -> None:
         )
 
 
-def icefloe_rows(runtime: Runtime, settings: Settings, snapshot_id: int) -> Counter[str]:
+def icefloe_rows(runtime: Runtime, settings: CoreSettings, snapshot_id: int) -> Counter[str]:
     engine = QueryEngine(
         meta=runtime.meta,
         objects=runtime.objects,
@@ -91,7 +91,7 @@ def iceberg_rows(catalog: Any) -> Counter[str]:
 
 
 def test_a_table_published_to_glue_reads_the_same_rows_through_the_glue_catalog(
-    s3_settings: Settings, moto_endpoint: str
+    s3_settings: CoreSettings, moto_endpoint: str
 ) -> None:
     with Runtime.open(s3_settings) as runtime:
         runtime.meta.migrate()
@@ -158,7 +158,7 @@ def test_a_table_published_to_glue_reads_the_same_rows_through_the_glue_catalog(
 
 
 def test_the_cli_publishes_to_glue_and_refuses_a_local_warehouse(
-    s3_settings: Settings, moto_endpoint: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    s3_settings: CoreSettings, moto_endpoint: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.setenv("AWS_ENDPOINT_URL_GLUE", moto_endpoint)
     out = io.StringIO()

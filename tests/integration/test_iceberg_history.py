@@ -33,7 +33,7 @@ from pyiceberg.exceptions import NoSuchTableError
 from test_iceberg_publish import duckdb_with_iceberg, rows
 
 from icefloe.compaction.local import compact_locally
-from icefloe.config import Settings
+from icefloe.config import CoreSettings
 from icefloe.errors import SnapshotNotFoundError
 from icefloe.iceberg import local_catalog, publish_due
 from icefloe.iceberg.glue import glue_catalog
@@ -70,7 +70,7 @@ class World:
     kind: str
     meta: MetaStore
     objects: ObjectStore
-    settings: Settings
+    settings: CoreSettings
     catalog: Catalog
     namespace: str
     inserter: Inserter

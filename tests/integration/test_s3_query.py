@@ -12,7 +12,7 @@ import pytest
 
 from icefloe import duck
 from icefloe.cli import main
-from icefloe.config import Settings
+from icefloe.config import CoreSettings
 from icefloe.errors import ConfigError, InvalidInputError, TableNotFoundError
 from icefloe.ingest import Inserter
 from icefloe.metastore.store import MetaStore
@@ -39,7 +39,7 @@ def s3_env(
     postgres_dsn: str,
     schema_name: str,
     tmp_path: object,
-) -> Settings:
+) -> CoreSettings:
     env = {
         "AWS_ACCESS_KEY_ID": "testing",
         "AWS_SECRET_ACCESS_KEY": "testing",
@@ -59,7 +59,7 @@ def s3_env(
     return load_settings().core
 
 
-def test_insert_and_query_over_s3_with_the_sandbox_on(s3_env: Settings) -> None:
+def test_insert_and_query_over_s3_with_the_sandbox_on(s3_env: CoreSettings) -> None:
     with Runtime.open(s3_env) as runtime:
         runtime.meta.migrate()
         runtime.meta.create_table(
@@ -121,7 +121,7 @@ CREDENTIAL_PROBES = [
 
 
 def test_no_query_reads_a_credential_a_setting_or_a_host_path(
-    s3_env: Settings, monkeypatch: pytest.MonkeyPatch, moto_endpoint: str
+    s3_env: CoreSettings, monkeypatch: pytest.MonkeyPatch, moto_endpoint: str
 ) -> None:
     key_id, secret = "AKIAICEFLOEPROBE0001", "icefloe-probe-secret-value"
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", key_id)
@@ -158,7 +158,7 @@ def test_no_query_reads_a_credential_a_setting_or_a_host_path(
         assert answered == []
 
 
-def test_the_cli_queries_an_s3_warehouse(s3_env: Settings) -> None:
+def test_the_cli_queries_an_s3_warehouse(s3_env: CoreSettings) -> None:
     out = io.StringIO()
     assert main(["init"], out=out) == 0
     assert main(["table", "create", "t", "--schema", "k VARCHAR"], out=out) == 0
@@ -193,7 +193,7 @@ def test_a_quote_in_a_credential_cannot_break_out_of_the_secret(moto_endpoint: s
 
 
 def test_a_tenants_query_reads_s3_as_the_tenant_read_role_narrowed_to_its_objects(
-    s3_env: Settings, monkeypatch: pytest.MonkeyPatch
+    s3_env: CoreSettings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # moto records each AssumeRole (role, session name, session policy) but does not evaluate
     # the policy: what it allows is checked by IAM's matching rules in test_tenant_access.

@@ -7,12 +7,12 @@ import argparse
 from typing import TextIO
 
 from icefloe.cli.output import emit, text_table
-from icefloe.config import Settings
+from icefloe.config import CoreSettings
 from icefloe.metastore.embedded import embedded_status, stop_embedded
 from icefloe.settings import shown_settings
 
 
-def db_command(settings: Settings, args: argparse.Namespace, out: TextIO) -> int:
+def db_command(settings: CoreSettings, args: argparse.Namespace, out: TextIO) -> int:
     """``db stop`` and ``db status``: they never start the server, and work after any crash."""
     if args.db_command == "stop":
         stopped = stop_embedded(settings.embedded_database_dir)

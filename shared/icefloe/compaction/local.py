@@ -17,7 +17,7 @@ from icefloe.compaction.spark_job import (
     compact_with_spark,
 )
 from icefloe.compaction.tracking import SUCCEEDED, settle_job
-from icefloe.config import Settings
+from icefloe.config import CoreSettings
 from icefloe.merge.tasks import MergeTask
 from icefloe.merge.worker import MergeWorker
 from icefloe.metastore.jobs import JobStore
@@ -32,7 +32,7 @@ def compact_locally(
     *,
     meta: MetaStore,
     objects: ObjectStore,
-    settings: Settings,
+    settings: CoreSettings,
     table: str,
     partitions: Sequence[str] | None = None,
     engine: Engine = "spark",

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from icefloe.config import Settings
+from icefloe.config import CoreSettings
 from icefloe.errors import InvalidInputError
 from icefloe.settings.parts import IcebergSettings
 
@@ -30,7 +30,7 @@ def sql_catalog(uri: str, *, warehouse: str) -> Catalog:
     return SqlCatalog("icefloe", uri=uri, warehouse=warehouse)
 
 
-def open_catalog(iceberg: IcebergSettings, core: Settings) -> Catalog:
+def open_catalog(iceberg: IcebergSettings, core: CoreSettings) -> Catalog:
     """The catalog ``iceberg`` names: Glue (an S3 warehouse only: Glue's readers cannot reach
     local files), a SQL catalog at its URI, or the local one. Metadata files go to its metadata
     location, else beside the local catalog, else under the warehouse's ``iceberg/`` prefix."""

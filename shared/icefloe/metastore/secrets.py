@@ -18,7 +18,7 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from icefloe.config import Settings
+from icefloe.config import CoreSettings
 from icefloe.errors import ConfigError, MetaStoreUnavailableError
 
 logger = logging.getLogger(__name__)
@@ -74,8 +74,8 @@ class SecretDsn:
 
 
 def with_database_secret(
-    settings: Settings, *, secret_arn: str | None
-) -> tuple[Settings, SecretDsn | None]:
+    settings: CoreSettings, *, secret_arn: str | None
+) -> tuple[CoreSettings, SecretDsn | None]:
     """``settings`` with the meta store's DSN read from the secret ``secret_arn`` (the
     ``ICEFLOE_DATABASE_SECRET_ARN`` setting), when no ``ICEFLOE_DATABASE_URL`` is set (a DSN given outright wins), and that secret
     as the meta store's :class:`SecretDsn` (``None`` when no secret is read).

@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 import duckdb
 from pyarrow import fs
 
-from icefloe.config import Settings
+from icefloe.config import CoreSettings
 from icefloe.errors import ConfigError
 
 SECRET_NAME = "icefloe_s3"
@@ -148,7 +148,7 @@ class S3Endpoint:
         )
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> S3Endpoint | None:
+    def from_settings(cls, settings: CoreSettings) -> S3Endpoint | None:
         """The warehouse's endpoint; None for a local warehouse."""
         if settings.warehouse.scheme != "s3":
             return None
@@ -163,7 +163,7 @@ class S3Endpoint:
         )
 
 
-def configure_s3_from_settings(con: duckdb.DuckDBPyConnection, settings: Settings) -> None:
+def configure_s3_from_settings(con: duckdb.DuckDBPyConnection, settings: CoreSettings) -> None:
     """Set up S3 reads for an S3 warehouse; nothing for a local one."""
     if settings.warehouse.scheme != "s3":
         return

@@ -25,7 +25,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TypeVar
 
-from icefloe.config import DEFAULT_HOME, DEFAULT_SCHEMA, Settings, WarehouseLocation
+from icefloe.config import DEFAULT_HOME, DEFAULT_SCHEMA, CoreSettings, WarehouseLocation
 from icefloe.errors import ConfigError
 from icefloe.settings.limits import (
     DEFAULT_COMPACTION_LEASE,
@@ -69,7 +69,7 @@ class IcefloeSettings:
     :func:`icefloe.metastore.secrets.with_database_secret` where a secret is allowed.
     """
 
-    core: Settings
+    core: CoreSettings
     database_secret_arn: str | None
     query: QueryLimits
     merge: MergeSettings
@@ -89,7 +89,7 @@ class IcefloeSettings:
             memory_mb=read.optional("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", _positive_int),
         )
         core = read.build(
-            lambda: Settings(
+            lambda: CoreSettings(
                 home=home,
                 warehouse=read.required(
                     "ICEFLOE_WAREHOUSE", WarehouseLocation.parse, str(home / "warehouse")

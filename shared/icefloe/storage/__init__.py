@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from icefloe.config import Settings, WarehouseLocation
+from icefloe.config import CoreSettings, WarehouseLocation
 from icefloe.errors import ConfigError
 from icefloe.storage.base import (
     MAX_KEY_BYTES,
@@ -64,7 +64,7 @@ def open_object_store(
     return LocalObjectStore(location.path)
 
 
-def object_store_from_settings(settings: Settings) -> ObjectStore:
+def object_store_from_settings(settings: CoreSettings) -> ObjectStore:
     """The warehouse's store, with the S3 endpoint and region the settings name."""
     return open_object_store(
         settings.warehouse, endpoint_url=settings.s3_endpoint_url, region=settings.aws_region

@@ -24,7 +24,7 @@ PAUSED_COMPACTION = """
 import sys, time
 from pathlib import Path
 from icefloe.compaction.local import compact_locally
-from icefloe.config import Settings
+from icefloe.config import CoreSettings
 from icefloe.settings import load_settings
 from icefloe.merge import MergeWorker
 from icefloe.metastore.store import MetaStore

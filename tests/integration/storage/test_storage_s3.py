@@ -10,7 +10,7 @@ import boto3
 import pytest
 from moto.server import ThreadedMotoServer
 
-from icefloe.config import Settings, WarehouseLocation
+from icefloe.config import CoreSettings, WarehouseLocation
 from icefloe.errors import ObjectExistsError, StorageError
 from icefloe.storage import S3ObjectStore, object_store_from_settings, open_object_store
 
@@ -187,7 +187,7 @@ def test_endpoint_url_reaches_an_s3_compatible_server_over_http(
     # given a bucket on the server, and settings that name its endpoint
     admin = boto3.client("s3", endpoint_url=moto_server, region_name="us-east-1")
     admin.create_bucket(Bucket="icefloe-http")
-    settings = Settings(
+    settings = CoreSettings(
         home=tmp_path,
         warehouse=WarehouseLocation.parse("s3://icefloe-http/wh"),
         s3_endpoint_url=moto_server,
