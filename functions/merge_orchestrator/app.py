@@ -8,22 +8,16 @@ store, SQS, EMR Serverless) raise. What it does: :mod:`icefloe.aws.functions.mer
 
 from __future__ import annotations
 
-from typing import Any
-
-from aws_lambda_powertools.utilities.typing import LambdaContext
-
 from icefloe.aws.functions import merge_orchestrator as function
-from icefloe.aws.observability import FunctionTelemetry
+from icefloe.aws.lambda_runtime import Container
+from icefloe.aws.observability import FunctionTelemetry, LambdaHandler
 
 telemetry = FunctionTelemetry("icefloe-merge-orchestrator")
 logger = telemetry.logger
 
 
-@telemetry.entry_point
-def lambda_handler(event: Any, context: LambdaContext) -> dict[str, Any]:
-    return function.handle(event, telemetry=telemetry)
+def make_handler(container: Container) -> LambdaHandler:
+    return telemetry.handler(function.handle, container=container)
 
 
-def reset_for_tests() -> None:
-    """Forget what the container built (tests change the environment between cases)."""
-    function.reset_for_tests()
+lambda_handler = make_handler(Container())  # its collaborators built on the first invocation

@@ -14,19 +14,28 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from icefloe.aws.functions import merge_worker as function
 from icefloe.aws.functions import queue_batches
-from icefloe.aws.observability import FunctionTelemetry
+from icefloe.aws.lambda_runtime import Container
+from icefloe.aws.observability import FunctionTelemetry, LambdaHandler
 
 telemetry = FunctionTelemetry("icefloe-merge-worker")
 logger = telemetry.logger
 
 
-@telemetry.entry_point
-def lambda_handler(event: Any, context: LambdaContext) -> dict[str, Any]:
-    return queue_batches.handle(
-        event, function.handle, telemetry=telemetry, failure_line="merge message failed"
-    )
+def make_handler(container: Container) -> LambdaHandler:
+    """The handler over ``container``'s collaborators (a test passes one of its own)."""
+
+    @telemetry.entry_point
+    def lambda_handler(event: Any, context: LambdaContext) -> dict[str, Any]:
+        return queue_batches.handle(
+            event,
+            function.handle,
+            container=container,
+            telemetry=telemetry,
+            failure_line="merge message failed",
+        )
+
+    return lambda_handler
 
 
-def reset_for_tests() -> None:
-    """Forget what the container built (tests change the environment between cases)."""
-    function.reset_for_tests()
+# What Lambda calls: over this container's collaborators, built on the first invocation.
+lambda_handler = make_handler(Container())

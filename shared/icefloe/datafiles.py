@@ -157,8 +157,11 @@ def encode_parquet(
 
 
 # Membership filters are built here while the writer encodes (it releases the GIL; the filter's
-# hashing is Python): a fifth of a small insert's encode, otherwise spent after it.
-_FILTERS = ThreadPoolExecutor(max_workers=2, thread_name_prefix="icefloe-membership")
+# hashing is Python): a fifth of a small insert's encode, otherwise spent after it. The pool is
+# made on the first insert, not at import.
+@functools.cache
+def _filter_threads() -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(max_workers=2, thread_name_prefix="icefloe-membership")
 
 
 def _filter_beside(table: pa.Table, column: str | None) -> Future[str | None] | str | None:
@@ -167,7 +170,7 @@ def _filter_beside(table: pa.Table, column: str | None) -> Future[str | None] | 
     if column is None or table.schema.get_field_index(column) < 0:
         return None
     try:
-        return _FILTERS.submit(membership_filter, table.column(column))
+        return _filter_threads().submit(membership_filter, table.column(column))
     except RuntimeError:  # the interpreter is shutting down: no new threads
         return membership_filter(table.column(column))
 

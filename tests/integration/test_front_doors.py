@@ -16,7 +16,7 @@ import pytest
 from moto import mock_aws
 
 import icefloe
-from icefloe.aws import lambda_runtime
+from icefloe.aws.lambda_runtime import Container
 from icefloe.cli import main
 from icefloe.errors import ConfigError
 from icefloe.lake import Lake
@@ -59,11 +59,7 @@ def environment(
         }
         for name, value in env.items():
             monkeypatch.setenv(name, value)
-        lambda_runtime.reset_for_tests()
-        try:
-            yield env
-        finally:
-            lambda_runtime.reset_for_tests()
+        yield env
 
 
 def collaborators(lake: Lake) -> dict[str, Any]:
@@ -106,10 +102,9 @@ def test_every_front_door_builds_the_same_collaborators_from_the_environment(
         assert collaborators(lake) == expected
 
     # A Lambda container
-    assert collaborators(lambda_runtime.lake_from_environment()) == expected
-    assert lambda_runtime.merge_worker_from_environment() is (
-        lambda_runtime.lake_from_environment().merge_worker()
-    )
+    with Container() as container:
+        assert collaborators(container.lake) == expected
+        assert container.merge_worker() is container.lake.merge_worker()
 
 
 def lake_delete_limits(merge: Any) -> Any:

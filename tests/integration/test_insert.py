@@ -317,13 +317,13 @@ def test_a_big_arrow_batch_still_inserts_when_no_thread_can_be_started(
     # other work refusing new work (as they do while the interpreter shuts down, under a
     # non-daemon thread)
     for module, name in (
-        (load_module, "_JSON_CHECKS"),
-        (insert_module, "_ROW_IDS"),
-        (datafiles_module, "_FILTERS"),
+        (load_module, "_json_checkers"),
+        (insert_module, "_row_id_thread"),
+        (datafiles_module, "_filter_threads"),
     ):
         stopped = ThreadPoolExecutor(max_workers=1)
         stopped.shutdown()
-        monkeypatch.setattr(module, name, stopped)
+        monkeypatch.setattr(module, name, lambda stopped=stopped: stopped)
     meta.create_table(
         TableSpec.create(
             name="typed",

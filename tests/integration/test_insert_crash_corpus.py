@@ -41,6 +41,7 @@ from moto import mock_aws
 from psycopg import sql
 
 import icefloe
+from icefloe.aws.observability import LambdaHandler
 from icefloe.errors import BatchRejectedError
 from icefloe.lake import Lake
 from icefloe.metastore.store import MetaStore
@@ -51,7 +52,7 @@ from support.lambda_stack import (
     TEMPLATE,
     Deployment,
     failures,
-    fresh_runtime,
+    fresh_container,
     handler_module_fixture,
     invoke,
     object_keys,
@@ -790,13 +791,14 @@ def test_parquet_files_of_each_case_are_refused_through_the_python_api(
 
 INSERT = TEMPLATE.functions()["InsertFunction"]
 BUCKET = "icefloe-corpus-warehouse"
-app = handler_module_fixture(INSERT, name="app")
+app_module = handler_module_fixture(INSERT, name="app_module")
 
 
 @dataclass
 class LambdaWorld:
     s3: S3Client
     world: World
+    handler: LambdaHandler  # the insert function's, over a container of the module's own
 
     def stored(self, table: str) -> list[str]:
         return sorted(k for k in object_keys(self.s3, BUCKET) if k.startswith(f"{PREFIX}/{table}/"))
@@ -806,7 +808,7 @@ class LambdaWorld:
 
 
 @pytest.fixture(scope="module")
-def deployed(world: World, app: ModuleType) -> Iterator[LambdaWorld]:
+def deployed(world: World, app_module: ModuleType) -> Iterator[LambdaWorld]:
     """The insert function's environment as the template declares it, over moto S3 (in this
     process) and the module's meta store schema; set for the rest of the module."""
     with pytest.MonkeyPatch.context() as monkeypatch:
@@ -818,14 +820,19 @@ def deployed(world: World, app: ModuleType) -> Iterator[LambdaWorld]:
         with mock_aws():
             s3 = boto3.client("s3", region_name=REGION)
             create_bucket(s3, TEMPLATE, BUCKET)
-            with fresh_runtime(app):
-                yield LambdaWorld(s3, world)
+            with fresh_container(app_module) as function:
+                yield LambdaWorld(s3, world, function.handler)
+
+
+@pytest.fixture(scope="module")
+def app(deployed: LambdaWorld) -> LambdaHandler:
+    return deployed.handler
 
 
 # What a direct invoke carries: the rows as its JSON parsed into Python (the cases as rows).
 @pytest.mark.parametrize("name", list(ROW_CASES))
 def test_a_direct_invoke_of_each_case_is_answered_with_an_error_and_commits_nothing(
-    app: ModuleType, deployed: LambdaWorld, name: str
+    app: LambdaHandler, deployed: LambdaWorld, name: str
 ) -> None:
     rows, pattern = ROW_CASES[name]
     if pattern == r"row 0: not a JSON object":  # the event's schema says so first
@@ -841,7 +848,7 @@ def test_a_direct_invoke_of_each_case_is_answered_with_an_error_and_commits_noth
 
 
 def test_an_sqs_record_orjson_reads_but_nested_past_the_limit_fails_alone_naming_the_field(
-    app: ModuleType, deployed: LambdaWorld, caplog: pytest.LogCaptureFixture
+    app: LambdaHandler, deployed: LambdaWorld, caplog: pytest.LogCaptureFixture
 ) -> None:
     # Given a record nested 1,000 levels (orjson reads 1,024, so the rows path meets it)
     table = deployed.world.table("sqs_deep_within_orjson")
@@ -917,7 +924,7 @@ SQS_REASONS = {
 
 @pytest.mark.parametrize("case", CASES, ids=[case.name for case in CASES])
 def test_an_sqs_record_of_each_case_fails_alone_and_its_good_neighbour_commits(
-    app: ModuleType, deployed: LambdaWorld, case: Case, caplog: pytest.LogCaptureFixture
+    app: LambdaHandler, deployed: LambdaWorld, case: Case, caplog: pytest.LogCaptureFixture
 ) -> None:
     # Given one delivery of the case's record beside a good one, both for the same table
     table = deployed.world.table(table_name("sqs", case.name))

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import boto3
 import pytest
 
-from icefloe.aws.lambda_runtime import runtime_from_environment
+from icefloe.aws.lambda_runtime import Container
 from icefloe.compaction import CompactionManifest
 from icefloe.compaction.tracking import outputs_prefix
 from icefloe.merge import MergeTask
@@ -45,7 +45,6 @@ from support.lambda_stack import (
     Deployment,
     MotoWorld,
     emitted_metrics,
-    fresh_runtime,
     handler_module_fixture,
     insert_small_batches,
     object_keys,
@@ -143,17 +142,17 @@ def stack(
                 **({"sizes": sizes} if sizes else {}),
             )
         )
-    with fresh_runtime(orchestrator_app):
-        yield Stack(
-            s3=world.s3,
-            sqs=world.sqs,
-            emr=emr,
-            bucket=world.bucket,
-            queue=world.queues[MERGE_SOURCE.queue],
-            application_id=application_id,
-            environments=environments,
-            monkeypatch=monkeypatch,
-        )
+    with Stack(
+        s3=world.s3,
+        sqs=world.sqs,
+        emr=emr,
+        bucket=world.bucket,
+        queue=world.queues[MERGE_SOURCE.queue],
+        application_id=application_id,
+        environments=environments,
+        monkeypatch=monkeypatch,
+    ) as stack:
+        yield stack
 
 
 def plans(summary: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -172,13 +171,14 @@ def start_heavy_job(stack: Stack, app: ModuleType) -> tuple[str, str]:
 def write_job_outputs(job_id: str, *, count: int = 2) -> list[str]:
     """What a job's Spark tasks leave before it fails: uploaded outputs (never committed) and
     the listing that names them. Returns their keys relative to the warehouse."""
-    objects = runtime_from_environment().objects
-    outputs = [f"{HEAVY}/data/day=2026-05-01/{uuid.uuid4().hex}.parquet" for _ in range(count)]
-    for key in outputs:
-        objects.put(key, b"PAR1 partial output")
-    objects.put(
-        f"{outputs_prefix(HEAVY, job_id)}{uuid.uuid4().hex}.json", json.dumps(outputs).encode()
-    )
+    with Container() as container:
+        objects = container.runtime.objects
+        outputs = [f"{HEAVY}/data/day=2026-05-01/{uuid.uuid4().hex}.parquet" for _ in range(count)]
+        for key in outputs:
+            objects.put(key, b"PAR1 partial output")
+        objects.put(
+            f"{outputs_prefix(HEAVY, job_id)}{uuid.uuid4().hex}.json", json.dumps(outputs).encode()
+        )
     return outputs
 
 

@@ -13,6 +13,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from icefloe.aws.observability import LambdaHandler
 from icefloe.errors import StorageError
 from icefloe.metastore.store import MetaStore
 from icefloe.spec import TableSpec
@@ -31,9 +32,10 @@ from support.lambda_stack import (
     PREFIX,
     TEMPLATE,
     Deployment,
+    FunctionUnderTest,
     emitted_metrics,
     failures,
-    fresh_runtime,
+    fresh_container,
     handler_module_fixture,
     invoke,
     object_keys,
@@ -59,9 +61,10 @@ class Stack:
     queue: CreatedQueue
     dlq: CreatedQueue
     max_receive_count: int
+    function: FunctionUnderTest
 
 
-app = handler_module_fixture(INSERT, name="app")
+app_module = handler_module_fixture(INSERT, name="app_module")
 
 
 @pytest.fixture
@@ -70,6 +73,7 @@ def stack(
     deployment: Deployment,
     meta: MetaStore,
     events_spec: TableSpec,
+    app_module: ModuleType,
 ) -> Iterator[Stack]:
     """The insert function's world as the template declares it, with the `events` table."""
     use_fake_aws(monkeypatch, session_token=True)
@@ -86,14 +90,21 @@ def stack(
         (source,) = INSERT.sqs_events
         declared = TEMPLATE.queues()[source.queue]
         assert declared.dead_letter_target is not None and declared.max_receive_count
-        with fresh_runtime():
+        with fresh_container(app_module) as function:
             yield Stack(
                 s3=s3,
                 sqs=sqs,
                 queue=queues[source.queue],
                 dlq=queues[declared.dead_letter_target],
                 max_receive_count=declared.max_receive_count,
+                function=function,
             )
+
+
+@pytest.fixture
+def app(stack: Stack) -> LambdaHandler:
+    """The insert function's handler, over the stack's container."""
+    return stack.function.handler
 
 
 def event_row(i: int) -> dict[str, object]:
@@ -125,7 +136,7 @@ def send_batch_with_three_malformed(stack: Stack, *, n: int = 100) -> tuple[list
 
 
 def test_a_direct_invoke_writes_objects_under_the_warehouse_and_commits_once_per_key(
-    app: ModuleType, stack: Stack, meta: MetaStore
+    app: LambdaHandler, stack: Stack, meta: MetaStore
 ) -> None:
     # Given rows over three days
     rows = [event_row(i) for i in range(30)]
@@ -151,7 +162,7 @@ def test_a_direct_invoke_writes_objects_under_the_warehouse_and_commits_once_per
 
 
 def test_a_bad_row_is_answered_with_its_row_and_field_and_nothing_is_committed(
-    app: ModuleType, stack: Stack, meta: MetaStore
+    app: LambdaHandler, stack: Stack, meta: MetaStore
 ) -> None:
     rows = [event_row(0), {"ts": "2026-05-01T00:00:00Z", "event": 5}]
 
@@ -194,7 +205,7 @@ def test_a_bad_row_is_answered_with_its_row_and_field_and_nothing_is_committed(
     ],
 )
 def test_malformed_direct_invokes_are_answered_with_an_error_not_raised(
-    app: ModuleType, stack: Stack, meta: MetaStore, event: object, error_type: str, words: str
+    app: LambdaHandler, stack: Stack, meta: MetaStore, event: object, error_type: str, words: str
 ) -> None:
     response = invoke(app, event)
     assert response["error"]["type"] == error_type
@@ -205,7 +216,7 @@ def test_malformed_direct_invokes_are_answered_with_an_error_not_raised(
 
 @pytest.mark.filterwarnings("ignore:No application metrics to publish")
 def test_a_failure_of_the_system_raises_instead_of_answering(
-    app: ModuleType, stack: Stack, meta: MetaStore
+    app: LambdaHandler, stack: Stack, meta: MetaStore
 ) -> None:
     # Given a warehouse bucket that is gone (the object store fails, not the caller's input)
     stack.s3.delete_bucket(Bucket=BUCKET)
@@ -220,7 +231,7 @@ def test_a_failure_of_the_system_raises_instead_of_answering(
 
 
 def test_an_sqs_batch_with_three_malformed_messages_is_one_commit_of_the_97_good_ones(
-    app: ModuleType,
+    app: LambdaHandler,
     stack: Stack,
     meta: MetaStore,
     capsys: pytest.CaptureFixture[str],
@@ -255,7 +266,7 @@ def test_an_sqs_batch_with_three_malformed_messages_is_one_commit_of_the_97_good
 
 
 def test_a_redelivered_batch_commits_nothing_new_however_the_queue_regroups_it(
-    app: ModuleType, stack: Stack, meta: MetaStore
+    app: LambdaHandler, stack: Stack, meta: MetaStore
 ) -> None:
     # Given a batch that was committed but never acknowledged (the function timed out after
     # the commit), so SQS delivers it again once the visibility timeout ends
@@ -290,7 +301,7 @@ def test_a_redelivered_batch_commits_nothing_new_however_the_queue_regroups_it(
 
 
 def test_a_poison_message_ends_in_the_dead_letter_queue_after_max_receive_count_deliveries(
-    app: ModuleType, stack: Stack, meta: MetaStore
+    app: LambdaHandler, stack: Stack, meta: MetaStore
 ) -> None:
     # Given two good events and one that never fits the table, on the queue built from the
     # template (redrive to the DLQ after maxReceiveCount receives)
@@ -337,7 +348,7 @@ BAD_VALUES = {
 
 
 def test_bad_values_fail_only_their_own_messages_and_a_nul_is_stored(
-    app: ModuleType, stack: Stack, meta: MetaStore
+    app: LambdaHandler, stack: Stack, meta: MetaStore
 ) -> None:
     # Given 20 messages: five with values icefloe refuses, one with a NUL in a string
     bodies = [BAD_VALUES.get(i) or json.dumps(event_row(i)) for i in range(20)]
@@ -360,7 +371,7 @@ def test_bad_values_fail_only_their_own_messages_and_a_nul_is_stored(
     ids=["year 10000", "NaN in a JSON value"],
 )
 def test_a_direct_invoke_with_a_bad_value_is_answered_and_writes_nothing(
-    app: ModuleType, stack: Stack, meta: MetaStore, row: dict[str, object], words: str
+    app: LambdaHandler, stack: Stack, meta: MetaStore, row: dict[str, object], words: str
 ) -> None:
     response = invoke(app, {"table": TABLE, "rows": [event_row(0), row]})
     assert response["error"]["type"] == "BatchRejectedError"
@@ -381,7 +392,7 @@ def deeply_nested(depth: int) -> str:
 
 
 def test_messages_that_crashed_the_insert_fail_alone_and_the_good_ones_commit_once(
-    app: ModuleType, stack: Stack, meta: MetaStore
+    app: LambdaHandler, stack: Stack, meta: MetaStore
 ) -> None:
     # Given 30 messages, two of them nested 900 levels deep
     bodies = [json.dumps(event_row(i)) for i in range(30)]
@@ -399,7 +410,7 @@ def test_messages_that_crashed_the_insert_fail_alone_and_the_good_ones_commit_on
 
 
 def test_a_direct_invoke_nested_too_deep_is_answered_naming_row_and_field(
-    app: ModuleType, stack: Stack, meta: MetaStore
+    app: LambdaHandler, stack: Stack, meta: MetaStore
 ) -> None:
     rows = [event_row(0), json.loads(deeply_nested(900))]
     response = invoke(app, {"table": TABLE, "rows": rows})
@@ -412,7 +423,7 @@ def test_a_direct_invoke_nested_too_deep_is_answered_naming_row_and_field(
 
 
 def test_malformed_records_fail_by_their_message_id_and_the_others_commit(
-    app: ModuleType, stack: Stack, meta: MetaStore
+    app: LambdaHandler, stack: Stack, meta: MetaStore
 ) -> None:
     # Given an SQS event in which one record has no body and one an odd table attribute
     ids = send_messages(stack.sqs, stack.queue.url, [json.dumps(event_row(i)) for i in range(3)])
@@ -431,7 +442,7 @@ def test_malformed_records_fail_by_their_message_id_and_the_others_commit(
 
 
 def test_a_record_without_a_message_id_refuses_the_whole_event_naming_its_index(
-    app: ModuleType, stack: Stack, meta: MetaStore
+    app: LambdaHandler, stack: Stack, meta: MetaStore
 ) -> None:
     send_messages(stack.sqs, stack.queue.url, [json.dumps(event_row(0))])
     event = sqs_event(receive(stack.sqs, stack.queue.url, limit=1), stack.queue)

@@ -16,7 +16,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from icefloe.aws.lambda_runtime import runtime_from_environment
+from icefloe.aws.lambda_runtime import Container
 from icefloe.compaction.emr import EmrCompactionLauncher
 from icefloe.merge import InProcessQueue, MergeOrchestrator
 from icefloe.metastore.jobs import JobStore
@@ -40,9 +40,10 @@ from support.lambda_stack import (
     PREFIX,
     TEMPLATE,
     Deployment,
+    FunctionUnderTest,
     MotoWorld,
     emitted_metrics,
-    fresh_runtime,
+    fresh_container,
     handler_module_fixture,
     insert_small_batches,
     invoke,
@@ -71,10 +72,10 @@ COUNT_SQL = (
 class Stack:
     s3: S3Client
     bucket: str
-    app: ModuleType
+    function: FunctionUnderTest
 
     def invoke(self, event: object) -> dict[str, Any]:
-        return invoke(self.app, event, lambda_context(JANITOR))
+        return invoke(self.function.handler, event, lambda_context(JANITOR))
 
     def object_keys(self) -> set[str]:
         return object_keys(self.s3, self.bucket)
@@ -102,19 +103,23 @@ def stack(
     assert environment["ICEFLOE_WAREHOUSE"] == f"s3://{world.bucket}/{PREFIX}"
     set_environment(monkeypatch, environment)
     meta.create_table(events_spec)
-    with fresh_runtime(app):
-        yield Stack(s3=world.s3, bucket=world.bucket, app=app)
+    with fresh_container(app) as function:
+        yield Stack(s3=world.s3, bucket=world.bucket, function=function)
 
 
 def answer(sql: str = COUNT_SQL) -> list[dict[str, object]]:
-    runtime = runtime_from_environment()
-    settings = runtime.settings
-    engine = QueryEngine(
-        meta=runtime.meta,
-        objects=runtime.objects,
-        configure=lambda con: configure_s3_from_settings(con, settings),
-    )
-    rows: list[dict[str, object]] = engine.query(sql).rows.to_pylist()
+    with Container() as container:
+        runtime = container.runtime
+        settings = runtime.settings
+        engine = QueryEngine(
+            meta=runtime.meta,
+            objects=runtime.objects,
+            configure=lambda con: configure_s3_from_settings(con, settings),
+        )
+        try:
+            rows: list[dict[str, object]] = engine.query(sql).rows.to_pylist()
+        finally:
+            engine.close()
     return rows
 
 
@@ -404,7 +409,7 @@ def test_a_compaction_job_whose_end_event_was_lost_is_settled_by_asking_emr(
     # And a compaction job started on it 20 minutes ago, whose end event never came: its
     # files are still claimed (moto's job runs succeed at once)
     insert_small_batches()
-    runtime = runtime_from_environment()
+    runtime = stack.function.container.runtime
     launcher = EmrCompactionLauncher(
         meta=runtime.meta,
         objects=runtime.objects,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -12,13 +13,7 @@ import pytest
 from moto import mock_aws
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from icefloe.aws import lambda_runtime
-from icefloe.aws.lambda_runtime import (
-    container_settings,
-    inserter_from_environment,
-    reset_for_tests,
-    runtime_from_environment,
-)
+from icefloe.aws.lambda_runtime import Container
 from icefloe.errors import ConfigError
 from icefloe.lake import resolve_database
 from icefloe.metastore.secrets import SecretDsn
@@ -35,12 +30,15 @@ def secrets(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
         monkeypatch.delenv(name, raising=False)
     for name, value in FAKE_AWS_ENVIRONMENT.items():
         monkeypatch.setenv(name, value)
-    reset_for_tests()
     with mock_aws():
-        try:
-            yield boto3.client("secretsmanager", region_name=REGION)
-        finally:
-            reset_for_tests()
+        yield boto3.client("secretsmanager", region_name=REGION)
+
+
+@pytest.fixture
+def containers() -> Iterator[ExitStack]:
+    """Where a test's containers go to be closed after it."""
+    with ExitStack() as stack:
+        yield stack
 
 
 def environment(tmp_path: Path, schema: str, **extra: str) -> dict[str, str]:
@@ -53,15 +51,16 @@ def environment(tmp_path: Path, schema: str, **extra: str) -> dict[str, str]:
 
 
 def test_the_dsn_comes_from_the_secret_once_and_the_runtime_is_built_once(
-    secrets: Any, postgres_dsn: str, meta: MetaStore, tmp_path: Path
+    secrets: Any, postgres_dsn: str, meta: MetaStore, tmp_path: Path, containers: ExitStack
 ) -> None:
     # Given a secret holding the DSN and an environment naming it, without a URL
     arn = secrets.create_secret(Name="db", SecretString=json.dumps({"dsn": postgres_dsn}))["ARN"]
     env = environment(tmp_path, meta.schema, ICEFLOE_DATABASE_SECRET_ARN=arn)
-    assert lambda_runtime._lake is None  # nothing is built before the first call
+    container = containers.enter_context(Container(environ=env))
+    assert container._lake is None  # nothing is built before the first call
 
     # When the runtime is asked for
-    runtime = runtime_from_environment(env)
+    runtime = container.runtime
 
     # Then it reaches the meta store through the secret's DSN
     assert runtime.settings.database_url == postgres_dsn
@@ -69,14 +68,14 @@ def test_the_dsn_comes_from_the_secret_once_and_the_runtime_is_built_once(
 
     # And later calls reuse it without reading the secret again (it is gone now)
     secrets.delete_secret(SecretId=arn, ForceDeleteWithoutRecovery=True)
-    assert runtime_from_environment(env) is runtime
-    inserter = inserter_from_environment()
-    assert inserter_from_environment() is inserter
+    assert container.runtime is runtime
+    inserter = container.inserter()
+    assert container.inserter() is inserter
 
-    # When the caches are reset, the next call builds afresh (and needs the secret again)
-    reset_for_tests()
-    with pytest.raises(ConfigError, match="db"):
-        runtime_from_environment(env)
+    # When the container ends, a new one builds afresh (and needs the secret again)
+    container.close()
+    with Container(environ=env) as another, pytest.raises(ConfigError, match="db"):
+        _ = another.runtime
 
 
 def test_a_database_url_wins_over_the_secret(secrets: Any, tmp_path: Path) -> None:
@@ -108,45 +107,46 @@ def test_the_inserters_duckdb_is_bounded_by_the_functions_memory(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # In Lambda (2,048 MB, the insert function's size): half for DuckDB, one thread per vCPU.
-    runtime_from_environment(
-        environment(
-            tmp_path,
-            meta.schema,
-            ICEFLOE_DATABASE_URL=postgres_dsn,
-            AWS_LAMBDA_FUNCTION_MEMORY_SIZE="2048",
+    env = environment(
+        tmp_path,
+        meta.schema,
+        ICEFLOE_DATABASE_URL=postgres_dsn,
+        AWS_LAMBDA_FUNCTION_MEMORY_SIZE="2048",
+    )
+    with Container(environ=env) as container:
+        con = container.inserter()._duck
+        settings = dict(
+            con.execute(
+                "SELECT name, value FROM duckdb_settings() WHERE name IN ('memory_limit', 'threads')"
+            ).fetchall()
         )
-    )
-    con = inserter_from_environment()._duck
-    settings = dict(
-        con.execute(
-            "SELECT name, value FROM duckdb_settings() WHERE name IN ('memory_limit', 'threads')"
-        ).fetchall()
-    )
     assert settings["threads"] == "1"
     # DuckDB shows the limit in its own units: 1,024 MB is 976.5 MiB.
     assert settings["memory_limit"] == "976.5 MiB"
 
 
-def test_the_settings_are_read_once_per_container(tmp_path: Path) -> None:
-    reset_for_tests()
-    try:
-        first = container_settings(environment(tmp_path, "icefloe", ICEFLOE_QUERY_THREADS="3"))
-        assert first.query.threads == 3
-        # A later call, whatever it passes, gets the container's settings.
-        assert container_settings(environment(tmp_path, "icefloe")) is first
-        assert container_settings() is first
-    finally:
-        reset_for_tests()
+def test_the_settings_are_read_once_per_container(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, value in environment(tmp_path, "icefloe", ICEFLOE_QUERY_THREADS="3").items():
+        monkeypatch.setenv(name, value)
+    container = Container()  # the process's environment, read on first use
+    first = container.settings
+    assert first.query.threads == 3
+    # A later call, whatever the environment says by then, gets the container's settings.
+    monkeypatch.setenv("ICEFLOE_QUERY_THREADS", "5")
+    assert container.settings is first and container.settings.query.threads == 3
+    # While a new container reads it afresh
+    assert Container().settings.query.threads == 5
 
 
 def test_a_rotated_secret_is_read_again_when_a_new_connection_is_refused(
-    secrets: Any, postgres_dsn: str, meta: MetaStore, tmp_path: Path
+    secrets: Any, postgres_dsn: str, meta: MetaStore, tmp_path: Path, containers: ExitStack
 ) -> None:
     # Given a warm container that read the secret once
     arn = secrets.create_secret(Name="db", SecretString=json.dumps({"dsn": postgres_dsn}))["ARN"]
-    runtime = runtime_from_environment(
-        environment(tmp_path, meta.schema, ICEFLOE_DATABASE_SECRET_ARN=arn)
-    )
+    env = environment(tmp_path, meta.schema, ICEFLOE_DATABASE_SECRET_ARN=arn)
+    runtime = containers.enter_context(Container(environ=env)).runtime
     source = runtime.meta.dsn_source
     assert isinstance(source, SecretDsn) and source.reads == 1
     runtime.meta.list_tables()

@@ -48,7 +48,6 @@ from support.lambda_stack import (
     MotoWorld,
     emitted_metrics,
     failures,
-    fresh_runtime,
     insert_small_batches,
     merge_until_quiet,
     object_keys,
@@ -180,10 +179,9 @@ def lake(
         with pytest.MonkeyPatch.context() as monkeypatch:
             world = deploy(monkeypatch, moto_endpoint, deployment)
             meta.create_table(events_spec())
-            with fresh_runtime():
-                insert_small_batches()
-                merge_until_quiet()
-                insert_small_batches()
+            insert_small_batches()
+            merge_until_quiet()
+            insert_small_batches()
             planned = MergeOrchestrator(meta=meta, sender=InProcessQueue()).plan(TABLE)
             assert len(planned) == DAYS
             assert any(f.end_snapshot is not None for f in meta.files_by_id(TABLE, range(1, 99)))
@@ -200,8 +198,10 @@ def deployed(
 ) -> Iterator[DeployedFunctions]:
     use_fake_aws(monkeypatch, session_token=False)
     monkeypatch.setenv("AWS_ENDPOINT_URL_SQS", moto_endpoint)
-    with fresh_runtime(*apps.values()):
-        yield DeployedFunctions(environments=lake.world.environments, monkeypatch=monkeypatch)
+    with DeployedFunctions(
+        environments=lake.world.environments, monkeypatch=monkeypatch
+    ) as functions:
+        yield functions
 
 
 # -- the table ---------------------------------------------------------------------------------
@@ -599,12 +599,8 @@ def stack(
     """A fresh world for one test, with the `events` table."""
     world = deploy(monkeypatch, moto_endpoint, deployment)
     meta.create_table(events_spec())
-    with fresh_runtime(*apps.values()):
-        yield Stack(
-            world=world,
-            functions=DeployedFunctions(environments=world.environments, monkeypatch=monkeypatch),
-            apps=apps,
-        )
+    with DeployedFunctions(environments=world.environments, monkeypatch=monkeypatch) as functions:
+        yield Stack(world=world, functions=functions, apps=apps)
 
 
 def bad_records() -> dict[str, dict[str, Any]]:

@@ -18,12 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from icefloe.aws import lambda_runtime
-from icefloe.aws.lambda_runtime import (
-    merge_worker_from_environment,
-    reset_for_tests,
-    runtime_from_environment,
-)
+from icefloe.aws.lambda_runtime import Container
 from icefloe.errors import ConfigError
 from icefloe.ingest import Inserter
 from icefloe.lifecycle import DeletePartRunner, DeletePartTask
@@ -51,7 +46,6 @@ from support.lambda_stack import (
     MotoWorld,
     emitted_metrics,
     failures,
-    fresh_runtime,
     handler_module_fixture,
     insert_small_batches,
     lambda_context,
@@ -132,17 +126,17 @@ def stack(
     )
     set_environment(monkeypatch, environments[WORKER.logical_id])
     meta.create_table(events_spec)
-    with fresh_runtime(orchestrator_app):
-        yield Stack(
-            s3=world.s3,
-            sqs=world.sqs,
-            bucket=world.bucket,
-            queue=world.queues[MERGE_QUEUE.logical_id],
-            dlq=world.queues[MERGE_QUEUE.dead_letter_target],
-            max_receive_count=MERGE_QUEUE.max_receive_count,
-            environments=environments,
-            monkeypatch=monkeypatch,
-        )
+    with Stack(
+        s3=world.s3,
+        sqs=world.sqs,
+        bucket=world.bucket,
+        queue=world.queues[MERGE_QUEUE.logical_id],
+        dlq=world.queues[MERGE_QUEUE.dead_letter_target],
+        max_receive_count=MERGE_QUEUE.max_receive_count,
+        environments=environments,
+        monkeypatch=monkeypatch,
+    ) as stack:
+        yield stack
 
 
 def planned_groups(meta: MetaStore) -> set[tuple[str, tuple[int, ...]]]:
@@ -243,7 +237,7 @@ def test_a_direct_invoke_orchestrates_the_named_table_only(
     # Given two tables, both with small files to merge
     meta.create_table(TableSpec.create(name="other", schema="ts TIMESTAMP NOT NULL, n BIGINT"))
     insert_small_batches()
-    runtime = runtime_from_environment()
+    runtime = stack.runtime
     inserter = Inserter(meta=runtime.meta, objects=runtime.objects)
     for n in range(5):
         inserter.insert_rows("other", [{"ts": "2026-05-01T00:00:00Z", "n": n}])
@@ -536,16 +530,18 @@ def worker_app_invoke(
 
 
 def test_the_merge_worker_is_built_once_per_container(stack: Stack) -> None:
-    assert lambda_runtime._lake is None
-    worker = merge_worker_from_environment()
-    assert merge_worker_from_environment() is worker
+    container = stack.container
+    assert container._lake is None  # nothing is built before the first call
+    worker = container.merge_worker()
+    assert container.merge_worker() is worker
     assert (
         worker.limits.memory_limit == f"{int(int(str(WORKER.memory_size)) * 0.6)}MB"
     )  # MERGE_MEMORY_SHARE
     assert worker.limits.temp_directory is not None and worker.limits.temp_directory.is_dir()
-    reset_for_tests()
-    assert lambda_runtime._lake is None
-    assert merge_worker_from_environment() is not worker
+    # Another container (a new one, or this one after it ended) builds its own
+    with Container() as another:
+        assert another._lake is None
+        assert another.merge_worker() is not worker
 
 
 # -- deletes fanned out ------------------------------------------------------------------------
@@ -577,10 +573,8 @@ def test_a_delete_given_to_the_orchestrator_is_fanned_out_and_committed_once(
     with HookedMetaStore.like(meta, before_commit=kill) as dying_meta:
         killed = DeletePartRunner(
             meta=dying_meta,
-            objects=runtime_from_environment().objects,
-            configure=lambda con: configure_s3_from_settings(
-                con, runtime_from_environment().settings
-            ),
+            objects=stack.runtime.objects,
+            configure=lambda con: configure_s3_from_settings(con, stack.runtime.settings),
         )
         for part in range(DAYS):
             with pytest.raises(WorkerKilled) if part == DAYS - 1 else nullcontext():
@@ -630,17 +624,18 @@ def test_a_malformed_delete_request_is_answered_with_an_error(
 
 
 def count_rows(meta: MetaStore, where: str) -> int:
-    runtime = runtime_from_environment()
-    engine = QueryEngine(
-        meta=meta,
-        objects=runtime.objects,
-        configure=lambda con: configure_s3_from_settings(con, runtime.settings),
-    )
-    try:
-        rows = engine.query(f"SELECT count(*) AS n FROM {TABLE} WHERE {where}").rows.to_pylist()
-    finally:
-        engine.close()
-    return int(rows[0]["n"])
+    with Container() as container:
+        runtime = container.runtime
+        engine = QueryEngine(
+            meta=meta,
+            objects=runtime.objects,
+            configure=lambda con: configure_s3_from_settings(con, runtime.settings),
+        )
+        try:
+            rows = engine.query(f"SELECT count(*) AS n FROM {TABLE} WHERE {where}").rows
+        finally:
+            engine.close()
+    return int(rows.to_pylist()[0]["n"])
 
 
 def test_the_core_logs_come_out_as_structured_json_with_the_request_id(stack: Stack) -> None:

@@ -26,7 +26,7 @@ import jsonschema
 import pytest
 
 from icefloe.aws.events import load_schema
-from icefloe.aws.lambda_runtime import runtime_from_environment
+from icefloe.aws.lambda_runtime import Container
 from icefloe.iceberg.glue import glue_catalog
 from icefloe.metastore.store import MetaStore
 from icefloe.query import QueryEngine
@@ -38,9 +38,10 @@ from support.lambda_stack import (
     PREFIX,
     TEMPLATE,
     Deployment,
+    FunctionUnderTest,
     MotoWorld,
     emitted_metrics,
-    fresh_runtime,
+    fresh_container,
     handler_module_fixture,
     insert_small_batches,
     invoke,
@@ -73,10 +74,10 @@ class Stack:
     database: str
     moto_endpoint: str
     environment: dict[str, str]
-    app: ModuleType
+    function: FunctionUnderTest
 
     def invoke(self, event: object) -> dict[str, Any]:
-        return invoke(self.app, event, lambda_context(PUBLISHER))
+        return invoke(self.function.handler, event, lambda_context(PUBLISHER))
 
     def glue_tables(self) -> dict[str, dict[str, Any]]:
         tables = self.glue.get_tables(DatabaseName=self.database)["TableList"]
@@ -147,7 +148,7 @@ def stack(
     set_environment(monkeypatch, environment)
     meta.create_table(spec("events", publish="iceberg"))
     meta.create_table(spec("other", publish="none"))
-    with fresh_runtime(app):
+    with fresh_container(app) as function:
         yield Stack(
             s3=world.s3,
             glue=glue,
@@ -155,24 +156,25 @@ def stack(
             database=database,
             moto_endpoint=moto_endpoint,
             environment=environment,
-            app=app,
+            function=function,
         )
 
 
 def head_rows(table: str) -> tuple[int, Counter[str]]:
     """The table's head snapshot and its rows, as icefloe's query engine reads them."""
-    runtime = runtime_from_environment()
-    settings = runtime.settings
-    head = runtime.meta.get_table(table).head_snapshot_id
-    engine = QueryEngine(
-        meta=runtime.meta,
-        objects=runtime.objects,
-        configure=lambda con: configure_s3_from_settings(con, settings),
-    )
-    try:
-        rows = engine.query(f"SELECT ts, event, user_id FROM {table}", snapshot_id=head).rows
-    finally:
-        engine.close()
+    with Container() as container:
+        runtime = container.runtime
+        settings = runtime.settings
+        head = runtime.meta.get_table(table).head_snapshot_id
+        engine = QueryEngine(
+            meta=runtime.meta,
+            objects=runtime.objects,
+            configure=lambda con: configure_s3_from_settings(con, settings),
+        )
+        try:
+            rows = engine.query(f"SELECT ts, event, user_id FROM {table}", snapshot_id=head).rows
+        finally:
+            engine.close()
     return head, Counter(json.dumps(r, default=str) for r in rows.to_pylist())
 
 

@@ -12,7 +12,7 @@ from types import ModuleType
 import boto3
 import pytest
 
-from icefloe.aws.lambda_runtime import runtime_from_environment
+from icefloe.aws.observability import LambdaHandler
 from icefloe.ingest import Inserter
 from icefloe.metastore.store import MetaStore
 from icefloe.spec import TableSpec
@@ -20,7 +20,7 @@ from support.aws import REGION, create_bucket
 from support.lambda_stack import (
     TEMPLATE,
     Deployment,
-    fresh_runtime,
+    fresh_container,
     handler_module_fixture,
     invoke,
     set_environment,
@@ -32,17 +32,19 @@ pytestmark = pytest.mark.e2e
 QUERY = TEMPLATE.functions()["QueryFunction"]
 BUCKET = "icefloe-e2e-query"
 
-app = handler_module_fixture(QUERY, name="app")
+app_module = handler_module_fixture(QUERY, name="app_module")
 
 
 @pytest.fixture
-def deployed(
+def app(
     monkeypatch: pytest.MonkeyPatch,
     moto_endpoint: str,
     deployment: Deployment,
     meta: MetaStore,
-    app: ModuleType,
-) -> Iterator[None]:
+    app_module: ModuleType,
+) -> Iterator[LambdaHandler]:
+    """The query function's handler, over a container of its own, and a table of 3,000 rows
+    in its bucket."""
     use_fake_aws(monkeypatch, session_token=False)
     environment = deployment.environment(
         QUERY, resources={"DataBucket": BUCKET}, s3_endpoint=moto_endpoint
@@ -59,8 +61,8 @@ def deployed(
             partition_by="day(ts)",
         )
     )
-    with fresh_runtime(app):
-        runtime = runtime_from_environment()
+    with fresh_container(app_module) as function:
+        runtime = function.container.runtime
         inserter = Inserter(meta=runtime.meta, objects=runtime.objects)
         inserter.insert_rows(
             "events",
@@ -70,10 +72,10 @@ def deployed(
             ],
         )
         inserter.close()
-        yield
+        yield function.handler
 
 
-def test_a_small_result_comes_back_inline(app: ModuleType, deployed: None) -> None:
+def test_a_small_result_comes_back_inline(app: LambdaHandler) -> None:
     response = invoke(
         app,
         {
@@ -86,9 +88,7 @@ def test_a_small_result_comes_back_inline(app: ModuleType, deployed: None) -> No
     assert response["files_scanned"] == 1 and "url" not in response
 
 
-def test_a_large_result_is_written_under_results_and_linked(
-    app: ModuleType, deployed: None
-) -> None:
+def test_a_large_result_is_written_under_results_and_linked(app: LambdaHandler) -> None:
     response = invoke(app, {"sql": "SELECT ts, event, n FROM events ORDER BY n", "max_rows": 100})
     assert response["row_count"] == 3000 and "rows" not in response
     assert "/results/" in response["url"] and response["result_bytes"] > 0
@@ -116,7 +116,7 @@ def test_a_large_result_is_written_under_results_and_linked(
     ],
 )
 def test_bad_requests_get_an_error_payload_not_a_stack_trace(
-    app: ModuleType, deployed: None, event: object, message: str
+    app: LambdaHandler, event: object, message: str
 ) -> None:
     response = invoke(app, event)
     assert set(response) == {"error"} and message in response["error"]["message"]

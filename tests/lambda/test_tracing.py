@@ -40,7 +40,7 @@ SCRIPT = textwrap.dedent("""
     from moto import mock_aws
     with mock_aws():
         boto3.client("s3", region_name="us-east-1").create_bucket(Bucket={bucket!r})
-        import app  # Powertools' Tracer patches psycopg and botocore here
+        import app  # Powertools' Tracer patches psycopg and botocore on the first invocation
         from support.aws import FakeLambdaContext
         rows = [
             {{"ts": f"2026-11-0{{day}}T10:00:00Z", "event": "signup", "user_id": f"u{{day}}"}}

@@ -1,7 +1,8 @@
 """What the end-to-end Lambda tests share: fake AWS credentials, a function's environment as
 deployed from template.yaml, a fresh bucket and fresh queues on the shared moto server, the
-handler modules, and the helpers that fill and merge a small lake through the container's
-runtime (``runtime_from_environment``).
+handler modules (each test invokes a handler made over a container of its own,
+``app.make_handler(Container())``), and the helpers that fill and merge a small lake through a
+container built from the environment.
 
 Each test module keeps its own ``Stack`` and whatever differs between the functions.
 """
@@ -15,15 +16,17 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 import boto3
 import pytest
 
-from icefloe.aws.lambda_runtime import reset_for_tests, runtime_from_environment
+from icefloe.aws.lambda_runtime import Container
+from icefloe.aws.observability import LambdaHandler
 from icefloe.ingest import Inserter
 from icefloe.merge import MergeWorker, merge_locally
 from icefloe.query.s3_access import configure_s3_from_settings
+from icefloe.runtime import Runtime
 from support.aws import (
     FAKE_AWS_ENVIRONMENT,
     REGION,
@@ -109,17 +112,19 @@ class Deployment:
 
 
 @contextmanager
-def fresh_runtime(*apps: ModuleType) -> Iterator[None]:
-    """The container's collaborators (and each handler module's) dropped before and after."""
-    reset_for_tests()
-    for app in apps:
-        app.reset_for_tests()
-    try:
-        yield
-    finally:
-        for app in apps:
-            app.reset_for_tests()
-        reset_for_tests()
+def fresh_container(app: ModuleType) -> Iterator[FunctionUnderTest]:
+    """``app``'s handler over a container of the test's own, built from the environment on the
+    first invocation (as Lambda's is) and closed after."""
+    with Container() as container:
+        yield FunctionUnderTest(container=container, handler=app.make_handler(container))
+
+
+@dataclass(frozen=True)
+class FunctionUnderTest:
+    """A function's handler and the container it runs over."""
+
+    container: Container
+    handler: LambdaHandler
 
 
 # -- the moto server ---------------------------------------------------------------------------
@@ -172,10 +177,9 @@ def lambda_context(function: FunctionDecl) -> FakeLambdaContext:
 
 
 def invoke(
-    app: ModuleType, event: object, context: FakeLambdaContext | None = None
+    handler: LambdaHandler, event: object, context: FakeLambdaContext | None = None
 ) -> dict[str, Any]:
-    response: dict[str, Any] = app.lambda_handler(event, context or FakeLambdaContext())
-    return response
+    return handler(event, context or FakeLambdaContext())
 
 
 @dataclass
@@ -187,15 +191,37 @@ class DeployedFunctions:
     # The function whose container this process plays now: a container reads its settings
     # once, so invoking another function starts a new container.
     container_of: str | None = field(default=None, kw_only=True)
+    container: Container = field(default_factory=Container, kw_only=True)
+    _handlers: dict[int, LambdaHandler] = field(default_factory=dict, kw_only=True)  # by id(app)
 
     def invoke(self, app: ModuleType, function: FunctionDecl, event: object) -> dict[str, Any]:
         """Invoke ``function``'s handler with its environment as deployed, in a container of
         its own."""
         if self.container_of != function.logical_id:
-            reset_for_tests()
+            self.close()
+            self.container = Container()
             self.container_of = function.logical_id
         set_environment(self.monkeypatch, self.environments[function.logical_id])
-        return invoke(app, event, lambda_context(function))
+        handler = self._handlers.get(id(app))
+        if handler is None:
+            handler = self._handlers[id(app)] = app.make_handler(self.container)
+        return invoke(handler, event, lambda_context(function))
+
+    @property
+    def runtime(self) -> Runtime:
+        """The meta store and object store of the container this process plays now."""
+        return self.container.runtime
+
+    def close(self) -> None:
+        """End the container this process plays (and forget the handlers made over it)."""
+        self.container.close()
+        self._handlers.clear()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def failures(response: Mapping[str, Any]) -> list[str]:
@@ -223,34 +249,37 @@ def schedule_event(function: FunctionDecl) -> object:
 
 
 def insert_small_batches(table: str = "events", *, batches: int = BATCHES, rows: int = 60) -> None:
-    """``batches`` inserts, each writing one small file into each of ``DAYS`` day partitions."""
-    runtime = runtime_from_environment()
-    inserter = Inserter(meta=runtime.meta, objects=runtime.objects)
-    try:
-        for b in range(batches):
-            inserter.insert_rows(
-                table,
-                [
-                    {
-                        "ts": f"2026-05-0{1 + i % DAYS}T{i % 24:02d}:{b:02d}:00Z",
-                        "event": ("view", "click", "buy")[(i + b) % 3],
-                        "user_id": f"u{(i * 7 + b) % 13}",
-                    }
-                    for i in range(rows)
-                ],
-            )
-    finally:
-        inserter.close()
+    """``batches`` inserts, each writing one small file into each of ``DAYS`` day partitions,
+    through a container built from the environment."""
+    with Container() as container:
+        runtime = container.runtime
+        inserter = Inserter(meta=runtime.meta, objects=runtime.objects)
+        try:
+            for b in range(batches):
+                inserter.insert_rows(
+                    table,
+                    [
+                        {
+                            "ts": f"2026-05-0{1 + i % DAYS}T{i % 24:02d}:{b:02d}:00Z",
+                            "event": ("view", "click", "buy")[(i + b) % 3],
+                            "user_id": f"u{(i * 7 + b) % 13}",
+                        }
+                        for i in range(rows)
+                    ],
+                )
+        finally:
+            inserter.close()
 
 
 def merge_until_quiet(table: str = "events") -> None:
     """Merge until the planner finds nothing: the inputs stay in S3, dead in the meta store."""
-    runtime = runtime_from_environment()
-    settings = runtime.settings
-    worker = MergeWorker(
-        meta=runtime.meta,
-        objects=runtime.objects,
-        configure=lambda con: configure_s3_from_settings(con, settings),
-    )
-    report = merge_locally(meta=runtime.meta, worker=worker, table=table, until_quiet=True)
+    with Container() as container:
+        runtime = container.runtime
+        settings = runtime.settings
+        worker = MergeWorker(
+            meta=runtime.meta,
+            objects=runtime.objects,
+            configure=lambda con: configure_s3_from_settings(con, settings),
+        )
+        report = merge_locally(meta=runtime.meta, worker=worker, table=table, until_quiet=True)
     assert report.dead_letters == ()

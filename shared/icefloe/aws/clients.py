@@ -1,4 +1,5 @@
-"""The AWS clients of a Lambda container, made on first use and kept for its lifetime.
+"""The AWS clients of a Lambda container, made by its :class:`~icefloe.aws.lambda_runtime.Container`
+on first use and kept there for its lifetime.
 
 Their endpoints follow boto3's own configuration (``AWS_ENDPOINT_URL_SQS``,
 ``AWS_ENDPOINT_URL_EMR_SERVERLESS`` point them at a local stack).
@@ -6,7 +7,6 @@ Their endpoints follow boto3's own configuration (``AWS_ENDPOINT_URL_SQS``,
 
 from __future__ import annotations
 
-from functools import cache
 from typing import TYPE_CHECKING
 
 import boto3
@@ -16,19 +16,11 @@ if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
 
 
-@cache
 def sqs_client(region: str) -> SQSClient:
     client: SQSClient = boto3.client("sqs", region_name=region)
     return client
 
 
-@cache
 def emr_serverless_client(region: str) -> BaseClient:
     client: BaseClient = boto3.client("emr-serverless", region_name=region)
     return client
-
-
-def reset_for_tests() -> None:
-    """Forget the clients (a test points boto3 at another endpoint)."""
-    sqs_client.cache_clear()
-    emr_serverless_client.cache_clear()

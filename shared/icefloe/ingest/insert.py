@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import Any, BinaryIO, Literal
 
@@ -461,7 +462,12 @@ class _JsonTextUnproven(Exception):
 # From this many rows a batch's row ids are made beside its partition split (the split's Arrow
 # kernels release the GIL): about 9 ms of a million-row insert. Below, a thread costs more.
 _ROW_IDS_BESIDE_FROM_ROWS = 1 << 18
-_ROW_IDS = ThreadPoolExecutor(max_workers=1, thread_name_prefix="icefloe-row-ids")
+
+
+@cache
+def _row_id_thread() -> ThreadPoolExecutor:
+    """The thread that makes row ids beside the split, made on first use (not at import)."""
+    return ThreadPoolExecutor(max_workers=1, thread_name_prefix="icefloe-row-ids")
 
 
 def _with_row_ids_and_partitions(
@@ -471,7 +477,7 @@ def _with_row_ids_and_partitions(
     pending = None
     if rows.num_rows >= _ROW_IDS_BESIDE_FROM_ROWS:
         try:
-            pending = _ROW_IDS.submit(new_row_ids, rows.num_rows)
+            pending = _row_id_thread().submit(new_row_ids, rows.num_rows)
         except RuntimeError:  # the interpreter is shutting down: no new threads
             pending = None
     parts = split_partitions(con, spec, rows)

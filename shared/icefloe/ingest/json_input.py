@@ -36,6 +36,7 @@ batches with bad values, odd forms and malformed lines mixed in.
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
+from functools import cache
 from pathlib import Path
 from typing import Protocol
 
@@ -67,11 +68,16 @@ _ZONE = r"(?:Z|[+-]\d{2}(?::?\d{2})?)"
 _ZONED_TIMESTAMP = rf"^{_DATE}[T ]\d{{2}}:\d{{2}}:\d{{2}}(?:\.\d{{1,6}})?{_ZONE}$"
 _LOCAL_TIMESTAMP = f"^{_DATE}(?:{_TIME})?$"
 _PLAIN_DATE = f"^{_DATE}$"
-# Threads that read JSON columns beside pyarrow's parse: kept for the process, since starting
-# a thread costs about a millisecond, a tenth of a small batch's insert.
 _CONCURRENT_FROM_BYTES = 1 << 20
 _SCAN_BLOCK = 8 << 20
-_READERS = ThreadPoolExecutor(max_workers=4, thread_name_prefix="icefloe-json-columns")
+
+
+# Threads that read JSON columns beside pyarrow's parse: kept for the process, since starting
+# a thread costs about a millisecond, a tenth of a small batch's insert; made on first use, not
+# at import.
+@cache
+def _json_readers() -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(max_workers=4, thread_name_prefix="icefloe-json-columns")
 
 
 def fast_json_columns(spec: TableSpec) -> list[Column] | None:
@@ -244,7 +250,7 @@ def _all_match(text: pa.ChunkedArray, pattern: str) -> bool:
     if len(text) < _HALVED_FROM_VALUES:
         return matches(text)
     half = len(text) // 2
-    return all(_READERS.map(matches, [text.slice(0, half), text.slice(half)]))
+    return all(_json_readers().map(matches, [text.slice(0, half), text.slice(half)]))
 
 
 def dates_from_text(text: pa.ChunkedArray) -> pa.ChunkedArray | None:
@@ -297,7 +303,7 @@ def load_ndjson_fast(
     # Threads pay for themselves from about a megabyte; below, they cost more than they save.
     threads = size_bytes > _CONCURRENT_FROM_BYTES
     if json_columns and threads:
-        json_future = _READERS.submit(_checked_json_columns, duck, json_columns, limits)
+        json_future = _json_readers().submit(_checked_json_columns, duck, json_columns, limits)
     try:
         typed = _read_known(path, spec, duck, threads=threads)
     finally:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from concurrent.futures import Future, ThreadPoolExecutor
+from functools import cache
 
 import duckdb
 import pyarrow as pa
@@ -90,7 +91,12 @@ def load_batch(
 # From this many rows, typed Arrow input's JSON text is checked while its partitions are sorted
 # and encoded (see load_batch_checking_json_beside); below, a thread costs more than it saves.
 _JSON_CHECK_BESIDE_FROM_ROWS = 1 << 16
-_JSON_CHECKS = ThreadPoolExecutor(max_workers=2, thread_name_prefix="icefloe-json-check")
+
+
+@cache
+def _json_checkers() -> ThreadPoolExecutor:
+    """The threads that check JSON text beside the encode, made on first use (not at import)."""
+    return ThreadPoolExecutor(max_workers=2, thread_name_prefix="icefloe-json-check")
 
 
 def load_batch_checking_json_beside(
@@ -125,7 +131,7 @@ def load_batch_checking_json_beside(
             checker.close()
 
     try:
-        return clean, _JSON_CHECKS.submit(check)
+        return clean, _json_checkers().submit(check)
     except RuntimeError:  # the interpreter is shutting down: no new threads
         checker.close()
         if json_text_holds(con, spec, table, json_columns, limits):

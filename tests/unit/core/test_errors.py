@@ -18,6 +18,7 @@ import icefloe
 from icefloe import duck
 from icefloe.aws.functions import merge_worker
 from icefloe.aws.functions.insert import InsertCrashedError
+from icefloe.aws.lambda_runtime import Container
 from icefloe.aws.observability import FunctionTelemetry
 from icefloe.datafiles import encode_parquet
 from icefloe.errors import (
@@ -127,4 +128,5 @@ def test_merge_events_not_from_sqs_are_invalid_events() -> None:
         process_merge_records(kinesis, worker=worker)
     telemetry = cast(FunctionTelemetry, object())
     with pytest.raises(InvalidEventError, match="expected an SQS event"):
-        merge_worker.handle({"detail": {}}, telemetry=telemetry)
+        # refused before the container builds anything
+        merge_worker.handle({"detail": {}}, container=Container(), telemetry=telemetry)

@@ -12,18 +12,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from icefloe.aws import clients
 from icefloe.aws.events import JobStateChange
-from icefloe.aws.lambda_runtime import container_settings, runtime_from_environment
+from icefloe.aws.lambda_runtime import Container
 from icefloe.aws.observability import FunctionTelemetry
 from icefloe.compaction.tracking import handle_job_state_change
 
 
-def handle(event: object, *, telemetry: FunctionTelemetry) -> dict[str, Any]:
-    change = JobStateChange.parse(event, application_id=container_settings().emr.application_id)
+def handle(event: object, *, container: Container, telemetry: FunctionTelemetry) -> dict[str, Any]:
+    change = JobStateChange.parse(event, application_id=container.settings.emr.application_id)
     settled = None
     if change is not None:
-        runtime = runtime_from_environment()
+        runtime = container.runtime
         settled = handle_job_state_change(change.event, meta=runtime.meta, objects=runtime.objects)
     if settled is None:
         telemetry.logger.info("event ignored", extra=JobStateChange.describe(event))
@@ -52,8 +51,3 @@ def _count(
     telemetry.count("CompactionJobsSettled", settled)
     telemetry.count("CompactionOutputsDeleted", outputs_deleted)
     telemetry.count("CompactionClaimsReleased", claims_released)
-
-
-def reset_for_tests() -> None:
-    """Forget the container's AWS clients (tests point boto3 at another endpoint)."""
-    clients.reset_for_tests()

@@ -12,9 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from icefloe.aws import clients
 from icefloe.aws.events import InsertInvoke, error_answer
-from icefloe.aws.lambda_runtime import container_settings, inserter_from_environment
+from icefloe.aws.lambda_runtime import Container
 from icefloe.aws.observability import FunctionTelemetry
 from icefloe.errors import IcefloeError, InvalidInputError, NotFoundError
 from icefloe.ingest.insert import InsertResult
@@ -30,12 +29,12 @@ class InsertCrashedError(IcefloeError):
     """The insert failed unexpectedly on these rows (not a failure of the system)."""
 
 
-def handle(event: object, *, telemetry: FunctionTelemetry) -> dict[str, Any]:
+def handle(event: object, *, container: Container, telemetry: FunctionTelemetry) -> dict[str, Any]:
     if isinstance(event, Mapping) and "Records" in event:
-        return _handle_sqs(event["Records"], telemetry=telemetry)
+        return _handle_sqs(event["Records"], container=container, telemetry=telemetry)
     try:
         request = InsertInvoke.parse(event)
-        result = inserter_from_environment().insert_rows(
+        result = container.inserter().insert_rows(
             request.table, list(request.rows), idempotency_key=request.idempotency_key
         )
     except (InvalidInputError, NotFoundError) as e:
@@ -66,14 +65,16 @@ def _refused(answer: dict[str, Any], *, telemetry: FunctionTelemetry) -> dict[st
     return answer
 
 
-def _handle_sqs(records: object, *, telemetry: FunctionTelemetry) -> dict[str, Any]:
+def _handle_sqs(
+    records: object, *, container: Container, telemetry: FunctionTelemetry
+) -> dict[str, Any]:
     # Powertools' BatchProcessor handles one record at a time; every good message of the batch
     # for a table goes into ONE commit (the batch is what makes files big), so the core does
     # the per-message bookkeeping and this only translates its outcome into batchItemFailures.
     outcome = insert_queue_messages(
-        inserter_from_environment(),
+        container.inserter(),
         messages_from_sqs_records(records),
-        default_table=container_settings().insert.default_table,
+        default_table=container.settings.insert.default_table,
     )
     _report_batch(outcome, telemetry=telemetry)
     return {"batchItemFailures": [{"itemIdentifier": m} for m in outcome.failed_message_ids]}
@@ -112,8 +113,3 @@ def _log_commit(result: InsertResult, *, telemetry: FunctionTelemetry) -> None:
 
 def _table_of(event: object) -> object:
     return event.get("table") if isinstance(event, Mapping) else None
-
-
-def reset_for_tests() -> None:
-    """Forget the container's AWS clients (tests point boto3 at another endpoint)."""
-    clients.reset_for_tests()

@@ -13,10 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from icefloe.aws import clients
-from icefloe.aws.clients import emr_serverless_client
 from icefloe.aws.events import JanitorInvoke, error_answer
-from icefloe.aws.lambda_runtime import container_settings, runtime_from_environment
+from icefloe.aws.lambda_runtime import Container
 from icefloe.aws.observability import FunctionTelemetry
 from icefloe.errors import InvalidInputError, NotFoundError
 from icefloe.janitor import Janitor, JanitorReport
@@ -32,17 +30,15 @@ _LOGGED = (
 )
 
 
-def handle(event: object, *, telemetry: FunctionTelemetry) -> dict[str, Any]:
+def handle(event: object, *, container: Container, telemetry: FunctionTelemetry) -> dict[str, Any]:
     try:
         request = JanitorInvoke.parse(event)
-        runtime = runtime_from_environment()
-        application = container_settings().emr.application_id
+        runtime = container.runtime
+        application = container.settings.emr.application_id
         janitor = Janitor(
             meta=runtime.meta,
             objects=runtime.objects,
-            emr_client=None
-            if application is None
-            else emr_serverless_client(runtime.settings.aws_region),
+            emr_client=None if application is None else container.emr_serverless_client(),
             emr_application_id=application,
         )
         # An unknown table raises before anything changes.
@@ -94,8 +90,3 @@ def _report(report: JanitorReport, *, telemetry: FunctionTelemetry) -> None:
     telemetry.count_bytes(
         "OrphanBytesDeleted", sum(t.orphan_bytes for t in report.tables if t.orphans_deleted)
     )
-
-
-def reset_for_tests() -> None:
-    """Forget the container's AWS clients (tests point boto3 at another endpoint)."""
-    clients.reset_for_tests()

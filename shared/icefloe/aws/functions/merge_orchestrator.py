@@ -10,30 +10,27 @@ from __future__ import annotations
 
 from typing import Any
 
-from icefloe.aws import clients
-from icefloe.aws.clients import emr_serverless_client, sqs_client
 from icefloe.aws.events import OrchestratorInvoke, error_answer
-from icefloe.aws.lambda_runtime import container_settings, runtime_from_environment
+from icefloe.aws.lambda_runtime import Container
 from icefloe.aws.observability import FunctionTelemetry
 from icefloe.compaction.emr import EmrCompactionLauncher
 from icefloe.errors import ConfigError, InvalidInputError, NotFoundError
 from icefloe.lifecycle import DeleteRequest, DeleteStarted, reconcile_deletes, start_delete
 from icefloe.merge import MergeOrchestrator, OrchestratorSummary, SqsTaskSender
 from icefloe.query.s3_access import configure_s3_from_settings
-from icefloe.runtime import Runtime
 
 
-def handle(event: object, *, telemetry: FunctionTelemetry) -> dict[str, Any]:
+def handle(event: object, *, container: Container, telemetry: FunctionTelemetry) -> dict[str, Any]:
     try:
         request = OrchestratorInvoke.parse(event)
-        runtime = runtime_from_environment()
+        runtime = container.runtime
         if request.delete is not None:
-            started = _start_delete(runtime, request.delete)
+            started = _start_delete(container, request.delete)
             telemetry.logger.info("delete started", extra=started.to_json())
             return started.to_json()
         for job in reconcile_deletes(meta=runtime.meta, objects=runtime.objects):
             telemetry.logger.info("delete job reconciled", extra=job.to_json())
-        summary = _orchestrator(runtime).run(table=request.table)
+        summary = _orchestrator(container).run(table=request.table)
     except (InvalidInputError, NotFoundError) as e:
         telemetry.logger.warning("orchestration refused", extra={"error": type(e).__name__})
         telemetry.count("OrchestrationsRefused", 1)
@@ -42,41 +39,43 @@ def handle(event: object, *, telemetry: FunctionTelemetry) -> dict[str, Any]:
     return summary.to_json()
 
 
-def _sender(runtime: Runtime) -> SqsTaskSender:
-    queue_url = container_settings().merge_queue_url
+def _sender(container: Container) -> SqsTaskSender:
+    queue_url = container.settings.merge_queue_url
     if queue_url is None:
         raise ConfigError("ICEFLOE_MERGE_QUEUE_URL is not set: the merge queue is unknown")
-    return SqsTaskSender(client=sqs_client(runtime.settings.aws_region), queue_url=queue_url)
+    return SqsTaskSender(client=container.sqs_client(), queue_url=queue_url)
 
 
-def _start_delete(runtime: Runtime, request: DeleteRequest) -> DeleteStarted:
+def _start_delete(container: Container, request: DeleteRequest) -> DeleteStarted:
+    runtime = container.runtime
     settings = runtime.settings
     return start_delete(
         meta=runtime.meta,
         objects=runtime.objects,
         table=request.table,
         where=request.where,
-        sender=_sender(runtime),
+        sender=_sender(container),
         configure=lambda con: configure_s3_from_settings(con, settings),
-        limits=container_settings().query,
+        limits=container.settings.query,
     )
 
 
-def _orchestrator(runtime: Runtime) -> MergeOrchestrator:
-    sender = _sender(runtime)
-    emr = container_settings().emr.job_config()  # None: heavy groups are only counted
+def _orchestrator(container: Container) -> MergeOrchestrator:
+    runtime = container.runtime
+    sender = _sender(container)
+    emr = container.settings.emr.job_config()  # None: heavy groups are only counted
     heavy = (
         None
         if emr is None
         else EmrCompactionLauncher(
             meta=runtime.meta,
             objects=runtime.objects,
-            client=emr_serverless_client(runtime.settings.aws_region),
+            client=container.emr_serverless_client(),
             config=emr,
         )
     )
     return MergeOrchestrator(
-        meta=runtime.meta, sender=sender, lease=container_settings().merge.lease, heavy=heavy
+        meta=runtime.meta, sender=sender, lease=container.settings.merge.lease, heavy=heavy
     )
 
 
@@ -118,8 +117,3 @@ def _report(summary: OrchestratorSummary, *, telemetry: FunctionTelemetry) -> No
         telemetry.count(name, sum(getattr(plan, field) for plan in summary.tables))
     telemetry.count("HeavyJobsStarted", sum(len(plan.heavy_jobs) for plan in summary.tables))
     telemetry.count_bytes("BytesClaimed", sum(plan.bytes_claimed for plan in summary.tables))
-
-
-def reset_for_tests() -> None:
-    """Forget the container's AWS clients (tests point boto3 at another endpoint)."""
-    clients.reset_for_tests()

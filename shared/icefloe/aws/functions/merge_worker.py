@@ -13,23 +13,19 @@ from collections.abc import Mapping
 from dataclasses import asdict
 from typing import Any
 
-from icefloe.aws import clients
-from icefloe.aws.lambda_runtime import (
-    delete_part_runner_from_environment,
-    merge_worker_from_environment,
-)
+from icefloe.aws.lambda_runtime import Container
 from icefloe.aws.observability import FunctionTelemetry
 from icefloe.errors import InvalidEventError
 from icefloe.lifecycle.delete_jobs import MESSAGE_KIND as DELETE_PART
 from icefloe.merge import MergeBatchResult, MergeOutcome, process_merge_records
 
 
-def handle(event: object, *, telemetry: FunctionTelemetry) -> dict[str, Any]:
+def handle(event: object, *, container: Container, telemetry: FunctionTelemetry) -> dict[str, Any]:
     if not isinstance(event, Mapping) or "Records" not in event:
         # Only the SQS event source mapping invokes this function: anything else is a wiring
         # mistake that must fail loudly.
         raise InvalidEventError("expected an SQS event ({'Records': [...]}) from the merge queue")
-    deletes = delete_part_runner_from_environment()
+    deletes = container.delete_part_runner()
 
     def log_outcome(outcome: MergeOutcome) -> None:
         committed = outcome.status == "committed"
@@ -39,7 +35,7 @@ def handle(event: object, *, telemetry: FunctionTelemetry) -> dict[str, Any]:
 
     result = process_merge_records(
         event,
-        worker=merge_worker_from_environment(),
+        worker=container.merge_worker(),
         on_outcome=log_outcome,
         other_kinds={DELETE_PART: deletes.run_message},
     )
@@ -60,8 +56,3 @@ def _report(result: MergeBatchResult, *, telemetry: FunctionTelemetry) -> None:
     telemetry.count("MessagesFailed", len(result.failed))
     telemetry.count_bytes("MergeBytesIn", sum(o.bytes_in for o in committed))
     telemetry.count_bytes("MergeBytesOut", sum(o.bytes_out for o in committed))
-
-
-def reset_for_tests() -> None:
-    """Forget the container's AWS clients (tests point boto3 at another endpoint)."""
-    clients.reset_for_tests()

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from icefloe.aws.events import check as check_schema
 from icefloe.aws.events import error_answer, is_scheduled
-from icefloe.aws.lambda_runtime import lake_from_environment
+from icefloe.aws.lambda_runtime import Container
 from icefloe.aws.observability import FunctionTelemetry
 from icefloe.errors import InvalidInputError, NotFoundError
 from icefloe.iceberg import PublicationPass, catalog_key, publish_due
@@ -54,12 +54,12 @@ class PublisherInvoke:
         return cls(tables=tuple(validate_table_name(name) for name in tables))
 
 
-def handle(event: object, *, telemetry: FunctionTelemetry) -> dict[str, Any]:
+def handle(event: object, *, container: Container, telemetry: FunctionTelemetry) -> dict[str, Any]:
     try:
         request = PublisherInvoke.parse(event)
     except InvalidInputError as e:
         return _refused(e, telemetry=telemetry)
-    lake = lake_from_environment()
+    lake = container.lake
     namespace = lake.iceberg.namespace
     catalog = lake.iceberg_catalog()
     if request.tables is not None:
@@ -132,8 +132,3 @@ def _report(outcome: PublicationPass, *, telemetry: FunctionTelemetry) -> None:
     telemetry.count(
         "IcebergSnapshotsExpired", sum(r.iceberg_snapshots_expired for r in outcome.published)
     )
-
-
-def reset_for_tests() -> None:
-    """Nothing of its own to forget: the catalog is the container lake's
-    (:func:`icefloe.aws.lambda_runtime.reset_for_tests`)."""

@@ -7,30 +7,21 @@ DuckDB's message, not a stack trace; failures of the system (meta store or S3 do
 
 from __future__ import annotations
 
-from functools import cache
 from typing import Any
 
-from icefloe.aws import clients
 from icefloe.aws.events import error_answer, parse_query
-from icefloe.aws.lambda_runtime import lake_from_environment
+from icefloe.aws.lambda_runtime import Container
 from icefloe.aws.observability import FunctionTelemetry
 from icefloe.errors import InvalidInputError, NotFoundError
-from icefloe.query import QueryEngine
 from icefloe.query.service import answer_query
-from icefloe.storage import ObjectStore
 
 
-@cache
-def _services() -> tuple[QueryEngine, ObjectStore]:
-    lake = lake_from_environment()
-    return lake.query_engine(), lake.results_store()
-
-
-def handle(event: object, *, telemetry: FunctionTelemetry) -> dict[str, Any]:
+def handle(event: object, *, container: Container, telemetry: FunctionTelemetry) -> dict[str, Any]:
     try:
         request = parse_query(event)
-        engine, results = _services()
-        answer = answer_query(engine, request, results=results)
+        answer = answer_query(
+            container.lake.query_engine(), request, results=container.results_store()
+        )
     except (InvalidInputError, NotFoundError) as e:
         telemetry.logger.warning("query refused", extra={"error": type(e).__name__})
         telemetry.count("QueriesRefused", 1)
@@ -42,9 +33,3 @@ def handle(event: object, *, telemetry: FunctionTelemetry) -> dict[str, Any]:
     telemetry.count("QueryFilesScanned", answer.files_scanned)
     telemetry.count_bytes("QueryBytesScanned", answer.bytes_scanned)
     return answer.to_json()
-
-
-def reset_for_tests() -> None:
-    """Forget the container's engine and AWS clients (tests change the environment)."""
-    _services.cache_clear()
-    clients.reset_for_tests()

@@ -10,27 +10,27 @@ is answered with the error answer and nothing of it runs.
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any
 
 from icefloe.aws.events import SqsBatch, error_answer, is_sqs_event
-from icefloe.aws.observability import FunctionTelemetry
+from icefloe.aws.lambda_runtime import Container
+from icefloe.aws.observability import FunctionHandle, FunctionTelemetry
 from icefloe.errors import InvalidInputError
 
-__all__ = ["BatchHandle", "handle", "is_sqs_event"]
-
-
-class BatchHandle(Protocol):
-    """A function's ``handle`` of an SQS event: answers ``{"batchItemFailures": [...]}``."""
-
-    def __call__(self, event: object, *, telemetry: FunctionTelemetry) -> dict[str, Any]: ...
+__all__ = ["handle", "is_sqs_event"]
 
 
 def handle(
-    event: object, process: BatchHandle, *, telemetry: FunctionTelemetry, failure_line: str
+    event: object,
+    process: FunctionHandle,
+    *,
+    container: Container,
+    telemetry: FunctionTelemetry,
+    failure_line: str,
 ) -> dict[str, Any]:
-    """Answer an SQS event: ``process`` takes its usable records; the others are added to its
-    batch item failures, each logged as ``failure_line`` with its ``message_id`` and
-    ``reason`` (the line the function's own failures are logged with)."""
+    """Answer an SQS event: ``process`` takes its usable records (over ``container``); the
+    others are added to its batch item failures, each logged as ``failure_line`` with its
+    ``message_id`` and ``reason`` (the line the function's own failures are logged with)."""
     try:
         batch = SqsBatch.parse(event)
     except InvalidInputError as e:
@@ -45,4 +45,4 @@ def handle(
         telemetry.logger.warning(failure_line, extra={"message_id": message_id, "reason": reason})
     if batch.refused:
         telemetry.count("MessagesFailed", len(batch.refused))
-    return batch.answer(process(batch.event(), telemetry=telemetry))
+    return batch.answer(process(batch.event(), container=container, telemetry=telemetry))
