@@ -1,7 +1,8 @@
 """Every front door gets the same lake from the same environment: the command line, the Python
-API (`icefloe.connect()`), the notebook views and the Lambda functions all open a `Lake`
-from one reading of the settings, so none of them drifts from the others (a meta store reached
-through the secret, the merge and query limits, the Iceberg catalog)."""
+API (`icefloe.connect()`), the notebook views, the Lambda functions, the Spark reader and the
+EMR jobs' driver all open a `Lake` from one reading of the settings, so none of them drifts
+from the others (a meta store reached through the secret, the merge and query limits, the
+Iceberg catalog)."""
 
 from __future__ import annotations
 
@@ -16,8 +17,10 @@ import pytest
 from moto import mock_aws
 
 import icefloe
+from icefloe import spark
 from icefloe.aws.lambda_runtime import Container
 from icefloe.cli import main
+from icefloe.emr_job import job_lake
 from icefloe.errors import ConfigError
 from icefloe.lake import Lake
 from icefloe.settings import load_settings
@@ -105,6 +108,14 @@ def test_every_front_door_builds_the_same_collaborators_from_the_environment(
     with Container() as container:
         assert collaborators(container.lake) == expected
         assert container.merge_worker() is container.lake.merge_worker()
+
+    # The Spark reader, given no runtime
+    with spark.open_lake() as lake:
+        assert collaborators(lake) == expected
+
+    # An EMR Serverless job's driver (what open_job opens once its document is read)
+    with job_lake(load_settings(), max_connections=2) as lake:
+        assert collaborators(lake) == expected
 
 
 def lake_delete_limits(merge: Any) -> Any:
