@@ -45,7 +45,7 @@ from icefloe.merge import LocalMergeReport, MergeWorker, merge_locally
 from icefloe.metastore.models import Snapshot, TableInfo, TableStatus
 from icefloe.metastore.secrets import SecretDsn, with_database_secret
 from icefloe.query import QueryEngine, QueryLimits
-from icefloe.query.engine import Isolation
+from icefloe.query.engine import Isolation, QueryResult
 from icefloe.query.s3_access import S3Endpoint, configure_s3_from_settings
 from icefloe.runtime import Runtime
 from icefloe.settings import IcefloeSettings, process_environment
@@ -383,7 +383,15 @@ class Lake:
         """One SELECT over snapshot-pinned tables (the heads by default), as a pyarrow Table,
         within :attr:`query_limits` (a :class:`QueryLimitError` or :class:`QueryTimeoutError`
         names the limit it passed)."""
-        return self.query_engine().query(sql, snapshot_id=snapshot_id, as_of=as_of).rows
+        return self.query_result(sql, snapshot_id=snapshot_id, as_of=as_of).rows
+
+    def query_result(
+        self, sql: str, *, snapshot_id: int | None = None, as_of: datetime | None = None
+    ) -> QueryResult:
+        """As :meth:`query`, with what pruning did: ``.rows``, and ``.stats`` (one
+        :class:`ScanStats` per table read: snapshot, files considered and scanned, bytes
+        scanned)."""
+        return self.query_engine().query(sql, snapshot_id=snapshot_id, as_of=as_of)
 
     def duckdb(
         self,

@@ -312,6 +312,80 @@ def test_query_and_files_print_json_rows_keyed_by_column(cli_env: str, tmp_path:
     assert sum(f["row_count"] for f in files) == 6 and all(f["size_bytes"] > 0 for f in files)
 
 
+def test_query_stats_report_each_table_read_on_stderr_as_json_lines(
+    cli_env: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run("init")
+    create_events()
+    run("table", "create", "users", "--schema", "user_id VARCHAR, plan VARCHAR")
+    source = tmp_path / "events.ndjson"
+    source.write_text(
+        "\n".join(
+            json.dumps({"ts": f"2026-06-0{d}T10:00:00Z", "event": "a", "user_id": f"u{d}"})
+            for d in (1, 2, 3)
+        )
+    )
+    assert run("insert", "events", str(source))[0] == 0
+    users = tmp_path / "users.ndjson"
+    users.write_text(json.dumps({"user_id": "u1", "plan": "pro"}))
+    assert run("insert", "users", str(users))[0] == 0
+    files = {
+        f["partition"]: f["size_bytes"]
+        for f in json.loads(run("files", "events", "--format", "json")[1])
+    }
+    heads = {
+        t["name"]: t["head_snapshot_id"]
+        for t in json.loads(run("table", "list", "--format", "json")[1])
+    }
+    capsys.readouterr()
+
+    # A day's predicate prunes to one of three files; a self-join reads events through one
+    # view; the joined table is reported on its own line
+    sql = (
+        "SELECT e.user_id, u.plan FROM events e JOIN events f USING (user_id)"
+        " LEFT JOIN users u USING (user_id) WHERE e.ts >= '2026-06-02' AND e.ts < '2026-06-03'"
+    )
+    plain_code, plain_out = run("query", sql, "--format", "json")
+    assert capsys.readouterr().err == ""  # no stats unless asked
+    code, out = run("query", sql, "--format", "json", "--stats")
+    err = capsys.readouterr().err
+
+    assert code == 0 == plain_code and out == plain_out  # stdout unchanged
+    lines = [json.loads(line) for line in err.splitlines()]
+    by_table = {line["table"]: line for line in lines}
+    assert len(lines) == len(by_table) == 2
+    assert by_table["users"] == {
+        "table": "users", "snapshot_id": heads["users"], "files_considered": 1,
+        "files_scanned": 1, "bytes_scanned": by_table["users"]["bytes_scanned"],
+    }  # fmt: skip
+    assert by_table["users"]["bytes_scanned"] > 0
+    events = by_table["events"]
+    assert events["snapshot_id"] == heads["events"] and events["files_considered"] == 3
+    # The self-join's other side has no day predicate, so the view reads what both need
+    assert 1 <= events["files_scanned"] <= 3
+    assert events["bytes_scanned"] <= sum(files.values())
+
+    # Statistics prune to one of the three files the snapshot holds: exactly that file's bytes
+    code, _ = run("query", "SELECT count(*) FROM events WHERE user_id = 'u2'", "--stats")
+    (one,) = [json.loads(line) for line in capsys.readouterr().err.splitlines()]
+    assert code == 0 and (one["files_considered"], one["files_scanned"]) == (3, 1)
+    assert one["bytes_scanned"] == files["day=2026-06-02"]
+
+    # A time range narrows the listing itself: one file considered
+    code, _ = run(
+        "query",
+        "SELECT count(*) FROM events WHERE ts >= '2026-06-03' AND ts < '2026-06-04'",
+        "--stats",
+    )
+    (one,) = [json.loads(line) for line in capsys.readouterr().err.splitlines()]
+    assert code == 0 and (one["files_considered"], one["files_scanned"]) == (1, 1)
+    assert one["bytes_scanned"] == files["day=2026-06-03"]
+
+    # Only the duckdb engine reports its pruning
+    code, _ = run("query", "SELECT 1", "--engine", "spark", "--stats")
+    assert code != 0 and "--stats needs the duckdb engine" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [

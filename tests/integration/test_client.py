@@ -20,7 +20,7 @@ import pytest
 import icefloe
 from icefloe.errors import ConfigError, TableExistsError, TableNotFoundError
 from icefloe.lake import Lake
-from icefloe.query import QueryLimits, QueryTimeoutError
+from icefloe.query import QueryLimits, QueryTimeoutError, ScanStats
 from icefloe.query.isolation import DEFAULT_MARGIN_BYTES, TIMEOUT_GRACE_S
 
 pytestmark = pytest.mark.integration
@@ -231,3 +231,33 @@ def test_lake_query_reads_an_s3_warehouse_from_its_query_process(
         lake.create_table("t", schema="k VARCHAR, v INTEGER")
         lake.insert("t", [{"k": "a", "v": 1}, {"k": "b", "v": 2}])
         assert lake.query("SELECT sum(v) AS s FROM t").to_pylist() == [{"s": 3}]
+
+
+def test_lake_query_result_says_what_pruning_read_of_each_table(lake: Lake) -> None:
+    lake.create_table("t", schema="ts TIMESTAMP NOT NULL, n BIGINT", partition_by="day(ts)")
+    for day in (1, 2, 3):
+        lake.insert("t", [{"ts": f"2026-11-0{day}T00:00:00", "n": day}])
+    files = {f.partition_path: f for f in lake.meta.files("t")}
+
+    result = lake.query_result("SELECT sum(n) AS s FROM t WHERE n = 2")
+
+    # The same rows as lake.query, and one ScanStats for the one table read
+    assert result.rows == lake.query("SELECT sum(n) AS s FROM t WHERE n = 2")
+    (stats,) = result.stats
+    assert stats == ScanStats(
+        table="t",
+        snapshot_id=lake.meta.get_table("t").head_snapshot_id,
+        files_considered=3,
+        files_scanned=1,
+        bytes_scanned=files["day=2026-11-02"].size_bytes,
+    )
+    assert stats.to_dict() == {
+        "table": "t",
+        "snapshot_id": stats.snapshot_id,
+        "files_considered": 3,
+        "files_scanned": 1,
+        "bytes_scanned": stats.bytes_scanned,
+    }
+    # Pinned to an earlier snapshot, it reports that snapshot and its files
+    (first,) = lake.query_result("SELECT count(*) FROM t", snapshot_id=1).stats
+    assert (first.snapshot_id, first.files_considered, first.files_scanned) == (1, 1, 1)

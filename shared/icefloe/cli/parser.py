@@ -230,6 +230,12 @@ def _add_read_commands(commands: argparse._SubParsersAction[_Parser]) -> None:
     query.add_argument("--output", help="write the result to this file (parquet needs it)")
     query.add_argument("--tenant", help="see only this tenant's rows of every table")
     query.add_argument(
+        "--stats",
+        action="store_true",
+        help="after the result, one JSON line on stderr per table read: table, snapshot_id,"
+        " files_considered, files_scanned, bytes_scanned (duckdb engine)",
+    )
+    query.add_argument(
         "--engine",
         choices=("duckdb", "spark", "emr"),
         default="duckdb",

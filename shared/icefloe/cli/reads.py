@@ -4,6 +4,8 @@ snapshot."""
 from __future__ import annotations
 
 import argparse
+import json
+import sys
 from typing import TextIO
 
 from icefloe.cli.output import emit, text_table
@@ -15,6 +17,8 @@ from icefloe.query.output import write_result
 def query_command(lake: Lake, args: argparse.Namespace, out: TextIO) -> int:
     if args.format == "parquet" and not args.output:
         raise InvalidInputError("--format parquet needs --output FILE")
+    if args.stats and args.engine != "duckdb":
+        raise InvalidInputError("--stats needs the duckdb engine (it reports its pruning)")
     if args.engine == "emr":
         return _query_on_emr(lake, args, out)
     if args.engine == "spark":
@@ -30,6 +34,10 @@ def query_command(lake: Lake, args: argparse.Namespace, out: TextIO) -> int:
         return 0
     result = lake.query_engine().query(args.sql, snapshot_id=args.snapshot, tenant=args.tenant)
     write_result(result.rows, fmt=args.format, out=out, output=args.output)
+    if args.stats:
+        out.flush()  # the result first, then what it read
+        for stats in result.stats:
+            print(json.dumps(stats.to_dict()), file=sys.stderr, flush=True)
     return 0
 
 

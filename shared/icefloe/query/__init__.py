@@ -4,6 +4,7 @@ from icefloe.query.engine import (
     QueryEngine,
     QueryFailedError,
     QueryResult,
+    ScanStats,
     TablePlan,
 )
 from icefloe.query.sandbox import QueryLimitError, QueryRefusedError, QueryTimeoutError
@@ -18,6 +19,7 @@ __all__ = [
     "QueryRefusedError",
     "QueryResult",
     "QueryTimeoutError",
+    "ScanStats",
     "TablePlan",
     "TimeRange",
 ]

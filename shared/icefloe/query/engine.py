@@ -49,7 +49,35 @@ Isolation = Literal["in_process", "child_process"]
 PLAN_CACHE_SIZE = 256
 # Tenants whose read sessions (each a database of its own) are kept warm.
 TENANT_EXECUTORS = 4
-__all__ = ["QueryEngine", "QueryFailedError", "QueryRefusedByDuckDB", "QueryResult", "TablePlan"]
+__all__ = [
+    "QueryEngine",
+    "QueryFailedError",
+    "QueryRefusedByDuckDB",
+    "QueryResult",
+    "ScanStats",
+    "TablePlan",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class ScanStats:
+    """What pruning left of one table a query read: the snapshot, the files it held, the files
+    and bytes read (the figure Athena calls data scanned)."""
+
+    table: str
+    snapshot_id: int
+    files_considered: int
+    files_scanned: int
+    bytes_scanned: int
+
+    def to_dict(self) -> dict[str, str | int]:
+        return {
+            "table": self.table,
+            "snapshot_id": self.snapshot_id,
+            "files_considered": self.files_considered,
+            "files_scanned": self.files_scanned,
+            "bytes_scanned": self.bytes_scanned,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +95,16 @@ class TablePlan:
     spec_version: int = 1
     file_versions: tuple[int, ...] = ()
 
+    @property
+    def stats(self) -> ScanStats:
+        return ScanStats(
+            table=self.table,
+            snapshot_id=self.snapshot_id,
+            files_considered=self.files_considered,
+            files_scanned=self.files_scanned,
+            bytes_scanned=self.bytes_scanned,
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class QueryResult:
@@ -75,6 +113,11 @@ class QueryResult:
 
     def plan(self, table: str) -> TablePlan:
         return next(p for p in self.plans if p.table == table)
+
+    @property
+    def stats(self) -> tuple[ScanStats, ...]:
+        """One per table the query read (a table it names twice is read through one view)."""
+        return tuple(p.stats for p in self.plans)
 
 
 class QueryEngine:
