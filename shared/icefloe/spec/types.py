@@ -2,15 +2,18 @@
 
 Canonical forms: ``BOOLEAN``, the integer family, ``FLOAT``, ``DOUBLE``, ``DECIMAL(p,s)`` (no
 space), ``VARCHAR``, ``BLOB``, ``DATE``, ``TIME``, ``TIMESTAMP``, ``TIMESTAMPTZ``, ``UUID``,
-``JSON``, and lists ``T[]`` of any of these (nesting allowed, ``T[][]``).
+``JSON``, lists ``T[]`` of any type (``T[][]``), and the nested ``STRUCT(...)`` and ``MAP(K, V)``
+of :mod:`icefloe.spec.type_tree`.
 """
 
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 from icefloe.errors import SpecError
 from icefloe.spec._text import show
+from icefloe.spec.type_tree import format_type, is_nested_text, parse_type
 
 INTEGER_TYPES: frozenset[str] = frozenset(
     {"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT"}
@@ -72,9 +75,20 @@ def normalize_type(text: str) -> str:
     if not isinstance(text, str) or not text.isascii():
         # ASCII only: str.upper() maps some non-ASCII lookalikes onto ASCII letters (dotless i -> "I").
         raise SpecError(f"type {show(text)} must be an ASCII string")
+    if is_nested_text(text):
+        return _normalize_nested(text)
+    return _normalize_flat(text)
+
+
+@lru_cache(maxsize=1024)
+def _normalize_nested(text: str) -> str:
+    return format_type(parse_type(text, leaf=_normalize_flat))
+
+
+def _normalize_flat(text: str) -> str:
     cleaned = " ".join(text.upper().split())
     if cleaned.endswith("[]"):
-        return normalize_type(cleaned[:-2]) + "[]"
+        return _normalize_flat(cleaned[:-2]) + "[]"
     match = _TYPE.fullmatch(cleaned)
     if match is None:
         raise SpecError(f"type {show(text)} is not a supported DuckDB type")
@@ -147,7 +161,13 @@ def is_numeric(t: str) -> bool:
     return canonical in INTEGER_TYPES | FLOAT_TYPES or canonical.startswith("DECIMAL(")
 
 
+def is_nested(t: str) -> bool:
+    """True for STRUCT and MAP types, and lists of any type."""
+    canonical = normalize_type(t)
+    return canonical.endswith("[]") or canonical.startswith(("STRUCT(", "MAP("))
+
+
 def is_orderable(t: str) -> bool:
     """True for types with a total order usable as a sort, version or min/max key."""
     canonical = normalize_type(t)
-    return canonical not in {"JSON", "BLOB"} and not canonical.endswith("[]")
+    return canonical not in {"JSON", "BLOB"} and not is_nested(canonical)

@@ -1,0 +1,124 @@
+"""Nested type grammar: STRUCT, MAP and lists of them, parsed to a tree and spelled canonically."""
+
+from __future__ import annotations
+
+import random
+
+import duckdb
+import pytest
+
+from icefloe.errors import SpecError
+from icefloe.spec import TableSpec
+from icefloe.spec.schema import parse_schema
+from icefloe.spec.type_tree import MAX_LEAVES, MAX_TYPE_DEPTH, walk_leaves
+from icefloe.spec.type_tree import parse_type as parse_tree
+from icefloe.spec.types import is_nested, is_orderable, normalize_type
+
+
+@pytest.mark.parametrize(
+    ("text", "canonical"),
+    [
+        ("struct(a int, b struct(c text))", "STRUCT(a INTEGER, b STRUCT(c VARCHAR))"),
+        ("ROW(a INT)", "STRUCT(a INTEGER)"),
+        ("map(text, int)", "MAP(VARCHAR, INTEGER)"),
+        ("MAP(BIGINT, STRUCT(x DOUBLE)[])", "MAP(BIGINT, STRUCT(x DOUBLE)[])"),
+        ("STRUCT(x VARCHAR, y INT)[]", "STRUCT(x VARCHAR, y INTEGER)[]"),
+        ("STRUCT(userAgent text)[][]", "STRUCT(userAgent VARCHAR)[][]"),
+        (
+            "struct( t timestamp with time zone , d decimal(10, 2), j json, v varchar(9) )",
+            "STRUCT(t TIMESTAMPTZ, d DECIMAL(10,2), j JSON, v VARCHAR)",
+        ),
+        ("int[]", "INTEGER[]"),
+    ],
+)
+def test_nested_types_normalize_to_one_spelling(text: str, canonical: str) -> None:
+    assert normalize_type(text) == canonical
+    assert normalize_type(canonical) == canonical
+    assert is_nested(canonical) and not is_orderable(canonical)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("STRUCT()", "a STRUCT needs at least one field"),
+        ("STRUCT(a INT,)", "a trailing ','"),
+        ("STRUCT(a INT, A INT)", "field 'A': the STRUCT already has a field 'a'"),
+        ("STRUCT(a INT[3])", "field 'a': fixed-size arrays (T[n]) are not supported"),
+        ("STRUCT(a STRUCT(b FOO))", "field 'a.b': type 'FOO' is not a supported DuckDB type"),
+        ("MAP(JSON, INT)", "field 'key': map keys must be VARCHAR or an integer type"),
+        ("MAP(INT)", "MAP takes (key type, value type)"),
+        ("STRUCT(a INT NOT NULL)", "field 'a': fields inside a STRUCT cannot be NOT NULL"),
+        ("STRUCT(_a INT)", "field '_a': column name '_a' must not start with '_'"),
+        ("STRUCT(a UNION(x INT))", "field 'a': type 'UNION(x INT)' is not a supported"),
+        ("STRUCT(a INT", "expected ',' or ')'"),
+        ("STRUCT(a INT) x", "unexpected 'x'"),
+        ("STRUCT(a " + "STRUCT(a " * MAX_TYPE_DEPTH + "INT" + ")" * (MAX_TYPE_DEPTH + 1), "deeper"),
+        ("STRUCT(a INT)" + "[]" * MAX_TYPE_DEPTH, "deeper"),
+        (
+            "STRUCT(" + ", ".join(f"f{n} INT" for n in range(MAX_LEAVES + 1)) + ")",
+            f"more than {MAX_LEAVES}",
+        ),
+    ],
+)
+def test_a_refused_nested_type_names_the_type_and_the_spot(text: str, message: str) -> None:
+    with pytest.raises(SpecError, match="type ") as refused:
+        normalize_type(text)
+    assert message in str(refused.value)
+
+
+def test_leaves_are_walked_with_their_paths_and_whether_they_repeat() -> None:
+    tree = parse_tree(
+        normalize_type(
+            "STRUCT(ip VARCHAR, page STRUCT(url VARCHAR), tags STRUCT(k INT)[], m MAP(VARCHAR, DOUBLE))"
+        ),
+        leaf=normalize_type,
+    )
+    assert list(walk_leaves(tree)) == [
+        (("ip",), "VARCHAR", False),
+        (("page", "url"), "VARCHAR", False),
+        (("tags", "element", "k"), "INTEGER", True),
+        (("m", "key"), "VARCHAR", True),
+        (("m", "value"), "DOUBLE", True),
+    ]
+
+
+_LEAVES = ["INTEGER", "BIGINT", "VARCHAR", "DOUBLE", "BOOLEAN", "DATE", "TIMESTAMP", "TIMESTAMPTZ",
+           "DECIMAL(10,2)", "UUID", "BLOB", "JSON"]  # fmt: skip
+
+
+def _random_type(rng: random.Random, depth: int) -> str:
+    kind = rng.choice(["leaf", "leaf", "struct", "map", "list"] if depth < 4 else ["leaf"])
+    if kind == "leaf":
+        return rng.choice(_LEAVES)
+    if kind == "list":
+        return _random_type(rng, depth + 1) + "[]"
+    if kind == "map":
+        return f"MAP({rng.choice(['VARCHAR', 'BIGINT'])}, {_random_type(rng, depth + 1)})"
+    names = rng.sample(["a", "b", "userId", "page_url", "x9"], rng.randint(1, 4))
+    return "STRUCT(" + ", ".join(f"{n} {_random_type(rng, depth + 1)}" for n in names) + ")"
+
+
+def test_the_canonical_text_is_duckdbs_own_spelling_of_the_type() -> None:
+    rng = random.Random(33)
+    for _ in range(500):
+        canonical = normalize_type(_random_type(rng, 0))
+        assert normalize_type(canonical) == canonical
+        # DuckDB parses it to the same type; it spells TIMESTAMPTZ out and JSON as an alias
+        duck = str(duckdb.sqltype(canonical)).replace("TIMESTAMP WITH TIME ZONE", "TIMESTAMPTZ")
+        assert duck == canonical, canonical
+
+
+def test_a_schema_parses_nested_columns_but_a_table_refuses_them_until_they_are_supported() -> None:
+    columns = parse_schema(
+        "ts TIMESTAMP NOT NULL, context STRUCT(ip VARCHAR, page STRUCT(url VARCHAR)),"
+        " m MAP(VARCHAR, INTEGER)"
+    )
+    assert [c.type for c in columns] == [
+        "TIMESTAMP",
+        "STRUCT(ip VARCHAR, page STRUCT(url VARCHAR))",
+        "MAP(VARCHAR, INTEGER)",
+    ]
+    with pytest.raises(
+        SpecError, match="column 'context': STRUCT and MAP columns are not supported yet"
+    ):
+        TableSpec(name="ev", columns=columns)
