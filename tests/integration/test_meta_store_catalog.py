@@ -8,7 +8,7 @@ import pytest
 
 from icefloe.errors import SpecError
 from icefloe.metastore.store import MetaStore
-from icefloe.spec import TableSpec
+from icefloe.spec import Column, TableSpec
 
 
 @pytest.mark.parametrize(
@@ -29,6 +29,33 @@ def test_an_alter_that_does_not_give_the_next_version_is_a_spec_error_and_change
     before = meta.get_table(events_spec.name)
     with pytest.raises(SpecError, match=rf"must give version {before.spec.version + 1}"):
         meta.alter_table(events_spec.name, evolve)  # type: ignore[arg-type]
+    after = meta.get_table(events_spec.name)
+    assert after.spec == before.spec
+    assert after.head_snapshot_id == before.head_snapshot_id
+
+
+def test_a_table_with_a_struct_or_map_column_is_refused_at_create_and_at_alter(
+    meta: MetaStore, events_spec: TableSpec
+) -> None:
+    nested = TableSpec.create(
+        name="nested_ev", schema="ts TIMESTAMP NOT NULL, context STRUCT(ip VARCHAR)"
+    )
+    with pytest.raises(SpecError, match="column 'context': STRUCT and MAP columns are not"):
+        meta.create_table(nested)
+    assert nested.name not in [t.name for t in meta.list_tables()]
+
+    meta.create_table(events_spec)
+    before = meta.get_table(events_spec.name)
+    with_map = dataclasses.replace(
+        events_spec,
+        columns=(*events_spec.columns, Column("m", "MAP(VARCHAR, INTEGER)")),
+        column_ids=(*events_spec.column_ids, events_spec.last_column_id + 1),
+        last_column_id=events_spec.last_column_id + 1,
+        version=events_spec.version + 1,
+        past_layouts=(*events_spec.past_layouts, events_spec.layout),
+    )
+    with pytest.raises(SpecError, match="column 'm': STRUCT and MAP columns are not"):
+        meta.alter_table(events_spec.name, lambda _: with_map)
     after = meta.get_table(events_spec.name)
     assert after.spec == before.spec
     assert after.head_snapshot_id == before.head_snapshot_id

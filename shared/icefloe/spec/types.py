@@ -13,7 +13,7 @@ from functools import lru_cache
 
 from icefloe.errors import SpecError
 from icefloe.spec._text import show
-from icefloe.spec.type_tree import format_type, is_nested_text, parse_type
+from icefloe.spec.type_tree import Leaf, Struct, TypeNode, format_type, is_nested_text, parse_type
 
 INTEGER_TYPES: frozenset[str] = frozenset(
     {"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT"}
@@ -83,6 +83,26 @@ def normalize_type(text: str) -> str:
 @lru_cache(maxsize=1024)
 def _normalize_nested(text: str) -> str:
     return format_type(parse_type(text, leaf=_normalize_flat))
+
+
+@lru_cache(maxsize=1024)
+def type_tree(text: str) -> TypeNode:
+    """The tree of a type (a flat type is a :class:`Leaf`, or a list of one)."""
+    return parse_type(normalize_type(text), leaf=_normalize_flat)
+
+
+def struct_field_type(column_type: str, path: tuple[str, ...]) -> str | None:
+    """The canonical type at ``path`` (struct field names, exact case) inside ``column_type``,
+    or None when there is no such field or the path passes through a list or a map (a value
+    there is not one per row)."""
+    node = type_tree(column_type)
+    for name in path:
+        if not isinstance(node, Struct):
+            return None
+        node = next((child for field, child in node.fields if field == name), None)
+        if node is None:
+            return None
+    return node.name if isinstance(node, Leaf) else format_type(node)
 
 
 def _normalize_flat(text: str) -> str:

@@ -8,11 +8,11 @@ import duckdb
 import pytest
 
 from icefloe.errors import SpecError
-from icefloe.spec import TableSpec
+from icefloe.spec import TableSpec, check_supported_now
 from icefloe.spec.schema import parse_schema
 from icefloe.spec.type_tree import MAX_LEAVES, MAX_TYPE_DEPTH, walk_leaves
 from icefloe.spec.type_tree import parse_type as parse_tree
-from icefloe.spec.types import is_nested, is_orderable, normalize_type
+from icefloe.spec.types import is_nested, is_orderable, normalize_type, struct_field_type
 
 
 @pytest.mark.parametrize(
@@ -108,7 +108,7 @@ def test_the_canonical_text_is_duckdbs_own_spelling_of_the_type() -> None:
         assert duck == canonical, canonical
 
 
-def test_a_schema_parses_nested_columns_but_a_table_refuses_them_until_they_are_supported() -> None:
+def test_a_spec_holds_nested_columns_but_no_table_may_hold_them_until_they_are_supported() -> None:
     columns = parse_schema(
         "ts TIMESTAMP NOT NULL, context STRUCT(ip VARCHAR, page STRUCT(url VARCHAR)),"
         " m MAP(VARCHAR, INTEGER)"
@@ -118,7 +118,23 @@ def test_a_schema_parses_nested_columns_but_a_table_refuses_them_until_they_are_
         "STRUCT(ip VARCHAR, page STRUCT(url VARCHAR))",
         "MAP(VARCHAR, INTEGER)",
     ]
+    spec = TableSpec(name="ev", columns=columns)
     with pytest.raises(
         SpecError, match="column 'context': STRUCT and MAP columns are not supported yet"
     ):
-        TableSpec(name="ev", columns=columns)
+        check_supported_now(spec)
+    check_supported_now(TableSpec(name="flat", columns=columns[:1]))
+
+
+def test_struct_field_type_follows_struct_fields_only() -> None:
+    context = "STRUCT(ip VARCHAR, page STRUCT(url VARCHAR, n INT), tags STRUCT(k VARCHAR)[])"
+    assert struct_field_type(context, ("page", "url")) == "VARCHAR"
+    assert struct_field_type(context, ("page", "n")) == "INTEGER"
+    assert struct_field_type(context, ("page",)) == "STRUCT(url VARCHAR, n INTEGER)"
+    assert struct_field_type(context, ()) == normalize_type(context)
+    # not there, another case, or under a list: no one value per row
+    assert struct_field_type(context, ("missing",)) is None
+    assert struct_field_type(context, ("Page", "url")) is None
+    assert struct_field_type(context, ("tags", "k")) is None
+    assert struct_field_type("MAP(VARCHAR, INTEGER)", ("key",)) is None
+    assert struct_field_type("INTEGER", ("x",)) is None
