@@ -99,9 +99,10 @@ def struct_field_type(column_type: str, path: tuple[str, ...]) -> str | None:
     for name in path:
         if not isinstance(node, Struct):
             return None
-        node = next((child for field, child in node.fields if field == name), None)
-        if node is None:
+        found = next((child for field, child in node.fields if field == name), None)
+        if found is None:
             return None
+        node = found
     return node.name if isinstance(node, Leaf) else format_type(node)
 
 
