@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from icefloe.errors import SpecError
 from icefloe.spec import types
 from icefloe.spec._text import show
+from icefloe.spec.field_ids import nested_id_count
 from icefloe.spec.layout import FileLayout
 from icefloe.spec.merge import AggregateMode, AppendMode, CustomMode, ReplaceMode
 from icefloe.spec.names import validate_table_name
@@ -165,8 +166,24 @@ def _check_versions(spec: TableSpec) -> None:
         raise SpecError(f"column_ids: {show(ids)} must be positive integers")
     if len(set(ids)) != len(ids):
         raise SpecError(f"column_ids: {show(ids)} repeats an id")
-    if max(spec.column_ids) > spec.last_column_id:
-        raise SpecError(f"last_column_id: {spec.last_column_id} is below a column's id")
+    nested = _tuple(spec.nested_ids, where="nested_ids")
+    if len(nested) != len(spec.columns):
+        raise SpecError(f"nested_ids: {len(nested)} entries for {len(spec.columns)} columns")
+    for column, column_nested in zip(spec.columns, nested, strict=True):
+        inside = _tuple(column_nested, where="nested_ids")
+        expected = nested_id_count(types.type_tree(column.type))
+        if len(inside) != expected:
+            raise SpecError(
+                f"nested_ids: column {column.name!r} has {expected} fields inside its type,"
+                f" given {len(inside)} ids"
+            )
+        if any(isinstance(i, bool) or not isinstance(i, int) or i < 1 for i in inside):
+            raise SpecError(f"nested_ids: {show(inside)} must be positive integers")
+        ids = ids + inside
+    if len(set(ids)) != len(ids):
+        raise SpecError(f"column_ids, nested_ids: {show(ids)} repeats an id")
+    if max(cast(tuple[int, ...], ids)) > spec.last_column_id:
+        raise SpecError(f"last_column_id: {spec.last_column_id} is below a field's id")
     layouts = _tuple(spec.past_layouts, where="past_layouts")
     if not all(isinstance(layout, FileLayout) for layout in layouts):
         raise SpecError(f"past_layouts: unexpected value {show(layouts)}")

@@ -24,6 +24,7 @@ from types import MappingProxyType
 
 from icefloe.errors import SpecError
 from icefloe.spec import types
+from icefloe.spec.field_ids import fresh_nested_ids
 from icefloe.spec.merge import AggregateMode, MergeMode, ReplaceMode
 from icefloe.spec.schema import Column, check_unique_columns
 from icefloe.spec.table_spec import TableSpec
@@ -80,6 +81,7 @@ def evolve(spec: TableSpec, changes: Sequence[SchemaChange]) -> TableSpec:
         raise SpecError("alter: no change given")
     columns = list(spec.columns)
     ids = list(spec.column_ids)
+    nested_ids = list(spec.nested_ids)
     last_id = spec.last_column_id
     sort_by = list(spec.sort_by)
     merge = spec.merge
@@ -91,6 +93,11 @@ def evolve(spec: TableSpec, changes: Sequence[SchemaChange]) -> TableSpec:
             columns.append(change.column)
             last_id += 1
             ids.append(last_id)
+            (inside,) = fresh_nested_ids(
+                [types.type_tree(change.column.type)], first_id=last_id + 1
+            )
+            nested_ids.append(inside)
+            last_id += len(inside)
             merge = _merge_added(merge, change.column.name)
             _check_unique(columns, where)
             continue
@@ -105,6 +112,7 @@ def evolve(spec: TableSpec, changes: Sequence[SchemaChange]) -> TableSpec:
             merge = _merge_dropped(merge, name, where)
             del columns[index]
             del ids[index]
+            del nested_ids[index]
             sort_by = [k for k in sort_by if k != name]
         elif isinstance(change, RenameColumn):
             columns[index] = replace(columns[index], name=change.new)
@@ -124,6 +132,7 @@ def evolve(spec: TableSpec, changes: Sequence[SchemaChange]) -> TableSpec:
         spec,
         columns=tuple(columns),
         column_ids=tuple(ids),
+        nested_ids=tuple(nested_ids),
         last_column_id=last_id,
         sort_by=tuple(sort_by),
         merge=merge,

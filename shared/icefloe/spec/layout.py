@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from icefloe.errors import SpecError
+from icefloe.spec.field_ids import NestedField, nested_fields
+from icefloe.spec.types import type_tree
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,6 +25,12 @@ class LayoutColumn:
     id: int
     name: str
     type: str
+    nested_ids: tuple[int, ...] = ()  # of the fields inside ``type``, in walk order
+
+    @property
+    def fields(self) -> tuple[NestedField, ...]:
+        """The fields inside this column's type, with their ids."""
+        return nested_fields(type_tree(self.type), self.nested_ids)
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,15 +45,21 @@ class FileLayout:
             raise SpecError(f"layouts: version {self.version!r} must be an integer")
         if self.version < 1:
             raise SpecError(f"layouts: version {self.version} must be at least 1")
-        ids = [c.id for c in self.columns]
+        ids = [i for c in self.columns for i in (c.id, *c.nested_ids)]
         if len(set(ids)) != len(ids):
-            raise SpecError(f"layouts: version {self.version} repeats a column id")
+            raise SpecError(f"layouts: version {self.version} repeats a field id")
 
     def to_dict(self) -> dict[str, object]:
-        """``{"version": v, "columns": [[id, name, type], ...]}``."""
+        """``{"version": v, "columns": [[id, name, type], ...]}``; a column with fields inside
+        its type has a fourth item, their ids in walk order."""
         return {
             "version": self.version,
-            "columns": [[c.id, c.name, c.type] for c in self.columns],
+            "columns": [
+                [c.id, c.name, c.type, list(c.nested_ids)]
+                if c.nested_ids
+                else [c.id, c.name, c.type]
+                for c in self.columns
+            ],
         }
 
     @classmethod
@@ -60,12 +74,21 @@ class FileLayout:
         for item in columns:
             if (
                 not isinstance(item, list)
-                or len(item) != 3
-                or isinstance(item[0], bool)
-                or not isinstance(item[0], int)
+                or len(item) not in (3, 4)
+                or not _is_id(item[0])
                 or not isinstance(item[1], str)
                 or not isinstance(item[2], str)
+                or (len(item) == 4 and not _are_ids(item[3]))
             ):
-                raise SpecError(f"layouts: column {item!r} is not [id, name, type]")
-            parsed.append(LayoutColumn(item[0], item[1], item[2]))
+                raise SpecError(f"layouts: column {item!r} is not [id, name, type(, [ids])]")
+            nested = tuple(item[3]) if len(item) == 4 else ()
+            parsed.append(LayoutColumn(item[0], item[1], item[2], nested))
         return cls(version=value["version"], columns=tuple(parsed))
+
+
+def _is_id(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
+def _are_ids(value: object) -> bool:
+    return isinstance(value, list) and bool(value) and all(map(_is_id, value))

@@ -18,12 +18,14 @@ from icefloe.errors import SpecError
 from icefloe.spec import _codec
 from icefloe.spec._checks import check_spec, lookup_column
 from icefloe.spec._text import show
+from icefloe.spec.field_ids import fresh_nested_ids
 from icefloe.spec.hive import parse_partition_path, partition_path
 from icefloe.spec.layout import FileLayout, LayoutColumn
 from icefloe.spec.merge import AppendMode, MergeMode, parse_merge_mode
 from icefloe.spec.partitioning import PartitionField, PartitionValue, parse_partition_by
 from icefloe.spec.policy import Retention, SizeTargets
 from icefloe.spec.schema import Column, parse_schema
+from icefloe.spec.types import type_tree
 
 FORMAT_VERSION = 1
 ExtraFields = Literal["reject", "keep"]
@@ -49,19 +51,33 @@ class TableSpec:
     overflow_column: str | None = None
     publish: Publish = "none"
     # Schema evolution: this spec's version, its columns' ids (parallel to ``columns``; empty
-    # means 1, 2, ... as a new table numbers them), the highest id ever given (0: the highest
-    # of ``column_ids``), and the file layouts of the earlier versions, oldest first.
+    # means 1, 2, ... as a new table numbers them), the ids of the fields inside each column's
+    # type (parallel to ``columns``, in icefloe.spec.field_ids' walk order; empty means fresh
+    # ones after the columns'), the highest id ever given (0: the highest of those), and the
+    # file layouts of the earlier versions, oldest first.
     version: int = 1
     column_ids: tuple[int, ...] = ()
+    nested_ids: tuple[tuple[int, ...], ...] = ()
     last_column_id: int = 0
     past_layouts: tuple[FileLayout, ...] = ()
 
     def __post_init__(self) -> None:
-        if not self.column_ids and isinstance(self.columns, tuple):
-            object.__setattr__(self, "column_ids", tuple(range(1, len(self.columns) + 1)))
-        if self.last_column_id == 0 and self.column_ids:
-            object.__setattr__(self, "last_column_id", max(self.column_ids))
+        if isinstance(self.columns, tuple) and all(isinstance(c, Column) for c in self.columns):
+            if not self.column_ids:
+                object.__setattr__(self, "column_ids", tuple(range(1, len(self.columns) + 1)))
+            if self.last_column_id == 0 and self.column_ids:
+                object.__setattr__(self, "last_column_id", max(self.column_ids))
+            if not self.nested_ids:
+                self._number_nested_fields()
         check_spec(self)
+
+    def _number_nested_fields(self) -> None:
+        trees = [type_tree(c.type) for c in self.columns]
+        fresh = fresh_nested_ids(trees, first_id=self.last_column_id + 1)
+        object.__setattr__(self, "nested_ids", fresh)
+        object.__setattr__(
+            self, "last_column_id", max([self.last_column_id, *(i for ids in fresh for i in ids)])
+        )
 
     @classmethod
     def create(
@@ -109,6 +125,11 @@ class TableSpec:
         return {column.name: column.type for column in self.columns}
 
     @property
+    def has_nested(self) -> bool:
+        """True when a column's type has fields inside it (a STRUCT, MAP or list)."""
+        return any(self.nested_ids)
+
+    @property
     def time_partition_field(self) -> PartitionField | None:
         """The first year/month/day/hour field: its period start is what the meta store indexes."""
         return next((f for f in self.partition_by if f.is_time), None)
@@ -132,8 +153,8 @@ class TableSpec:
         return FileLayout(
             version=self.version,
             columns=tuple(
-                LayoutColumn(i, c.name, c.type)
-                for i, c in zip(self.column_ids, self.columns, strict=True)
+                LayoutColumn(i, c.name, c.type, nested)
+                for i, c, nested in zip(self.column_ids, self.columns, self.nested_ids, strict=True)
             ),
         )
 
@@ -188,6 +209,7 @@ class TableSpec:
             "publish": self.publish,
             "version": self.version,
             "column_ids": list(self.column_ids),
+            **({"nested_ids": [list(ids) for ids in self.nested_ids]} if self.has_nested else {}),
             "last_column_id": self.last_column_id,
             "past_layouts": [layout.to_dict() for layout in self.past_layouts],
         }
@@ -226,6 +248,13 @@ class TableSpec:
             column_ids=tuple(
                 _codec.integer(i, where="column_ids")
                 for i in _codec.items(d.get("column_ids", []), where="column_ids")
+            ),
+            nested_ids=tuple(
+                tuple(
+                    _codec.integer(i, where="nested_ids")
+                    for i in _codec.items(ids, where="nested_ids")
+                )
+                for ids in _codec.items(d.get("nested_ids", []), where="nested_ids")
             ),
             last_column_id=_codec.integer(d.get("last_column_id", 0), where="last_column_id"),
             past_layouts=tuple(

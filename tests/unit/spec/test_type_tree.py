@@ -6,6 +6,7 @@ import random
 
 import duckdb
 import pytest
+from tests.support.type_trees import random_type
 
 from icefloe.errors import SpecError
 from icefloe.spec import TableSpec, check_supported_now
@@ -82,26 +83,10 @@ def test_leaves_are_walked_with_their_paths_and_whether_they_repeat() -> None:
     ]
 
 
-_LEAVES = ["INTEGER", "BIGINT", "VARCHAR", "DOUBLE", "BOOLEAN", "DATE", "TIMESTAMP", "TIMESTAMPTZ",
-           "DECIMAL(10,2)", "UUID", "BLOB", "JSON"]  # fmt: skip
-
-
-def _random_type(rng: random.Random, depth: int) -> str:
-    kind = rng.choice(["leaf", "leaf", "struct", "map", "list"] if depth < 4 else ["leaf"])
-    if kind == "leaf":
-        return rng.choice(_LEAVES)
-    if kind == "list":
-        return _random_type(rng, depth + 1) + "[]"
-    if kind == "map":
-        return f"MAP({rng.choice(['VARCHAR', 'BIGINT'])}, {_random_type(rng, depth + 1)})"
-    names = rng.sample(["a", "b", "userId", "page_url", "x9"], rng.randint(1, 4))
-    return "STRUCT(" + ", ".join(f"{n} {_random_type(rng, depth + 1)}" for n in names) + ")"
-
-
 def test_the_canonical_text_is_duckdbs_own_spelling_of_the_type() -> None:
     rng = random.Random(33)
     for _ in range(500):
-        canonical = normalize_type(_random_type(rng, 0))
+        canonical = normalize_type(random_type(rng))
         assert normalize_type(canonical) == canonical
         # DuckDB parses it to the same type; it spells TIMESTAMPTZ out and JSON as an alias
         duck = str(duckdb.sqltype(canonical)).replace("TIMESTAMP WITH TIME ZONE", "TIMESTAMPTZ")
