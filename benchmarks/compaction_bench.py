@@ -163,7 +163,9 @@ def build_source(meta: MetaStore, objects: LocalObjectStore, *, rows: int, per_f
             }
             batch = con.execute(ROWS_SQL, params).to_arrow_table()
             encoded = encode_parquet(
-                with_json_columns(batch, ["properties"]), row_group_sizes=1_000_000
+                with_json_columns(batch, ["properties"]),
+                spec=_spec(table),
+                row_group_sizes=1_000_000,
             )
             key = new_data_key(table=table, partition_path=PARTITION)
             objects.put(key, encoded.data)

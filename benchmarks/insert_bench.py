@@ -91,7 +91,9 @@ def per_row_baseline(
         table = pa.Table.from_pylist(part_rows)
         table = table.append_column("_row_id", new_row_ids(table.num_rows))
         encoded = encode_parquet(
-            with_json_columns(table, ["properties"]), row_group_sizes=1_000_000
+            with_json_columns(table, ["properties"]),
+            spec=spec,
+            row_group_sizes=1_000_000,
         )
         key = new_data_key(table=spec.name, partition_path=part)
         objects.put(key, encoded.data)

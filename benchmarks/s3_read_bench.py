@@ -33,6 +33,7 @@ from tests.support.byte_counter import CountingProxy  # the counter the tests us
 from benchmarks.common import write_results
 from icefloe.datafiles import encode_parquet, with_json_columns
 from icefloe.query.s3_access import S3Credentials, configure_s3, pyarrow_s3_filesystem
+from icefloe.spec import TableSpec
 
 SCALES = {"small": {"files": 4, "rows": 200_000}, "full": {"files": 20, "rows": 200_000}}
 ROW_GROUP_ROWS = 100_000
@@ -73,6 +74,12 @@ def _events(rng: np.random.Generator, user_ids: np.ndarray) -> pa.Table:
     return with_json_columns(table, ["properties"])
 
 
+SPEC = TableSpec.create(
+    name="events",
+    schema="ts TIMESTAMP, event VARCHAR, user_id VARCHAR, properties JSON, duration_ms BIGINT",
+)
+
+
 def write_files(s3: Any, *, files: int, rows: int) -> tuple[list[str], int, str]:
     """Upload the files; return their URIs, total bytes, and a user id inside one row group."""
     rng = np.random.default_rng(7)
@@ -80,7 +87,9 @@ def write_files(s3: Any, *, files: int, rows: int) -> tuple[list[str], int, str]
     uris, total = [], 0
     for f in range(files):
         encoded = encode_parquet(
-            _events(rng, users[f * rows : (f + 1) * rows]), row_group_sizes=ROW_GROUP_ROWS
+            _events(rng, users[f * rows : (f + 1) * rows]),
+            spec=SPEC,
+            row_group_sizes=ROW_GROUP_ROWS,
         )
         key = f"events/data/f{f:03d}.parquet"
         s3.put_object(Bucket=BUCKET, Key=key, Body=encoded.data)

@@ -10,7 +10,7 @@ import functools
 import math
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import date, datetime
@@ -25,6 +25,10 @@ from icefloe.errors import InvalidArgumentError
 from icefloe.membership import MAX_KEYS, build_filter
 from icefloe.metastore.models import ColumnStats, JsonScalar, NewFile
 from icefloe.spec import TableSpec
+from icefloe.spec.field_ids import NestedField
+from icefloe.spec.layout import FileLayout
+from icefloe.spec.names import ROW_ID_COLUMN, ROW_ID_FIELD_ID
+from icefloe.spec.type_tree import Leaf
 from icefloe.spec.types import is_integer
 
 COMPRESSION = "zstd"
@@ -63,6 +67,81 @@ def with_json_columns(table: pa.Table, json_columns: Sequence[str]) -> pa.Table:
     return table
 
 
+FIELD_ID = b"PARQUET:field_id"
+
+
+@functools.lru_cache(maxsize=256)
+def file_schema(schema: pa.Schema, layout: FileLayout) -> pa.Schema:
+    """``schema`` (a table of ``layout``'s columns, and the row id) as files hold it: every
+    field carries its Parquet field id, a column's and each nested field's (the repeated groups
+    of lists and maps carry none, as Iceberg expects), and JSON text inside a nested column is
+    marked JSON as a top-level JSON column is. InvalidArgumentError when ``schema`` is not
+    of that layout's shape (a writer's bug, caught before any byte is written)."""
+    columns = {c.name: c for c in layout.columns}
+    fields = []
+    for f in schema:
+        if f.name == ROW_ID_COLUMN:
+            fields.append(_with_field_id(f, ROW_ID_FIELD_ID))
+            continue
+        column = columns.get(f.name)
+        if column is None:
+            raise InvalidArgumentError(
+                f"column {f.name!r} is not one of spec version {layout.version}'s columns"
+            )
+        try:
+            fields.append(_with_field_id(f.with_type(_typed(f.type, column.fields)), column.id))
+        except InvalidArgumentError as e:
+            raise InvalidArgumentError(
+                f"column {f.name!r} ({f.type}) is not spec version {layout.version}'s"
+                f" {column.type}: {e}"
+            ) from e
+    return pa.schema(fields, metadata=schema.metadata)
+
+
+def _with_field_id(f: pa.Field, field_id: int) -> pa.Field:
+    return f.with_metadata({**(f.metadata or {}), FIELD_ID: str(field_id).encode()})
+
+
+def _typed(arrow: pa.DataType, fields: tuple[NestedField, ...]) -> pa.DataType:
+    """``arrow`` with the ids of ``fields`` (the fields inside a column or nested field)."""
+    if not fields:
+        return arrow
+    if pa.types.is_struct(arrow):
+        names = [arrow.field(i).name for i in range(arrow.num_fields)]
+        if names != [f.name for f in fields]:
+            raise InvalidArgumentError(
+                f"struct fields {names}, expected {[f.name for f in fields]}"
+            )
+        return pa.struct([_nested(arrow.field(i), f) for i, f in enumerate(fields)])
+    if pa.types.is_list(arrow) or pa.types.is_large_list(arrow):
+        (element,) = fields
+        make = pa.list_ if pa.types.is_list(arrow) else pa.large_list
+        return make(_nested(arrow.value_field, element))
+    if pa.types.is_map(arrow):
+        key, value = fields
+        return pa.map_(
+            _nested(arrow.key_field, key),
+            _nested(arrow.item_field, value),
+            keys_sorted=arrow.keys_sorted,
+        )
+    raise InvalidArgumentError(f"{arrow} holds no fields {[f.name for f in fields]}")
+
+
+def _nested(arrow: pa.Field, field: NestedField) -> pa.Field:
+    typed = _typed(arrow.type, field.fields)
+    if field.type == Leaf("JSON") and (
+        pa.types.is_string(typed) or pa.types.is_large_string(typed)
+    ):
+        typed = pa.json_(typed)
+    return _with_field_id(arrow.with_type(typed), field.id)
+
+
+def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``table`` with ``schema``'s types (nested JSON text marked JSON); as is when they are
+    already the same."""
+    return table if table.schema.equals(schema) else table.cast(schema)
+
+
 def parquet_writer(
     sink: pa.NativeFile | str,
     schema: pa.Schema,
@@ -84,52 +163,54 @@ def parquet_writer(
 
 @functools.lru_cache(maxsize=256)
 def _statistics_columns(schema: pa.Schema) -> tuple[str, ...]:
-    """The leaf columns that get min/max statistics: all but JSON text. Nothing prunes by the
-    bounds of JSON text (the meta store keeps none), and computing them took a tenth of the
-    sample events' encoding."""
-    json_text = {f.name for f in schema if isinstance(f.type, pa.JsonType)}
-    return tuple(path for path in _leaf_paths(schema) if path.split(".")[0] not in json_text)
+    """The leaf columns that get min/max statistics: all but JSON text, at any depth. Nothing
+    prunes by the bounds of JSON text (the meta store keeps none), and computing them took a
+    tenth of the sample events' encoding."""
+    return tuple(c.path for c in _leaf_columns(schema) if c.logical_type.type != "JSON")
 
 
 @functools.lru_cache(maxsize=256)
 def _dictionary_columns(schema: pa.Schema) -> tuple[str, ...]:
     """The leaf columns (dotted paths, as the writer names them) to dictionary-encode: all but
-    times and fixed-size binaries (the row id). Values of those are nearly all distinct, so
-    a dictionary only costs: the writer fills one (up to its 1 MiB limit) before it falls back
-    to plain values. Leaving them out makes the sample events' files about 12% smaller and
-    their encoding about a quarter faster."""
-    plain = {
-        f.name
-        for f in schema
-        if pa.types.is_timestamp(f.type)
-        or pa.types.is_time(f.type)
-        or pa.types.is_fixed_size_binary(f.type)
-    }
-    return tuple(path for path in _leaf_paths(schema) if path.split(".")[0] not in plain)
+    times and plain fixed-size binaries (the row id), at any depth. Values of those are nearly
+    all distinct, so a dictionary only costs: the writer fills one (up to its 1 MiB limit)
+    before it falls back to plain values. Leaving them out makes the sample events' files about
+    12% smaller and their encoding about a quarter faster."""
+    return tuple(
+        c.path
+        for c in _leaf_columns(schema)
+        if c.logical_type.type not in ("TIMESTAMP", "TIME")
+        and not (c.physical_type == "FIXED_LEN_BYTE_ARRAY" and c.logical_type.type == "NONE")
+    )
 
 
-def _leaf_paths(schema: pa.Schema) -> list[str]:
-    """Each leaf column's path as Parquet names it (a list's values are ``name.list.element``),
+def _leaf_columns(schema: pa.Schema) -> list[pq.ColumnSchema]:
+    """Each leaf column as Parquet describes it (a list's values are ``name.list.element``),
     read from the footer of an empty file of ``schema``."""
     sink = pa.BufferOutputStream()
-    pq.write_table(schema.empty_table(), sink, version="2.6")
+    pq.ParquetWriter(sink, schema, version="2.6").close()  # a file of no rows: the footer
     written = pq.read_metadata(pa.BufferReader(sink.getvalue())).schema
-    return [written.column(i).path for i in range(len(written))]
+    return [written.column(i) for i in range(len(written))]
 
 
 def encode_parquet(
     table: pa.Table,
     *,
+    spec: TableSpec,
     row_group_sizes: int | Sequence[int],
     membership_column: str | None = None,
 ) -> EncodedFile:
-    """Encode ``table`` as Parquet. ``row_group_sizes`` is a cap, or the exact size of each
-    row group in order (how the merge worker aligns row groups to key values).
-    ``membership_column`` also gets a membership filter of its distinct values."""
+    """Encode ``table``, rows of ``spec``'s columns, as Parquet with the field ids of its
+    version, and read the statistics of its columns and :attr:`TableSpec.stats_leaves` from
+    the footer. ``row_group_sizes`` is a cap, or the exact size of each row group in order
+    (how the merge worker aligns row groups to key values). ``membership_column`` also gets a
+    membership filter of its distinct values."""
+    schema = file_schema(table.schema, spec.layout)
+    table = conform(table, schema)
     membership = _filter_beside(table, membership_column)
     sink = pa.BufferOutputStream()
     footer: list[pq.FileMetaData] = []
-    with parquet_writer(sink, table.schema, footer=footer) as writer:
+    with parquet_writer(sink, schema, footer=footer) as writer:
         if isinstance(row_group_sizes, int):
             writer.write_table(table, row_group_size=max(1, row_group_sizes))
         else:
@@ -143,7 +224,7 @@ def encode_parquet(
                 )
     data = sink.getvalue().to_pybytes()
     (metadata,) = footer
-    stats = footer_stats(metadata)
+    stats = footer_stats(metadata, leaves=spec.stats_leaves)
     if membership_column is not None and membership_column in stats:
         encoded = membership.result() if isinstance(membership, Future) else membership
         if encoded is not None:
@@ -193,14 +274,20 @@ def membership_column(spec: TableSpec) -> str | None:
     return key if column_type == "VARCHAR" or is_integer(column_type) else None
 
 
-def footer_stats(metadata: pq.FileMetaData) -> dict[str, ColumnStats]:
-    """Per top-level primitive column: min and max over all row groups, total null count."""
+def footer_stats(
+    metadata: pq.FileMetaData, *, leaves: Collection[str] = ()
+) -> dict[str, ColumnStats]:
+    """Min and max over all row groups, and the total null count, of each top-level primitive
+    column, and of each nested leaf in ``leaves`` (dotted paths through structs only, whose
+    null count counts rows: the leaf's or a parent struct's NULL), keyed by name or path."""
     stats: dict[str, ColumnStats] = {}
     schema = metadata.schema
     for position in range(len(schema)):
         column = schema.column(position)
-        if "." in column.path or column.logical_type.type == "JSON":
-            continue  # nested leaves and JSON text carry no useful bounds
+        if column.logical_type.type == "JSON":
+            continue  # JSON text carries no useful bounds
+        if "." in column.path and (column.path not in leaves or column.max_repetition_level):
+            continue  # an untracked nested leaf, or one with a value per element, not per row
         lows: list[object] = []
         highs: list[object] = []
         nulls = 0
@@ -224,7 +311,7 @@ def footer_stats(metadata: pq.FileMetaData) -> dict[str, ColumnStats]:
         known = bounded and lows
         low = _json_safe(min(lows), bound="min") if known else None  # type: ignore[type-var]
         high = _json_safe(max(highs), bound="max") if known else None  # type: ignore[type-var]
-        stats[column.name] = ColumnStats(min=low, max=high, null_count=nulls)
+        stats[column.path] = ColumnStats(min=low, max=high, null_count=nulls)
     return stats
 
 

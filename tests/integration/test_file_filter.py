@@ -148,7 +148,10 @@ def _commit(meta: MetaStore, files: list[dict[str, list[Any]]]) -> None:
             for c in COLUMNS
         }
         encoded = encode_parquet(
-            pa.table(arrays), row_group_sizes=5, membership_column=membership_column(SPEC)
+            pa.table(arrays),
+            spec=SPEC,
+            row_group_sizes=5,
+            membership_column=membership_column(SPEC),
         )
         records.append(
             new_file_record(

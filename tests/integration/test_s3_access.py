@@ -25,11 +25,15 @@ from icefloe.query.s3_access import (
 from icefloe.query.sandbox import lock_down
 from icefloe.settings import load_settings
 from icefloe.settings.limits import QueryLimits
+from icefloe.spec import TableSpec
 
 pytestmark = pytest.mark.integration
 
 BUCKET = "s3-access-tests"
 CREDS = S3Credentials("testing", "testing")
+
+
+SPEC = TableSpec.create(name="t", schema="day BIGINT, n BIGINT")
 
 
 @dataclass(frozen=True)
@@ -55,10 +59,14 @@ def snapshot(moto_endpoint: str) -> Snapshot:
     for day in (1, 2):
         table = pa.table({"day": [day] * 3, "n": [10 * day + i for i in range(3)]})
         key = f"t/data/day={day}/f{day}.parquet"
-        s3.put_object(Bucket=BUCKET, Key=key, Body=encode_parquet(table, row_group_sizes=2).data)
+        s3.put_object(
+            Bucket=BUCKET,
+            Key=key,
+            Body=encode_parquet(table, spec=SPEC, row_group_sizes=2).data,
+        )
         uris.append(f"s3://{BUCKET}/{key}")
     # Not in the snapshot: a file of the same table removed by a merge, and another object.
-    old = encode_parquet(pa.table({"day": [1], "n": [999]}), row_group_sizes=1).data
+    old = encode_parquet(pa.table({"day": [1], "n": [999]}), spec=SPEC, row_group_sizes=1).data
     s3.put_object(Bucket=BUCKET, Key="t/data/day=1/old.parquet", Body=old)
     s3.put_object(Bucket=BUCKET, Key="elsewhere/secret.csv", Body=b"secret\n42\n")
     others = [f"s3://{BUCKET}/t/data/day=1/old.parquet", f"s3://{BUCKET}/elsewhere/secret.csv"]

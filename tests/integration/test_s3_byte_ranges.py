@@ -45,7 +45,11 @@ def counted(moto_endpoint: str) -> Iterator[tuple[CountingProxy, int]]:
             "n": pa.array(range(ROWS), pa.int64()),
         }
     )
-    encoded = encode_parquet(table, row_group_sizes=[50_000] * (ROWS // 50_000))
+    encoded = encode_parquet(
+        table,
+        spec=TableSpec.create(name="ranges", schema="user_id VARCHAR, payload VARCHAR, n BIGINT"),
+        row_group_sizes=[50_000] * (ROWS // 50_000),
+    )
     s3.put_object(Bucket="ranges", Key="f.parquet", Body=encoded.data)
     parsed = urlparse(moto_endpoint)
     proxy = CountingProxy(host=str(parsed.hostname), port=int(parsed.port or 80))

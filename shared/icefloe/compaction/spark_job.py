@@ -48,6 +48,7 @@ from icefloe.merge.writer import RollingParquetWriter, upload_staged
 from icefloe.metastore.models import ColumnStats, DataFile, JsonScalar, NewFile
 from icefloe.metastore.store import MetaStore
 from icefloe.spec import AggregateMode, AppendMode, CustomMode, ReplaceMode, TableSpec
+from icefloe.spec.layout import FileLayout
 from icefloe.storage import ObjectStore, open_object_store
 from icefloe.tracing import span
 
@@ -107,6 +108,8 @@ class _WriteContext:
     membership_column: str | None
     columns: tuple[str, ...]
     arrow_schema: pa.Schema
+    layout: FileLayout
+    stats_leaves: tuple[str, ...]
     partitions: Mapping[str, tuple[Mapping[str, JsonScalar], datetime | None]]
     scratch: str | None
     spec_version: int
@@ -246,6 +249,8 @@ def _write(
         membership_column=membership_column(spec),
         columns=(*spec.column_names, ROW_ID_COLUMN),
         arrow_schema=_arrow_schema(spec),
+        layout=spec.layout,
+        stats_leaves=spec.stats_leaves,
         partitions={
             inputs[0].partition_path: (dict(inputs[0].partition_values), inputs[0].partition_start)
             for _, inputs in runnable
@@ -352,6 +357,7 @@ class _PartitionFiles:
             self._writer = RollingParquetWriter(
                 directory=Path(self._scratch.name),
                 target_file_bytes=self._context.target_file_bytes,
+                layout=self._context.layout,
                 json_columns=self._context.json_columns,
                 membership_column=self._context.membership_column,
             )
@@ -380,6 +386,7 @@ class _PartitionFiles:
             partition_start=start,
             written=written,
             spec_version=self._context.spec_version,
+            stats_leaves=self._context.stats_leaves,
             membership_column=self._context.membership_column,
         )
         if written:

@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING, Any
 import pyarrow.parquet as pq
 
 from icefloe.errors import InvalidInputError
-from icefloe.ingest.row_ids import ROW_ID_COLUMN
 from icefloe.metastore.models import DataFile as IcefloeFile
 from icefloe.spec import PartitionField as IcefloePartitionField
 from icefloe.spec import TableSpec
+from icefloe.spec.names import ROW_ID_COLUMN, ROW_ID_FIELD_ID
 from icefloe.spec.types import decimal_precision_scale
 
 if TYPE_CHECKING:
@@ -25,9 +25,6 @@ if TYPE_CHECKING:
     from pyiceberg.types import PrimitiveType
 
 NAMESPACE = "icefloe"  # the default namespace (in Glue: the database) of published tables
-# The name mapping's id for the row id: below Iceberg's reserved ids (2147483447 and up), far
-# above any column id icefloe gives.
-ROW_ID_FIELD_ID = 2_147_483_000
 PARTITION_FIELD_IDS = 1000  # Iceberg's convention: partition fields from 1000
 
 

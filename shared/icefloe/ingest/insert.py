@@ -417,6 +417,7 @@ class Inserter:
                 raise _JsonTextUnproven  # no use sorting and encoding the rest
             encoded = encode_parquet(
                 with_json_columns(sorted_rows(spec, rows, part), json_columns),
+                spec=spec,
                 row_group_sizes=spec.sizes.row_group_max_rows,
                 membership_column=membership,
             )

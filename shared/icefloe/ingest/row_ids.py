@@ -16,8 +16,10 @@ import time
 import pyarrow as pa
 
 from icefloe.errors import InvalidArgumentError
+from icefloe.spec.names import ROW_ID_COLUMN
 
-ROW_ID_COLUMN = "_row_id"
+__all__ = ["ROW_ID_CHUNK_ROWS", "ROW_ID_COLUMN", "ROW_ID_TYPE", "new_row_ids"]
+
 ROW_ID_TYPE = pa.binary(16)
 ROW_ID_CHUNK_ROWS = 1 << 24  # ids increase with row position within each chunk this long
 _BYTE_VALUES = bytes(range(256))

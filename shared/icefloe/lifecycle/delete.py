@@ -343,6 +343,7 @@ def rewrite_files(
                     partition_start=f.partition_start,
                     written=written,
                     spec_version=spec.version,
+                    stats_leaves=spec.stats_leaves,
                     membership_column=membership_column(spec),
                 )
                 check_rows_lost([f], rewrites, reported=deleted)

@@ -244,6 +244,7 @@ class MergeWorker:
             partition_start=model.partition_start,
             written=written,
             spec_version=spec.version,
+            stats_leaves=spec.stats_leaves,
             membership_column=membership_column(spec),
         )
 

@@ -8,7 +8,7 @@ Files use the same encoding as every other writer (:mod:`icefloe.datafiles`).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
@@ -18,6 +18,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from icefloe.datafiles import (
+    conform,
+    file_schema,
     footer_stats,
     membership_column,
     new_data_key,
@@ -29,6 +31,7 @@ from icefloe.membership import MAX_KEYS, build_filter
 from icefloe.merge.rowgroups import RowGroupCutter
 from icefloe.metastore.models import ColumnStats, JsonScalar, NewFile
 from icefloe.spec import TableSpec
+from icefloe.spec.layout import FileLayout
 from icefloe.storage import ObjectStore
 
 
@@ -51,10 +54,13 @@ class RollingParquetWriter:
         *,
         directory: Path,
         target_file_bytes: int,
+        layout: FileLayout,
         json_columns: Sequence[str],
         membership_column: str | None = None,
     ) -> None:
-        """``membership_column``: each file gets a membership filter of that column's values."""
+        """Row groups hold ``layout``'s columns (and the row id); files carry its field ids.
+        ``membership_column``: each file gets a membership filter of that column's values."""
+        self._layout = layout
         self._directory = directory
         self._membership_column = membership_column
         self._keys: set[object] | None = set()
@@ -71,10 +77,12 @@ class RollingParquetWriter:
         if group.num_rows == 0:
             return
         group = self._normalize(group)
+        schema = file_schema(group.schema, self._layout)
+        group = conform(group, schema)
         if self._writer is None:
             self._path = self._directory / f"{uuid.uuid4().hex}.parquet"
             self._sink = pa.OSFile(str(self._path), "wb")
-            self._writer = parquet_writer(self._sink, group.schema)
+            self._writer = parquet_writer(self._sink, schema)
         self._writer.write_table(group, row_group_size=group.num_rows)
         self._collect_keys(group)
         self._rows += group.num_rows
@@ -150,6 +158,7 @@ def stage_rows(
     writer = RollingParquetWriter(
         directory=scratch,
         target_file_bytes=sizes.target_file_bytes,
+        layout=spec.layout,
         json_columns=[c.name for c in spec.columns if c.type == "JSON"],
         membership_column=membership_column(spec),
     )
@@ -171,6 +180,7 @@ def upload_staged(
     partition_start: datetime | None,
     written: list[str],
     spec_version: int,
+    stats_leaves: Collection[str],
     membership_column: str | None = None,
 ) -> list[NewFile]:
     """Upload staged files under fresh keys and describe them from their footers.
@@ -194,7 +204,7 @@ def upload_staged(
                 row_count=metadata.num_rows,
                 row_group_count=metadata.num_row_groups,
                 column_stats=_with_filter(
-                    footer_stats(metadata), membership_column, item.membership
+                    footer_stats(metadata, leaves=stats_leaves), membership_column, item.membership
                 ),
                 spec_version=spec_version,
             )

@@ -7,7 +7,11 @@ import re
 from icefloe.errors import InvalidNameError
 from icefloe.spec._text import show
 
-SYSTEM_COLUMNS: tuple[str, ...] = ("_row_id",)
+ROW_ID_COLUMN = "_row_id"  # see icefloe.ingest.row_ids
+# The row id's field id in every file and in Iceberg: below Iceberg's reserved ids
+# (2147483447 and up), far above any id a column or a nested field is given.
+ROW_ID_FIELD_ID = 2_147_483_000
+SYSTEM_COLUMNS: tuple[str, ...] = (ROW_ID_COLUMN,)
 """Columns icefloe adds to every row; user columns may not take these names."""
 
 MAX_NAME_LENGTH = 63  # Postgres' identifier limit, so a name never gets truncated in SQL.

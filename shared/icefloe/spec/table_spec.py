@@ -10,6 +10,7 @@ earlier version (:mod:`icefloe.spec.layout`), so that files written at any versi
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Literal, cast
@@ -25,9 +26,12 @@ from icefloe.spec.merge import AppendMode, MergeMode, parse_merge_mode
 from icefloe.spec.partitioning import PartitionField, PartitionValue, parse_partition_by
 from icefloe.spec.policy import Retention, SizeTargets
 from icefloe.spec.schema import Column, parse_schema
-from icefloe.spec.types import type_tree
+from icefloe.spec.type_tree import walk_leaves
+from icefloe.spec.types import is_orderable, type_tree
 
 FORMAT_VERSION = 1
+# Nested leaves per table whose min, max and null count the meta store keeps (TableSpec.stats_leaves).
+MAX_STATS_LEAVES = 32
 ExtraFields = Literal["reject", "keep"]
 # Where the table is published and kept current: "iceberg" (icefloe.iceberg.current), or not.
 Publish = Literal["none", "iceberg"]
@@ -128,6 +132,18 @@ class TableSpec:
     def has_nested(self) -> bool:
         """True when a column's type has fields inside it (a STRUCT, MAP or list)."""
         return any(self.nested_ids)
+
+    @property
+    def stats_leaves(self) -> tuple[str, ...]:
+        """The nested leaves whose min, max and null count each file's record keeps, by dotted
+        path (``context.page.url``): leaves reached through structs only (one value per row;
+        a file's null count of such a leaf counts the rows where it, or a struct above it, is
+        NULL) of an orderable type; the sort and row-group keys' first, then in schema order;
+        at most :data:`MAX_STATS_LEAVES`."""
+        return _stats_leaves(
+            tuple((c.name, c.type) for c in self.columns if self.has_nested),
+            (*self.file_sort_keys,),
+        )
 
     @property
     def time_partition_field(self) -> PartitionField | None:
@@ -264,3 +280,15 @@ class TableSpec:
                 )
             ),
         )
+
+
+@functools.lru_cache(maxsize=256)
+def _stats_leaves(columns: tuple[tuple[str, str], ...], keys: tuple[str, ...]) -> tuple[str, ...]:
+    leaves = [
+        ".".join((name, *path))
+        for name, column_type in columns
+        for path, leaf_type, repeated in walk_leaves(type_tree(column_type))
+        if path and not repeated and is_orderable(leaf_type)
+    ]
+    first = [key for key in keys if key in leaves]
+    return tuple(dict.fromkeys([*first, *leaves]))[:MAX_STATS_LEAVES]

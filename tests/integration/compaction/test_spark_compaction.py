@@ -28,6 +28,7 @@ from icefloe.settings import load_settings
 from icefloe.spark import read_table
 from icefloe.spec import SizeTargets
 from icefloe.tracing import use_tracer
+from support.field_ids import expected_field_ids, file_field_ids
 from support.hooked_meta import HookedMetaStore, PendingCommit
 from support.merge_lake import Lake
 
@@ -278,6 +279,11 @@ def test_spark_compacts_files_of_several_schema_versions_by_column_id(
     assert result.count("committed") == 2
     assert rows_of(lake, "events", sql=sql) == before
     assert {f.spec_version for f in lake.meta.files("events")} == {2}
+    # And each file carries version 2's field ids (uid keeps user_id's id)
+    layout = lake.meta.get_table("events").spec.layout
+    for f in lake.meta.files("events"):
+        assert file_field_ids(lake.objects.root / f.path) == expected_field_ids(layout)
+    assert expected_field_ids(layout)["uid"] == 3
     # And Spark reads the head and the pinned old snapshot as the engine does
     runtime = Runtime(
         settings=load_settings({"ICEFLOE_HOME": str(tmp_path)}).core,

@@ -11,8 +11,14 @@ import pyarrow.parquet as pq
 
 from icefloe.datafiles import encode_parquet
 from icefloe.ingest.row_ids import ROW_ID_COLUMN, new_row_ids
+from icefloe.spec import TableSpec
 
 ROWS = 5_000
+SPEC = TableSpec.create(
+    name="t",
+    schema="ts TIMESTAMP, zoned TIMESTAMPTZ, at TIME, event VARCHAR, n BIGINT, day DATE,"
+    " tags VARCHAR[], props JSON",
+)
 
 
 def _encodings(data: bytes) -> dict[str, set[str]]:
@@ -44,7 +50,7 @@ def test_times_and_row_ids_are_plain_and_every_other_leaf_has_a_dictionary() -> 
     )
 
     # When it is encoded as a data file
-    encoded = encode_parquet(table, row_group_sizes=ROWS)
+    encoded = encode_parquet(table, spec=SPEC, row_group_sizes=ROWS)
 
     # Then each leaf is dictionary-encoded exactly when it is not a time or the row id
     dictionary = {

@@ -31,6 +31,7 @@ from icefloe.errors import (
 from icefloe.merge.handler import process_merge_records
 from icefloe.merge.worker import MergeWorker
 from icefloe.query.output import write_result
+from icefloe.spec import TableSpec
 
 PACKAGE = Path(icefloe.__file__).resolve().parent
 
@@ -118,7 +119,11 @@ def test_parquet_output_without_a_file_is_an_argument_error() -> None:
 
 def test_row_group_sizes_that_do_not_add_up_are_an_argument_error() -> None:
     with pytest.raises(InvalidArgumentError, match="row group sizes add up to 2, not 3 rows"):
-        encode_parquet(pa.table({"a": [1, 2, 3]}), row_group_sizes=[1, 1])
+        encode_parquet(
+            pa.table({"a": [1, 2, 3]}),
+            spec=TableSpec.create(name="t", schema="a BIGINT"),
+            row_group_sizes=[1, 1],
+        )
 
 
 def test_merge_events_not_from_sqs_are_invalid_events() -> None:
