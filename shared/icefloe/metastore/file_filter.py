@@ -5,7 +5,8 @@ A :data:`FileCondition` says what a file *may* hold ("a value of ``v`` above 5",
 ``c``"). It is rendered as a SQL expression over ``data_files.column_stats`` that is false only
 when the statistics prove the file holds no such row: every comparison is written as
 ``NOT coalesce(<proof of no match>, false)``, and each statistic is read through a guard that
-yields NULL when it is missing or not of the expected form. A statistic that is absent,
+yields NULL when it is missing or not of the expected form. A struct leaf's statistics are
+keyed by its dotted path (``context.page.url``) and compared as a column's. A statistic that is absent,
 truncated past use or malformed therefore proves nothing, and never raises an error.
 
 Statistics are compared in the order the query engine (DuckDB) uses:
@@ -108,9 +109,11 @@ def render(condition: FileCondition, *, renamed: StatNames | None = None) -> sql
     """A boolean SQL expression over a ``data_files`` row: false only when the file's
     statistics prove it holds no row ``condition`` asks for.
 
-    Statistics are keyed by the names a file's own spec version gave its columns. A column in
-    ``renamed`` is looked up under its name in each file's version; a file whose version does
-    not hold the column (it was added later) has no statistic for it, which proves nothing."""
+    Statistics are keyed by the names a file's own spec version gave its columns, and a struct
+    leaf's by its dotted path (``context.page.url``). A column in ``renamed`` is looked up
+    under its name in each file's version (its leaves under that name followed by the same
+    fields); a file whose version does not hold the column (it was added later) has no
+    statistic for it, which proves nothing."""
     return _Renderer(renamed or {}).render(condition)
 
 
@@ -137,12 +140,15 @@ class _Renderer:
             return _may_hold(condition, stats)
         return _may_compare(condition, stats)
 
-    def _stats(self, column: str) -> sql.Composable:
+    def _stats(self, key: str) -> sql.Composable:
+        column, dot, leaf = key.partition(".")
         versions = self._renamed.get(column)
         if versions is None:
-            return sql.SQL("(column_stats -> {})").format(sql.Literal(column))
+            return sql.SQL("(column_stats -> {})").format(sql.Literal(key))
         cases = [
-            sql.SQL("WHEN {} THEN column_stats -> {}").format(sql.Literal(v), sql.Literal(name))
+            sql.SQL("WHEN {} THEN column_stats -> {}").format(
+                sql.Literal(v), sql.Literal(name + dot + leaf)
+            )
             for v, name in sorted(versions.items())
             if name is not None
         ]

@@ -5,8 +5,10 @@ Pure functions over the table spec and the scans' filters (:mod:`icefloe.query.s
 A file is skipped only when, for every scan of its table, its statistics prove that no row of
 it passes that scan's filters; the meta store evaluates that proof in SQL
 (:mod:`icefloe.metastore.file_filter`, which also says how each type is compared), so planning
-fetches only the files a query reads. The partition window is worked out here, in the scans'
-comparison domain (integers for DATE, TIME and TIMESTAMP[TZ]; see
+fetches only the files a query reads. A filter on a struct leaf (keyed by its dotted path,
+``context.page.url``) is checked against the statistics kept under that path, compared as a
+column of the leaf's type; a file without them is kept. The partition window is worked out
+here, in the scans' comparison domain (integers for DATE, TIME and TIMESTAMP[TZ]; see
 :func:`~icefloe.query.scan_filters.constant_value`).
 """
 
@@ -44,7 +46,7 @@ from icefloe.query.scan_filters import (
     TableScans,
 )
 from icefloe.spec import TableSpec
-from icefloe.spec.types import INTEGER_TYPES
+from icefloe.spec.types import INTEGER_TYPES, is_orderable, struct_field_type
 
 _EPOCH = datetime(1970, 1, 1)
 _EPOCH_DATE = date(1970, 1, 1)
@@ -137,7 +139,7 @@ def file_condition(scans: TableScans, spec: TableSpec) -> FileCondition | None:
         tuple(
             MayAll(
                 tuple(
-                    _column_condition(column, condition, spec.column(column).type, key == column)
+                    _column_condition(column, condition, stats_type(spec, column), key == column)
                     for column, condition in scan.items()
                 )
             )
@@ -146,9 +148,24 @@ def file_condition(scans: TableScans, spec: TableSpec) -> FileCondition | None:
     )
 
 
+def stats_type(spec: TableSpec, name: str) -> str | None:
+    """The type the statistics kept under ``name`` are compared as: a column's type, or for a
+    dotted path (``context.page.url``) the type of that struct leaf when it is orderable and
+    reached through structs only (one value per row, so its null count counts rows); None
+    otherwise (its statistics prove nothing)."""
+    column, dot, rest = name.partition(".")
+    column_type = spec.column(column).type
+    if not dot:
+        return column_type
+    leaf_type = struct_field_type(column_type, tuple(rest.split(".")))
+    return leaf_type if leaf_type is not None and is_orderable(leaf_type) else None
+
+
 def _column_condition(
-    column: str, condition: ScanFilter, column_type: str, has_membership: bool
+    column: str, condition: ScanFilter, column_type: str | None, has_membership: bool
 ) -> FileCondition:
+    if column_type is None:
+        return _ANY_FILE
     kind = _STAT_KINDS.get(column_type) or (
         "decimal" if column_type.startswith("DECIMAL(") else None
     )

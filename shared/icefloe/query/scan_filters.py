@@ -6,7 +6,9 @@ DuckDB's optimizer pushes into each table scan are read from the serialized logi
 (``json_serialize_plan``). Those filters are already typed: a ``CAST(2.4 AS INTEGER)`` arrives
 as the INTEGER 2, a DATE compared with a TIMESTAMP column as a TIMESTAMP, ``v + 1 > 3`` as
 ``v > 2``. A filter pushed into a scan holds for every row that scan contributes to the answer,
-so a file whose statistics prove that no row can pass it is not needed by that scan.
+so a file whose statistics prove that no row can pass it is not needed by that scan. Filters on
+the leaves of STRUCT columns are keyed by the leaf's dotted path (``context.page.url``, see
+:mod:`icefloe.query.nested_filters`).
 
 Every scan of a table is reported on its own (a subquery, a CTE, a self-join, each side of a
 UNION); a table's files are the union of what its scans need. Anything not understood, a filter
@@ -17,22 +19,59 @@ from __future__ import annotations
 
 import json
 import logging
-import struct
 import threading
 from collections.abc import Hashable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from decimal import Decimal
-from typing import Any, Literal, TypeAlias
+from typing import Any
 
 import duckdb
 
 from icefloe import duck
 from icefloe.duck import ident, string_literal
 from icefloe.ingest.row_ids import ROW_ID_COLUMN
+from icefloe.query.column_filters import (
+    AllOf,
+    AnyOf,
+    Compare,
+    CompareOp,
+    InList,
+    IsNotNull,
+    IsNull,
+    Opaque,
+    ScanFilter,
+    ScanFilters,
+    column_filter,
+    constant_value,
+    float_key,
+)
 from icefloe.query.lru import LruCache
+from icefloe.query.nested_filters import struct_leaf_filters
 from icefloe.query.sql_refs import SqlRefs, analyze, walk
 from icefloe.spec import TableSpec
-from icefloe.spec.types import INTEGER_TYPES
+from icefloe.spec.type_tree import Struct
+from icefloe.spec.types import type_tree
+
+# The filter model lives in icefloe.query.column_filters; it is named here too, where the
+# scans that hold it are made.
+__all__ = [
+    "STANDIN_SCHEMA",
+    "AllOf",
+    "AnyOf",
+    "Compare",
+    "CompareOp",
+    "InList",
+    "IsNotNull",
+    "IsNull",
+    "Opaque",
+    "ScanFilter",
+    "ScanFilters",
+    "ScanPlanner",
+    "TableScans",
+    "constant_value",
+    "float_key",
+    "shared_scan_planner",
+    "standin_columns",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -50,72 +89,6 @@ PLANNER_OFF = (
 
 # Statements whose references are remembered (the parse of a repeated query is skipped).
 ANALYZED_STATEMENTS = 256
-
-CompareOp = Literal["=", "!=", "<", "<=", ">", ">="]
-_COMPARISONS: dict[str, CompareOp] = {
-    "COMPARE_EQUAL": "=",
-    "COMPARE_NOTEQUAL": "!=",
-    "COMPARE_LESSTHAN": "<",
-    "COMPARE_LESSTHANOREQUALTO": "<=",
-    "COMPARE_GREATERTHAN": ">",
-    "COMPARE_GREATERTHANOREQUALTO": ">=",
-}
-
-# DuckDB's logical type ids of the column types whose statistics are compared.
-_TYPE_IDS: dict[str, str] = {t: t for t in INTEGER_TYPES} | {
-    "FLOAT": "FLOAT",
-    "DOUBLE": "DOUBLE",
-    "VARCHAR": "VARCHAR",
-    "BOOLEAN": "BOOLEAN",
-    "DATE": "DATE",
-    "TIME": "TIME",
-    "TIMESTAMP": "TIMESTAMP",
-    "TIMESTAMPTZ": "TIMESTAMP WITH TIME ZONE",
-}
-
-
-@dataclass(frozen=True, slots=True)
-class Compare:
-    """``column op value``; ``value`` is in the column's comparison domain (see
-    :func:`icefloe.query.pruning.stat_value`)."""
-
-    op: CompareOp
-    value: Any
-
-
-@dataclass(frozen=True, slots=True)
-class InList:
-    values: tuple[Any, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class IsNull:
-    pass
-
-
-@dataclass(frozen=True, slots=True)
-class IsNotNull:
-    pass
-
-
-@dataclass(frozen=True, slots=True)
-class AllOf:
-    children: tuple[ScanFilter, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class AnyOf:
-    children: tuple[ScanFilter, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class Opaque:
-    """A filter DuckDB applies that pruning does not interpret: it may pass any row."""
-
-
-ScanFilter: TypeAlias = Compare | InList | IsNull | IsNotNull | AllOf | AnyOf | Opaque
-# One scan of a table: per column, a filter every row the scan contributes passes.
-ScanFilters: TypeAlias = Mapping[str, ScanFilter]
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,7 +108,8 @@ class TableScans:
 
     @property
     def filtered_columns(self) -> frozenset[str]:
-        """The columns whose statistics can prune (none when some scan reads everything)."""
+        """The columns, and dotted struct-leaf paths, whose statistics can prune (none when some
+        scan reads everything)."""
         if self.scans is None or self.reads_everything:
             return frozenset()
         return frozenset(column for scan in self.scans for column in scan)
@@ -259,109 +233,24 @@ def _gets(plan: Any) -> Iterator[dict[str, Any]]:
 def _scan_filters(
     table_filters: Mapping[str, Any], columns: tuple[tuple[str, str], ...]
 ) -> dict[str, ScanFilter]:
-    result: dict[str, ScanFilter] = {}
+    """Per column, or per dotted leaf path of a STRUCT column, the filter the scan's rows pass
+    (only those understood: see :mod:`icefloe.query.nested_filters` for struct leaves)."""
+    found: dict[str, list[ScanFilter]] = {}
     for entry in table_filters.get("filters", []):
         key = entry.get("key")
         if not isinstance(key, int) or not 0 <= key < len(columns):
             continue
         name, column_type = columns[key]
-        decoded = _filter(entry.get("value") or {}, column_type)
+        value = entry.get("value") or {}
+        tree = type_tree(column_type)
+        if isinstance(tree, Struct):
+            for path, condition in struct_leaf_filters(value, column=name, tree=tree).items():
+                found.setdefault(path, []).append(condition)
+            continue
+        decoded = column_filter(value, column_type)
         if not isinstance(decoded, Opaque):
-            result[name] = decoded
-    return result
-
-
-def _filter(node: Mapping[str, Any], column_type: str) -> ScanFilter:
-    kind = node.get("filter_type")
-    if kind == "CONSTANT_COMPARISON":
-        op = _COMPARISONS.get(str(node.get("comparison_type")))
-        value = constant_value(node.get("constant") or {}, column_type)
-        return Opaque() if op is None or value is _UNKNOWN else Compare(op, value)
-    if kind == "IN_FILTER":
-        values = [constant_value(v, column_type) for v in node.get("values") or []]
-        if not values or any(v is _UNKNOWN for v in values):
-            return Opaque()
-        return InList(tuple(values))
-    if kind == "IS_NULL":
-        return IsNull()
-    if kind == "IS_NOT_NULL":
-        return IsNotNull()
-    if kind == "OPTIONAL_FILTER":
-        # DuckDB keeps the full predicate in a filter above the scan; the optional one is
-        # implied by it and exists precisely to skip data, as here.
-        return _filter(node.get("child_filter") or {}, column_type)
-    if kind in ("CONJUNCTION_AND", "CONJUNCTION_OR"):
-        children = tuple(_filter(c, column_type) for c in node.get("child_filters") or [])
-        if kind == "CONJUNCTION_AND":
-            known = tuple(c for c in children if not isinstance(c, Opaque))
-            return AllOf(known) if known else Opaque()
-        if not children or any(isinstance(c, Opaque) for c in children):
-            return Opaque()
-        return AnyOf(children)
-    return Opaque()
-
-
-class _Unknown:
-    pass
-
-
-_UNKNOWN: Any = _Unknown()
-
-
-def constant_value(constant: Mapping[str, Any], column_type: str) -> Any:
-    """A serialized DuckDB constant in the column's comparison domain, or ``_UNKNOWN`` when its
-    type is not the column's (then it is not used) or it is NULL."""
-    if constant.get("is_null", False) or "value" not in constant:
-        return _UNKNOWN
-    logical = constant.get("type") or {}
-    type_id = logical.get("id")
-    info = logical.get("type_info") or {}
-    value = constant["value"]
-    if column_type.startswith("DECIMAL("):
-        if (
-            type_id != "DECIMAL"
-            or f"DECIMAL({info.get('width')},{info.get('scale')})" != column_type
-        ):
-            return _UNKNOWN
-        return Decimal(_integer(value)).scaleb(-int(info["scale"]))
-    expected = _TYPE_IDS.get(column_type)
-    if expected is None or type_id != expected or info.get("alias"):
-        return _UNKNOWN
-    try:
-        if column_type in INTEGER_TYPES or column_type in (
-            "DATE",
-            "TIME",
-            "TIMESTAMP",
-            "TIMESTAMPTZ",
-        ):
-            return _integer(value)
-        if column_type == "FLOAT":
-            return float_key(_float32(float(value)))
-        if column_type == "DOUBLE":
-            return float_key(float(value))
-        if column_type == "VARCHAR" and isinstance(value, str):
-            return value
-        if column_type == "BOOLEAN" and isinstance(value, bool):
-            return value
-    except (TypeError, ValueError, OverflowError):
-        return _UNKNOWN
-    return _UNKNOWN
-
-
-def float_key(value: float) -> tuple[int, float]:
-    """DuckDB's order of floating-point values: NaN above every number (and equal to itself)."""
-    return (1, 0.0) if value != value else (0, value)
-
-
-def _float32(value: float) -> float:
-    return float(struct.unpack("f", struct.pack("f", value))[0])
-
-
-def _integer(value: Any) -> int:
-    if isinstance(value, bool):
-        raise TypeError("a boolean is not an integer constant")
-    if isinstance(value, int):
-        return value
-    if isinstance(value, Mapping) and {"upper", "lower"} <= value.keys():
-        return int(value["upper"]) * 2**64 + int(value["lower"])
-    raise TypeError(f"not an integer constant: {value!r}")
+            found.setdefault(name, []).append(decoded)
+    return {
+        name: conditions[0] if len(conditions) == 1 else AllOf(tuple(conditions))
+        for name, conditions in found.items()
+    }
