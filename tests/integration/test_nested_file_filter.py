@@ -1,6 +1,7 @@
 """The meta store's file pruning on struct leaves: conditions on dotted paths
-(``ctx.page.url``) over files whose statistics come from real Parquet footers of a STRUCT
-column, some files without statistics for a leaf. A file holding a row that passes a scan's
+(``ctx.page.url``) over files whose statistics are those icefloe keeps of real Parquet
+footers of a STRUCT column (``footer_stats`` of the spec's tracked leaves), some files without
+statistics for a leaf. A file holding a row that passes a scan's
 filters is always listed; a file is skipped exactly when its leaf statistics prove no row
 passes; leaves under a list, of a non-orderable type, or without statistics never skip one.
 
@@ -23,6 +24,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from icefloe.datafiles import footer_stats
 from icefloe.metastore.models import ColumnStats, NewFile
 from icefloe.metastore.store import MetaStore
 from icefloe.query.pruning import file_condition, stats_type
@@ -133,36 +135,6 @@ def _python(ctx: Mapping[str, Any] | None) -> dict[str, Any] | None:
     return out
 
 
-def _json_safe(value: Any) -> Any:
-    if isinstance(value, date):
-        return value.isoformat()
-    if isinstance(value, Decimal):
-        return str(value)
-    return value
-
-
-def footer_leaf_stats(metadata: pq.FileMetaData, path: str) -> ColumnStats:
-    """Min, max and null count of a struct leaf over the file's row groups, as the footer has
-    them (the null count counts rows where the leaf or a struct above it is NULL)."""
-    position = next(
-        i for i in range(len(metadata.schema)) if metadata.schema.column(i).path == path
-    )
-    assert metadata.schema.column(position).max_repetition_level == 0
-    lows, highs, nulls = [], [], 0
-    for group in range(metadata.num_row_groups):
-        s = metadata.row_group(group).column(position).statistics
-        assert s is not None
-        nulls += s.null_count
-        if s.has_min_max:
-            lows.append(s.min)
-            highs.append(s.max)
-    return ColumnStats(
-        min=_json_safe(min(lows)) if lows else None,
-        max=_json_safe(max(highs)) if highs else None,
-        null_count=nulls,
-    )
-
-
 @dataclass
 class StoredFile:
     path: str
@@ -180,13 +152,12 @@ def _files(rng: random.Random) -> list[StoredFile]:
         table = pa.table({"ctx": pa.array([_python(r) for r in rows], type=ARROW_CTX)})
         pq.write_table(table, buffer, row_group_size=4)
         metadata = pq.read_metadata(pa.BufferReader(buffer.getvalue()))
-        # Some files keep no statistics of a leaf (written before it was tracked, or beyond
-        # the table's cap): they prove nothing about it.
-        stats = {
-            leaf.path: footer_leaf_stats(metadata, leaf.path)
-            for leaf in LEAVES
-            if rng.random() < 0.85
-        }
+        # The statistics a data file's record keeps (its footer's, for the tracked leaves)...
+        footer = footer_stats(metadata, leaves=NESTED.stats_leaves)
+        assert footer.keys() == BY_PATH.keys()
+        # ...but some files keep none of a leaf (written before it was tracked, or beyond the
+        # table's cap): they prove nothing about it.
+        stats = {path: s for path, s in footer.items() if rng.random() < 0.85}
         # Statistics no condition may use: a JSON leaf, and a leaf under a list.
         stats["ctx.j"] = ColumnStats(min="{", max="{", null_count=0)
         stats["tags.k"] = ColumnStats(min="m", max="m", null_count=0)
