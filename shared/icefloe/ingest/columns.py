@@ -32,6 +32,12 @@ class ColumnSQL:
     value: str
     present: str
     error: str
+    # (alias, expression over the raw input) computed in a layer below ``value`` and carried
+    # up to ``error`` (a nested column parses its JSON there once).
+    prepared: tuple[tuple[str, str], ...] = ()
+    # An expression over the raw input naming each bad part of a value (a nested column's
+    # paths), run only over the rows whose ``error`` is ``nested``.
+    diagnosis: str | None = None
 
     @property
     def present_alias(self) -> str:
@@ -65,6 +71,10 @@ def expected(type_name: str) -> str:
         return f"an integer that fits {type_name}"
     if is_list(type_name):
         return f"a JSON array of {type_name[:-2]} values"
+    if type_name.startswith("STRUCT("):
+        return "a JSON object"
+    if type_name.startswith("MAP("):
+        return "a JSON object (a map)"
     return f"a number that fits {type_name}"
 
 
@@ -77,6 +87,44 @@ _TIME_BOUNDS = {
         "TIMESTAMPTZ '9999-12-31 23:59:59.999999+00'",
     ),
 }
+
+
+def value_checks(
+    kind: str,
+    v: str,
+    *,
+    max_value_bytes: int,
+    partition_source: bool = False,
+    json_proven_standard: bool = False,
+) -> list[tuple[str, str]]:
+    """The checks of a typed value ``v`` of type ``kind`` that is not NULL: (condition, error
+    code) pairs, in order, each condition true when ``v`` fails that check."""
+    checks: list[tuple[str, str]] = []
+    if kind in _TIME_BOUNDS:
+        low, high = _TIME_BOUNDS[kind]
+        checks.append((f"NOT isfinite({v}) OR {v} < {low} OR {v} > {high}", "range"))
+    elif kind in ("FLOAT", "DOUBLE"):
+        checks.append((f"isnan({v}) OR isinf({v})", "finite"))
+    if kind == "VARCHAR" and partition_source:
+        checks.append((f"contains({v}, chr(0))", "nul"))
+    if kind == "JSON" and not json_proven_standard:
+        # JSON text outside its strings: what is left of a standard JSON value has no letters
+        # but those of true, false and null, and no comma before a closing bracket. DuckDB's
+        # parser also takes NaN, Infinity and trailing commas; JSON does not (see strict_json).
+        # Each string becomes "": an empty one would leave [,] of ["a", "b"].
+        stripped = f"regexp_replace({v}, '{JSON_STRING}', '\"\"', 'g')"
+        checks.append(
+            (
+                f"regexp_matches({v}, '{NOT_STANDARD_SUSPECT}')"
+                f" AND regexp_matches({stripped}, '{NOT_STANDARD_SUSPECT}')",
+                "json",
+            )
+        )
+    if kind in ("VARCHAR", "JSON"):
+        checks.append((f"strlen({v}) > {max_value_bytes}", "size"))
+    elif kind == "BLOB":
+        checks.append((f"octet_length({v}) > {max_value_bytes}", "size"))
+    return checks
 
 
 def _outer_error(
@@ -93,27 +141,16 @@ def _outer_error(
         f"WHEN NOT {present} THEN {'NULL' if col.nullable else repr('missing')}",
         f"WHEN {v} IS NULL THEN 'type'",
     ]
-    if col.type in _TIME_BOUNDS:
-        low, high = _TIME_BOUNDS[col.type]
-        checks.append(f"WHEN NOT isfinite({v}) OR {v} < {low} OR {v} > {high} THEN 'range'")
-    elif col.type in ("FLOAT", "DOUBLE"):
-        checks.append(f"WHEN isnan({v}) OR isinf({v}) THEN 'finite'")
-    if col.type == "VARCHAR" and partition_source:
-        checks.append(f"WHEN contains({v}, chr(0)) THEN 'nul'")
-    if col.type == "JSON" and not json_proven_standard:
-        # JSON text outside its strings: what is left of a standard JSON value has no letters
-        # but those of true, false and null, and no comma before a closing bracket. DuckDB's
-        # parser also takes NaN, Infinity and trailing commas; JSON does not (see strict_json).
-        # Each string becomes "": an empty one would leave [,] of ["a", "b"].
-        stripped = f"regexp_replace({v}, '{JSON_STRING}', '\"\"', 'g')"
-        checks.append(
-            f"WHEN regexp_matches({v}, '{NOT_STANDARD_SUSPECT}')"
-            f" AND regexp_matches({stripped}, '{NOT_STANDARD_SUSPECT}') THEN 'json'"
+    checks += [
+        f"WHEN {condition} THEN '{code}'"
+        for condition, code in value_checks(
+            col.type,
+            v,
+            max_value_bytes=max_value_bytes,
+            partition_source=partition_source,
+            json_proven_standard=json_proven_standard,
         )
-    if col.type in ("VARCHAR", "JSON"):
-        checks.append(f"WHEN strlen({v}) > {max_value_bytes} THEN 'size'")
-    elif col.type == "BLOB":
-        checks.append(f"WHEN octet_length({v}) > {max_value_bytes} THEN 'size'")
+    ]
     if col.type == "JSON" and max_json_depth is not None:
         # An upper bound of the depth, cheap to compute; suspects are checked exactly later.
         # A value of at most max_json_depth bytes cannot be nested deeper: most are skipped.
@@ -145,9 +182,27 @@ def json_column(
 ) -> ColumnSQL:
     """SQL over a JSON-typed raw column (read from JSON records) named like the column."""
     r = ident(col.name)
+    value = json_leaf_value(r, col.type)
+    t = f"json_type({r})"
+    return ColumnSQL(
+        column=col,
+        value=value,
+        present=f"coalesce({t} <> 'NULL', false)",
+        error=_outer_error(
+            col,
+            max_value_bytes=max_value_bytes,
+            max_json_depth=max_json_depth,
+            partition_source=partition_source,
+        ),
+    )
+
+
+def json_leaf_value(r: str, kind: str) -> str:
+    """SQL of the typed value of the JSON expression ``r`` as a column of type ``kind`` (not a
+    STRUCT or MAP): NULL when ``r`` is absent, JSON null, or not strictly of the type (a string
+    is never a number, nor a fraction an integer; out of range is NULL)."""
     t = f"json_type({r})"
     text = f"({r} ->> '$')"
-    kind = col.type
     if kind == "VARCHAR":
         value = f"CASE WHEN {t} = 'VARCHAR' THEN {text} END"
     elif kind == "JSON":
@@ -180,17 +235,7 @@ def json_column(
         value = f"CASE WHEN {strict} THEN {cast} END"
     else:  # DATE, TIME, UUID: text forms
         value = f"CASE WHEN {t} = 'VARCHAR' THEN TRY_CAST({text} AS {kind}) END"
-    return ColumnSQL(
-        column=col,
-        value=value,
-        present=f"coalesce({t} <> 'NULL', false)",
-        error=_outer_error(
-            col,
-            max_value_bytes=max_value_bytes,
-            max_json_depth=max_json_depth,
-            partition_source=partition_source,
-        ),
-    )
+    return value
 
 
 def sql_column(
@@ -233,6 +278,13 @@ def sql_column(
             present=f"({r} IS NOT NULL)",
             error=error,
         )
+    value = typed_leaf_value(r, kind, source)
+    return ColumnSQL(column=col, value=value, present=f"({r} IS NOT NULL)", error=error)
+
+
+def typed_leaf_value(r: str, kind: str, source: str) -> str:
+    """SQL of the value of the typed expression ``r`` (DuckDB type ``source``, which
+    :func:`accepts` for ``kind``) as a column of type ``kind``: NULL when it does not convert."""
     if kind == "JSON":
         if source == "VARCHAR":
             value = f"CASE WHEN json_valid({r}) THEN {r} END"
@@ -256,7 +308,7 @@ def sql_column(
         value = r if source == "VARCHAR" else f"TRY_CAST({r} AS VARCHAR)"
     else:
         value = f"TRY_CAST({r} AS {_storage_type(kind)})"
-    return ColumnSQL(column=col, value=value, present=f"({r} IS NOT NULL)", error=error)
+    return value
 
 
 _INTEGER_SOURCES = (

@@ -17,9 +17,11 @@ from icefloe.duck import ident
 from icefloe.errors import BatchRejectedError, RowProblem
 from icefloe.ingest.columns import ColumnSQL, expected, sql_column
 from icefloe.ingest.json_depth import any_deeper_than, rows_deeper_than
+from icefloe.ingest.nested_typed import layout_problems, typed_nested_column
 from icefloe.ingest.sources import InsertLimits
 from icefloe.ingest.strict_json import may_not_be_standard
 from icefloe.spec import Column, TableSpec
+from icefloe.spec.type_tree import is_nested_text
 
 MAX_PROBLEMS = 5
 
@@ -52,8 +54,19 @@ def load_typed(
                 for name in unknown
             ]
         )
+    nested = {c.name for c in spec.columns if c.name in source_types and is_nested_text(c.type)}
+    layout = [
+        problem
+        for c in spec.columns
+        if c.name in nested
+        for problem in layout_problems(c, source_types[c.name])
+    ]
+    if layout:
+        raise refuse(layout)
     sqls = [
-        sql_column(
+        typed_nested_column(c, source_types[c.name], max_value_bytes=limits.max_value_bytes)
+        if c.name in nested
+        else sql_column(
             c,
             source_type=source_types.get(c.name),
             max_value_bytes=limits.max_value_bytes,
@@ -95,10 +108,51 @@ def convert(
     errors_column = table.column("__errors")
     table = table.drop_columns(["__errors"])
     if errors_column.null_count < len(errors_column):
-        problems, total = _problems(table, errors_column, sqls, limits)
+        nested = _nested_problems(con, sqls, source, params, errors_column)
+        problems, total = _problems(table, errors_column, sqls, limits, nested)
         if problems:
             raise refuse(problems, total=total)
     return table
+
+
+_FAILING_ROWS = "__icefloe_failing_rows"
+# Per (row, column position): the (path, kind, type) of each bad part of a nested value.
+NestedProblems = dict[tuple[int, int], list[tuple[str, str, str]]]
+
+
+def _nested_problems(
+    con: duckdb.DuckDBPyConnection,
+    sqls: Sequence[ColumnSQL],
+    source: str,
+    params: dict[str, str],
+    errors: pa.ChunkedArray,
+) -> NestedProblems:
+    """The paths at fault in the nested values the conversion found bad, diagnosed over those
+    rows only."""
+    rows: dict[int, list[int]] = {}
+    failing = pc.indices_nonzero(pc.is_valid(errors)).to_pylist()
+    for index, codes in zip(failing, errors.take(failing).to_pylist(), strict=True):
+        for code in str(codes).split(","):
+            at, _, kind = code.partition(":")
+            if kind == "nested":
+                rows.setdefault(int(at), []).append(index)
+    found: NestedProblems = {}
+    for position, indices in rows.items():
+        diagnosis = sqls[position].diagnosis
+        assert diagnosis is not None, "a nested code comes from a column with a diagnosis"
+        numbered = f"SELECT row_number() OVER () - 1 AS __row, * FROM {source}"
+        con.register(_FAILING_ROWS, pa.table({"__row": pa.array(indices, pa.int64())}))
+        try:
+            result = con.execute(
+                f"SELECT __row, {diagnosis} FROM ({numbered})"
+                f" SEMI JOIN {_FAILING_ROWS} USING (__row)",
+                params,
+            ).fetchall()
+        finally:
+            con.unregister(_FAILING_ROWS)
+        for row, problems in result:
+            found[(int(row), position)] = [(p["path"], p["kind"], p["type"]) for p in problems]
+    return found
 
 
 def _conversion_query(sqls: Sequence[ColumnSQL], source: str) -> str:
@@ -121,11 +175,17 @@ def _failing_rows_query(sqls: Sequence[ColumnSQL], source: str) -> str:
 
 
 def _typed_values(sqls: Sequence[ColumnSQL], source: str) -> str:
-    """Each column's typed value and presence flag, computed once for the error codes."""
+    """Each column's typed value and presence flag, computed once for the error codes; the
+    columns' prepared expressions (a nested column's parse) in a layer below, carried up."""
     inner = ", ".join(
         f"{s.value} AS {ident(s.column.name)}, {s.present} AS {s.present_alias}" for s in sqls
     )
-    return f"SELECT {inner} FROM {source}"
+    prepared = [(alias, expression) for s in sqls for alias, expression in s.prepared]
+    if not prepared:
+        return f"SELECT {inner} FROM {source}"
+    below = ", ".join(f"{expression} AS {alias}" for alias, expression in prepared)
+    carried = ", ".join(alias for alias, _ in prepared)
+    return f"SELECT {inner}, {carried} FROM (SELECT *, {below} FROM {source})"
 
 
 class NotUtf8Error(BatchRejectedError):
@@ -133,7 +193,11 @@ class NotUtf8Error(BatchRejectedError):
 
 
 def _problems(
-    table: pa.Table, errors: pa.ChunkedArray, sqls: Sequence[ColumnSQL], limits: InsertLimits
+    table: pa.Table,
+    errors: pa.ChunkedArray,
+    sqls: Sequence[ColumnSQL],
+    limits: InsertLimits,
+    nested: NestedProblems,
 ) -> tuple[list[RowProblem], int]:
     problems: list[RowProblem] = []
     total = 0
@@ -148,6 +212,13 @@ def _problems(
                 if index not in deep[int(position)]:
                     continue
                 kind = "depth"
+            if kind == "nested":
+                found = _nested_row_problems(
+                    index, column, nested.get((index, int(position)), []), limits
+                )
+                total += len(found)
+                problems += found[: max(0, MAX_PROBLEMS - len(problems))]
+                continue
             total += 1
             if len(problems) < MAX_PROBLEMS:
                 problems.append(
@@ -156,6 +227,19 @@ def _problems(
                     )
                 )
     return problems, total
+
+
+def _nested_row_problems(
+    row: int, column: Column, found: list[tuple[str, str, str]], limits: InsertLimits
+) -> list[RowProblem]:
+    """The problems of one bad nested value; one naming the column when the diagnosis found
+    none (the batch is refused all the same: the conversion's check is what decides)."""
+    if not found:
+        return [RowProblem(row=row, field=column.name, message=f"expected {expected(column.type)}")]
+    return [
+        RowProblem(row=row, field=path, message=_message(kind, type_name, limits))
+        for path, kind, type_name in found
+    ]
 
 
 def _message(kind: str, type_name: str, limits: InsertLimits) -> str:
@@ -177,6 +261,17 @@ def _message(kind: str, type_name: str, limits: InsertLimits) -> str:
         return f"value is over the limit of {limits.max_value_bytes:,} bytes"
     if kind == "depth":
         return f"JSON is nested more than {limits.max_json_depth} levels deep"
+    if kind == "unknown":
+        return "unknown field (the struct has no such field)"
+    if kind == "unkept":
+        return (
+            "unknown field (the struct has no such field; unknown fields under a list"
+            " or a map are not kept)"
+        )
+    if kind == "key":
+        return f"map key: expected {expected(type_name)} ({type_name})"
+    if kind == "duplicate":
+        return "a map key given more than once"
     return f"expected {expected(type_name)} ({type_name})"
 
 

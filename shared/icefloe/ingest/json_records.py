@@ -25,6 +25,11 @@ from icefloe.ingest.conversion import (
     json_text_holds,
     refuse,
 )
+from icefloe.ingest.nested_json import (
+    is_nested_column,
+    kept_unknown_entries,
+    nested_json_column,
+)
 from icefloe.ingest.sources import InsertLimits, StagedBatch
 from icefloe.ingest.strict_json import trailing_comma_at
 from icefloe.spec import Column, TableSpec
@@ -71,7 +76,11 @@ def load_json(
 
     columns = ", ".join(f"{name_literal(c.name)}: 'JSON'" for c in record_columns)
     sqls = [
-        json_column(
+        nested_json_column(
+            c, max_value_bytes=limits.max_value_bytes, unknown_kept=overflow is not None
+        )
+        if is_nested_column(c)
+        else json_column(
             c,
             max_value_bytes=limits.max_value_bytes,
             max_json_depth=limits.max_json_depth,
@@ -113,7 +122,11 @@ def _shape_query(
             f"list_transform({extra_keys}, k -> struct_pack(key := k,"
             " value := json_extract(j, '$.\"' || replace(k, '\"', '\\\"') || '\"')))"
         )
-        kept = f"CASE WHEN len({extra_keys}) > 0 THEN to_json(map_from_entries({pairs})) END"
+        # With the unknown keys of the nested columns' structs, each column's at its path.
+        nested = [kept_unknown_entries(c, "j") for c in columns if is_nested_column(c)]
+        entries = [pairs, *(e for e in nested if e is not None)]
+        pairs = f"flatten([{', '.join(entries)}])" if len(entries) > 1 else pairs
+        kept = f"CASE WHEN len({pairs}) > 0 THEN to_json(map_from_entries({pairs})) END"
     return f"""
         SELECT {"row_number() OVER () - 1" if numbered else "0"} AS i,
                coalesce(json_type(j) <> 'OBJECT', true) AS not_object,  -- a null record too

@@ -1,0 +1,120 @@
+"""What is wrong in a nested JSON value, path by path: run only over the rows the conversion
+found bad (:mod:`~icefloe.ingest.nested_json`), so it may parse each level again.
+
+The SQL gives a list of ``(path, kind, type)``: the path as messages show it
+(``context.page.url``, ``tags[2].v`` with 0-based indices, ``m['a']``), the error kind (the
+conversion's codes, plus ``unknown`` for a key a struct does not declare, ``key`` for a map key
+that is not of the key type, ``duplicate`` for a map key given twice), and the type expected
+there.
+"""
+
+from __future__ import annotations
+
+from icefloe.ingest.columns import json_leaf_value, value_checks
+from icefloe.spec.type_tree import Leaf, ListOf, MapOf, Struct, TypeNode, format_type
+
+_PROBLEM = "STRUCT(path VARCHAR, kind VARCHAR, type VARCHAR)"
+_NONE = f"CAST([] AS {_PROBLEM}[])"
+_INTEGER_KEY = "-?(0|[1-9][0-9]*)"
+
+
+def diagnosis_sql(
+    node: TypeNode, r: str, name: str, *, max_value_bytes: int, unknown_kept: bool = False
+) -> str:
+    """SQL of the problems of the JSON expression ``r`` as a value of type ``node``, for the
+    column ``name``. ``unknown_kept``: the table keeps unknown fields, and those of structs met
+    once per row are kept, not problems; those under a list or a map are (kind ``unkept``)."""
+    return _Diagnosis(max_value_bytes, unknown_kept).of(node, r, _lit(name), depth=0)
+
+
+def _lit(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _one(path: str, kind: str, type_text: str) -> str:
+    return f"[struct_pack(path := {path}, kind := '{kind}', type := {_lit(type_text)})]"
+
+
+def _absent(r: str) -> str:
+    return f"({r} IS NULL OR json_type({r}) = 'NULL')"
+
+
+class _Diagnosis:
+    def __init__(self, max_value_bytes: int, unknown_kept: bool) -> None:
+        self._max_value_bytes = max_value_bytes
+        self._unknown_kept = unknown_kept
+
+    def of(self, node: TypeNode, r: str, path: str, *, depth: int, repeated: bool = False) -> str:
+        if isinstance(node, Leaf):
+            return self._leaf(node.name, r, path)
+        type_text = format_type(node)
+        expected = "ARRAY" if isinstance(node, ListOf) else "OBJECT"
+        head = (
+            f"CASE WHEN {_absent(r)} THEN {_NONE}"
+            f" WHEN json_type({r}) <> '{expected}' THEN {_one(path, 'type', type_text)}"
+        )
+        if isinstance(node, Struct):
+            k = f"k{depth}"
+            known = "[" + ", ".join(_lit(n) for n, _ in node.fields) + "]"
+            unknown_kind = "unkept" if self._unknown_kept else "unknown"
+            unknown = (
+                f"list_transform(list_filter(json_keys({r}), lambda {k}: NOT list_contains({known}, {k})),"
+                f" lambda {k}: struct_pack(path := {path} || '.' || {k}, kind := '{unknown_kind}', type := ''))"
+            )
+            if self._unknown_kept and not repeated:
+                unknown = _NONE  # kept in the overflow column
+            fields = [
+                self.of(
+                    child,
+                    f"json_extract({r}, {_lit(f'$.{chr(34)}{field}{chr(34)}')})",
+                    f"{path} || {_lit('.' + field)}",
+                    depth=depth,
+                    repeated=repeated,
+                )
+                for field, child in node.fields
+            ]
+            return f"{head} ELSE flatten([{unknown}, {', '.join(fields)}]) END"
+        e, i = f"e{depth}", f"i{depth}"
+        if isinstance(node, ListOf):
+            element_path = f"{path} || '[' || CAST({i} - 1 AS VARCHAR) || ']'"
+            inner = self.of(node.element, e, element_path, depth=depth + 1, repeated=True)
+            return (
+                f"{head} ELSE flatten(list_transform(CAST({r} AS JSON[]), lambda {e}, {i}: {inner}))"
+                " END"
+            )
+        return f"{head} ELSE {self._map(node, r, path, depth=depth)} END"
+
+    def _map(self, node: MapOf, r: str, path: str, *, depth: int) -> str:
+        k = f"k{depth}"
+        keys = f"json_keys({r})"
+        entry_path = f"{path} || '[''' || {k} || ''']'"
+        twice = (
+            f"CASE WHEN len(list_distinct({keys})) < len({keys})"
+            f" THEN {_one(path, 'duplicate', format_type(node))} ELSE {_NONE} END"
+        )
+        key_type = node.key.name if isinstance(node.key, Leaf) else "VARCHAR"
+        key_bad = _NONE
+        if key_type != "VARCHAR":
+            fits = f"regexp_full_match({k}, '{_INTEGER_KEY}') AND TRY_CAST({k} AS {key_type}) IS NOT NULL"
+            key_bad = (
+                f"CASE WHEN NOT ({fits}) THEN {_one(entry_path, 'key', key_type)} ELSE {_NONE} END"
+            )
+        escaped = f"replace(replace({k}, '\\', '\\\\'), '\"', '\\\"')"
+        value = f"json_extract({r}, '$.\"' || {escaped} || '\"')"
+        inner = self.of(node.value, value, entry_path, depth=depth + 1, repeated=True)
+        entries = f"flatten(list_transform({keys}, lambda {k}: flatten([{key_bad}, {inner}])))"
+        return f"flatten([{twice}, {entries}])"
+
+    def _leaf(self, kind: str, r: str, path: str) -> str:
+        v = json_leaf_value(r, kind)
+        branches = [
+            f"WHEN {_absent(r)} THEN {_NONE}",
+            f"WHEN ({v}) IS NULL THEN {_one(path, 'type', kind)}",
+        ]
+        branches += [
+            f"WHEN {condition} THEN {_one(path, code, kind)}"
+            for condition, code in value_checks(
+                kind, f"({v})", max_value_bytes=self._max_value_bytes
+            )
+        ]
+        return f"CASE {' '.join(branches)} ELSE {_NONE} END"

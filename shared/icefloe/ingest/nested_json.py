@@ -1,0 +1,287 @@
+"""Nested columns (STRUCT, MAP, lists of them) typed from JSON, strictly at every leaf.
+
+A nested value is read as JSON (as every field is) and typed leaf by leaf with the checks a
+top-level column of the leaf's type gets (:func:`~icefloe.ingest.columns.json_leaf_value`,
+:func:`~icefloe.ingest.columns.value_checks`): ``"7"`` and ``3.7`` are no INTEGER, a number no
+VARCHAR, text is bounded in size. A non-object where a struct or map is expected, a non-array
+where a list is, a key a struct does not declare, a map key that is not of the key type (or
+given twice) make the value bad. An absent key and JSON null are NULL at every level: a NULL
+struct is not a struct of NULLs, a NULL list is not ``[]``.
+
+The clean path is cheap: each column's JSON is parsed once into a tree of JSON leaves
+(``json_transform`` with the type's shape), once more for the JSON types of its inner nodes
+(``json_type`` over all their paths at once; wildcard paths under lists and maps) and once for
+the keys of its structs (``json_keys``). The conversion's scan computes only one code per
+column, ``nested``, from those. The paths at fault are named by :mod:`nested_diagnosis`, run
+only over the failing rows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from icefloe.duck import ident
+from icefloe.ingest.columns import ColumnSQL, json_leaf_value, present_ident, value_checks
+from icefloe.ingest.nested_diagnosis import diagnosis_sql
+from icefloe.spec import Column
+from icefloe.spec.type_tree import Leaf, ListOf, MapOf, Struct, TypeNode, is_nested_text
+from icefloe.spec.types import is_integer, type_tree
+
+# An exact decimal integer, as a JSON object's key must spell an integer map key.
+INTEGER_KEY = "-?(0|[1-9][0-9]*)"
+
+
+def is_nested_column(column: Column) -> bool:
+    """Whether the column holds a STRUCT or MAP anywhere in its type (plain lists of leaves
+    keep the top-level list conversion)."""
+    return is_nested_text(column.type)
+
+
+def nested_json_column(
+    col: Column, *, max_value_bytes: int, unknown_kept: bool = False
+) -> ColumnSQL:
+    """SQL over the JSON-typed raw column named like ``col``, whose type is nested. A key a
+    struct does not declare refuses the batch, unless ``unknown_kept`` (the table keeps unknown
+    fields) and the struct is met once per row: its unknown keys are then the overflow
+    column's (:func:`kept_unknown_entries`). Under a list or a map they are refused still."""
+    tree = type_tree(col.type)
+    r = ident(col.name)
+    parsed, types, keys = (_alias(col.name, tag) for tag in ("parsed", "types", "keys"))
+    walk = _Walk()
+    walk.nodes(tree, "$", repeated=False)
+    # The root is an inner node: walk.types starts with it.
+    prepared = [
+        (parsed, f"json_transform({r}, '{_shape(tree)}')"),
+        (types, f"json_type({r}, [{', '.join(_lit(p) for p, _ in walk.types)}])"),
+    ]
+    if walk.keys and not unknown_kept:
+        prepared.append((keys, f"json_keys({r}, [{', '.join(_lit(p) for p, _ in walk.keys)}])"))
+    shape_bad = [
+        f"coalesce(list_extract({types}, {n}) NOT IN {_allowed(node)}, false)"
+        for n, (_, node) in enumerate(walk.types, start=1)
+    ]
+    shape_bad += [
+        f"NOT coalesce(list_has_all({_known(node)}, list_extract({keys}, {n})), true)"
+        for n, (_, node) in enumerate(walk.keys, start=1)
+        if not unknown_kept
+    ]
+    for n, (path, node) in enumerate(walk.repeated, start=1):
+        node_types = _alias(col.name, f"types{n}")
+        prepared.append((node_types, f"json_type({r}, {_lit(path)})"))
+        shape_bad.append(
+            f"coalesce(list_bool_or(list_transform({node_types},"
+            f" lambda t: t NOT IN {_allowed(node)})), false)"
+        )
+        if isinstance(node, Struct):
+            node_keys = _alias(col.name, f"keys{n}")
+            prepared.append((node_keys, f"json_keys({r}, {_lit(path)})"))
+            shape_bad.append(
+                f"coalesce(list_bool_or(list_transform({node_keys},"
+                f" lambda k: NOT list_has_all({_known(node)}, k))), false)"
+            )
+    typed = _Typed(max_value_bytes)
+    value = typed.value(tree, parsed, depth=0)
+    leaves_bad = typed.bad(tree, parsed, ident(col.name), depth=0)
+    missing = "NULL" if col.nullable else "'missing'"
+    error = (
+        f"CASE WHEN NOT {present_ident(col.name)} THEN {missing}"
+        f" WHEN {' OR '.join([*shape_bad, leaves_bad])} THEN 'nested' END"
+    )
+    return ColumnSQL(
+        column=col,
+        value=value,
+        present=f"coalesce(list_extract({types}, 1) <> 'NULL', false)",
+        error=error,
+        prepared=tuple(prepared),
+        diagnosis=diagnosis_sql(
+            tree,
+            r,
+            col.name,
+            max_value_bytes=max_value_bytes,
+            unknown_kept=unknown_kept,
+        ),
+    )
+
+
+def _alias(name: str, tag: str) -> str:
+    return f'"__{tag}_' + ident(name)[1:]
+
+
+def _lit(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _known(node: Struct) -> str:
+    return "[" + ", ".join(_lit(name) for name, _ in node.fields) + "]"
+
+
+def _allowed(node: TypeNode) -> str:
+    return "('ARRAY', 'NULL')" if isinstance(node, ListOf) else "('OBJECT', 'NULL')"
+
+
+@dataclass
+class _Walk:
+    """The inner nodes of a type by JSON path: ``types`` and ``keys`` (structs) of the nodes
+    met once per row, each looked up in one call; ``repeated``, the nodes under a list or a
+    map, each looked up by a wildcard path."""
+
+    def __post_init__(self) -> None:
+        self.types: list[tuple[str, TypeNode]] = []
+        self.keys: list[tuple[str, Struct]] = []
+        self.repeated: list[tuple[str, TypeNode]] = []
+
+    def nodes(self, node: TypeNode, path: str, *, repeated: bool) -> None:
+        if isinstance(node, Leaf):
+            return
+        if repeated:
+            self.repeated.append((path, node))
+        else:
+            self.types.append((path, node))
+            if isinstance(node, Struct):
+                self.keys.append((path, node))
+        if isinstance(node, Struct):
+            for name, child in node.fields:
+                self.nodes(child, f'{path}."{name}"', repeated=repeated)
+        elif isinstance(node, ListOf):
+            self.nodes(node.element, f"{path}[*]", repeated=True)
+        else:
+            self.nodes(node.value, f"{path}.*", repeated=True)
+
+
+def _shape(node: TypeNode) -> str:
+    """The ``json_transform`` shape that parses a value into JSON leaves (a map stays JSON:
+    its keys are checked before it is parsed, as duplicates fail the parse)."""
+    if isinstance(node, Struct):
+        return "{" + ", ".join(f'"{name}": {_shape(child)}' for name, child in node.fields) + "}"
+    if isinstance(node, ListOf):
+        return f"[{_shape(node.element)}]"
+    return '"JSON"'
+
+
+def map_shape(node: MapOf) -> str:
+    """The ``json_transform`` shape of a map whose keys are checked: its values' JSON trees."""
+    value_type = _shape_type(node.value).replace('"', '\\"')  # quoted names, in a JSON string
+    return f'"MAP(VARCHAR, {value_type})"'
+
+
+def _shape_type(node: TypeNode) -> str:
+    if isinstance(node, Struct):
+        return "STRUCT(" + ", ".join(f'"{n}" {_shape_type(c)}' for n, c in node.fields) + ")"
+    if isinstance(node, ListOf):
+        return f"{_shape_type(node.element)}[]"
+    return "JSON"
+
+
+def map_keys_fit(node: MapOf, keys: str, *, var: str) -> str:
+    """SQL true when the JSON object keys ``keys`` are all distinct and spell keys of the map's
+    key type (an integer exactly: no sign but ``-``, no leading zero, in range)."""
+    distinct = f"len(list_distinct({keys})) = len({keys})"
+    key_type = node.key.name if isinstance(node.key, Leaf) else ""
+    if not is_integer(key_type):
+        return distinct
+    fits = (
+        f"regexp_full_match({var}, '{INTEGER_KEY}') AND TRY_CAST({var} AS {key_type}) IS NOT NULL"
+    )
+    return f"({distinct} AND coalesce(list_bool_and(list_transform({keys}, lambda {var}: {fits})), true))"
+
+
+class _Typed:
+    """The typed value of a parsed tree, and whether any leaf of it is bad."""
+
+    def __init__(self, max_value_bytes: int) -> None:
+        self._max_value_bytes = max_value_bytes
+
+    def value(self, node: TypeNode, p: str, *, depth: int) -> str:
+        if isinstance(node, Leaf):
+            return json_leaf_value(p, node.name)
+        if isinstance(node, Struct):
+            fields = ", ".join(
+                f"{ident(name)} := {self.value(child, f'struct_extract({p}, {_lit(name)})', depth=depth)}"
+                for name, child in node.fields
+            )
+            return f"CASE WHEN {p} IS NOT NULL THEN struct_pack({fields}) END"
+        e = f"e{depth}"
+        if isinstance(node, ListOf):
+            return (
+                f"list_transform({p}, lambda {e}: {self.value(node.element, e, depth=depth + 1)})"
+            )
+        key_type = node.key.name if isinstance(node.key, Leaf) else "VARCHAR"
+        key = f"{e}.key" if key_type == "VARCHAR" else f"CAST({e}.key AS {key_type})"
+        entries = (
+            f"list_transform(map_entries(json_transform({p}, '{map_shape(node)}')), lambda {e}:"
+            f" struct_pack(key := {key}, value := {self.value(node.value, f'{e}.value', depth=depth + 1)}))"
+        )
+        fit = map_keys_fit(node, f"json_keys({p})", var=f"k{depth}")
+        return f"CASE WHEN json_type({p}) = 'OBJECT' AND {fit} THEN map_from_entries({entries}) END"
+
+    def bad(self, node: TypeNode, p: str, v: str, *, depth: int) -> str:
+        """SQL true when a leaf of the parsed tree ``p`` is present but its typed value in ``v``
+        is NULL or fails a check, or a map's keys do not fit (the shapes are checked apart)."""
+        if isinstance(node, Leaf):
+            checks = value_checks(node.name, v, max_value_bytes=self._max_value_bytes)
+            failing = " OR ".join([f"{v} IS NULL", *(condition for condition, _ in checks)])
+            return f"({p} IS NOT NULL AND ({failing}))"
+        if isinstance(node, Struct):
+            return (
+                "("
+                + " OR ".join(
+                    self.bad(
+                        child,
+                        f"struct_extract({p}, {_lit(name)})",
+                        f"struct_extract({v}, {_lit(name)})",
+                        depth=depth,
+                    )
+                    for name, child in node.fields
+                )
+                + ")"
+            )
+        e, i = f"e{depth}", f"i{depth}"
+        if isinstance(node, ListOf):
+            inner = self.bad(node.element, e, f"list_extract({v}, {i})", depth=depth + 1)
+            return f"coalesce(list_bool_or(list_transform({p}, lambda {e}, {i}: {inner})), false)"
+        inner = self.bad(node.value, e, f"list_extract(map_values({v}), {i})", depth=depth + 1)
+        values = f"map_values(json_transform({p}, '{map_shape(node)}'))"
+        fit = map_keys_fit(node, f"json_keys({p})", var=f"k{depth}")
+        return (
+            f"CASE WHEN coalesce(json_type({p}) <> 'OBJECT', true) THEN false"
+            f" WHEN NOT {fit} THEN true"
+            f" ELSE coalesce(list_bool_or(list_transform({values}, lambda {e}, {i}: {inner})), false) END"
+        )
+
+
+def kept_unknown_entries(col: Column, record: str) -> str | None:
+    """For a table keeping unknown fields: SQL of the overflow entry of the nested column
+    ``col`` in the JSON record ``record``: a list of at most one ``(key, value)``, the column's
+    name and an object holding, at their paths, the keys its structs met once per row do not
+    declare (``{"campaign": {"term": ...}}``); empty when there are none. None when the
+    column has no such struct."""
+    tree = type_tree(col.type)
+    if not isinstance(tree, Struct):
+        return None
+    found = _kept_object(tree, f'$."{col.name}"', record)
+    entry = f"struct_pack(key := {_lit(col.name)}, value := {found})"
+    return f"CASE WHEN {found} IS NOT NULL THEN [{entry}] ELSE [] END"
+
+
+def _kept_object(node: Struct, path: str, record: str) -> str:
+    """SQL of the JSON object of the unknown keys at ``path`` and below (through structs
+    only), NULL when there are none."""
+    k = "k"
+    unknown = (
+        f"list_filter(coalesce(json_keys({record}, {_lit(path)}), []),"
+        f" lambda {k}: NOT list_contains({_known(node)}, {k}))"
+    )
+    escaped = f"replace(replace({k}, '\\', '\\\\'), '\"', '\\\"')"
+    own = (
+        f"list_transform({unknown}, lambda {k}: struct_pack(key := {k},"
+        f" value := json_extract({record}, {_lit(path + '.')} || '\"' || {escaped} || '\"')))"
+    )
+    inner = [
+        f"CASE WHEN {child_object} IS NOT NULL"
+        f" THEN [struct_pack(key := {_lit(name)}, value := {child_object})] ELSE [] END"
+        for name, child in node.fields
+        if isinstance(child, Struct)
+        for child_object in [_kept_object(child, f'{path}."{name}"', record)]
+    ]
+    entries = "flatten([" + ", ".join([own, *inner]) + "])" if inner else own
+    return f"CASE WHEN len({entries}) > 0 THEN to_json(map_from_entries({entries})) END"
