@@ -258,9 +258,16 @@ def kept_unknown_entries(col: Column, record: str) -> str | None:
     tree = type_tree(col.type)
     if not isinstance(tree, Struct):
         return None
-    found = _kept_object(tree, f'$."{col.name}"', record)
-    entry = f"struct_pack(key := {_lit(col.name)}, value := {found})"
-    return f"CASE WHEN {found} IS NOT NULL THEN [{entry}] ELSE [] END"
+    return _entry(col.name, _kept_object(tree, f'$."{col.name}"', record))
+
+
+def _entry(key: str, value: str) -> str:
+    """SQL of ``[(key, value)]``, or ``[]`` when ``value`` is NULL (``value`` written once:
+    the objects nest, and each level naming its child's twice would double the work)."""
+    return (
+        f"list_filter([struct_pack(key := {_lit(key)}, value := {value})],"
+        " lambda x: x.value IS NOT NULL)"
+    )
 
 
 def _kept_object(node: Struct, path: str, record: str) -> str:
@@ -277,11 +284,9 @@ def _kept_object(node: Struct, path: str, record: str) -> str:
         f" value := json_extract({record}, {_lit(path + '.')} || '\"' || {escaped} || '\"')))"
     )
     inner = [
-        f"CASE WHEN {child_object} IS NOT NULL"
-        f" THEN [struct_pack(key := {_lit(name)}, value := {child_object})] ELSE [] END"
+        _entry(name, _kept_object(child, f'{path}."{name}"', record))
         for name, child in node.fields
         if isinstance(child, Struct)
-        for child_object in [_kept_object(child, f'{path}."{name}"', record)]
     ]
     entries = "flatten([" + ", ".join([own, *inner]) + "])" if inner else own
-    return f"CASE WHEN len({entries}) > 0 THEN to_json(map_from_entries({entries})) END"
+    return f"nullif(to_json(map_from_entries({entries})), '{{}}')"
