@@ -271,7 +271,9 @@ def _message(kind: str, type_name: str, limits: InsertLimits) -> str:
     if kind == "key":
         return f"map key: expected {expected(type_name)} ({type_name})"
     if kind == "duplicate":
-        return "a map key given more than once"
+        return "given more than once in its object"
+    if kind == "same_keys":
+        return "two map keys convert to one key of the map's key type"
     return f"expected {expected(type_name)} ({type_name})"
 
 

@@ -39,6 +39,19 @@ def _absent(r: str) -> str:
     return f"({r} IS NULL OR json_type({r}) = 'NULL')"
 
 
+def _twice(keys: str, path: str, k: str, *, map_key: bool = False) -> str:
+    """SQL of a ``duplicate`` problem for each key given twice in an object's ``keys``."""
+    spot = f"{path} || '[''' || {k} || ''']'" if map_key else f"{path} || '.' || {k}"
+    given_twice = (
+        f"list_filter(list_distinct({keys}),"
+        f" lambda {k}: len(list_filter({keys}, lambda q: q = {k})) > 1)"
+    )
+    return (
+        f"list_transform({given_twice}, lambda {k}:"
+        f" struct_pack(path := {spot}, kind := 'duplicate', type := ''))"
+    )
+
+
 class _Diagnosis:
     def __init__(self, max_value_bytes: int, unknown_kept: bool) -> None:
         self._max_value_bytes = max_value_bytes
@@ -63,6 +76,7 @@ class _Diagnosis:
             )
             if self._unknown_kept and not repeated:
                 unknown = _NONE  # kept in the overflow column
+            twice = _twice(f"json_keys({r})", path, k)
             fields = [
                 self.of(
                     child,
@@ -73,7 +87,7 @@ class _Diagnosis:
                 )
                 for field, child in node.fields
             ]
-            return f"{head} ELSE flatten([{unknown}, {', '.join(fields)}]) END"
+            return f"{head} ELSE flatten([{twice}, {unknown}, {', '.join(fields)}]) END"
         e, i = f"e{depth}", f"i{depth}"
         if isinstance(node, ListOf):
             element_path = f"{path} || '[' || CAST({i} - 1 AS VARCHAR) || ']'"
@@ -88,10 +102,7 @@ class _Diagnosis:
         k = f"k{depth}"
         keys = f"json_keys({r})"
         entry_path = f"{path} || '[''' || {k} || ''']'"
-        twice = (
-            f"CASE WHEN len(list_distinct({keys})) < len({keys})"
-            f" THEN {_one(path, 'duplicate', format_type(node))} ELSE {_NONE} END"
-        )
+        twice = _twice(keys, path, k, map_key=True)
         key_type = node.key.name if isinstance(node.key, Leaf) else "VARCHAR"
         key_bad = _NONE
         if key_type != "VARCHAR":

@@ -54,16 +54,15 @@ def nested_json_column(
         (parsed, f"json_transform({r}, '{_shape(tree)}')"),
         (types, f"json_type({r}, [{', '.join(_lit(p) for p, _ in walk.types)}])"),
     ]
-    if walk.keys and not unknown_kept:
+    if walk.keys:
         prepared.append((keys, f"json_keys({r}, [{', '.join(_lit(p) for p, _ in walk.keys)}])"))
     shape_bad = [
         f"coalesce(list_extract({types}, {n}) NOT IN {_allowed(node)}, false)"
         for n, (_, node) in enumerate(walk.types, start=1)
     ]
     shape_bad += [
-        f"NOT coalesce(list_has_all({_known(node)}, list_extract({keys}, {n})), true)"
+        f"coalesce({_keys_bad(node, f'list_extract({keys}, {n})', kept=unknown_kept)}, false)"
         for n, (_, node) in enumerate(walk.keys, start=1)
-        if not unknown_kept
     ]
     for n, (path, node) in enumerate(walk.repeated, start=1):
         node_types = _alias(col.name, f"types{n}")
@@ -77,7 +76,7 @@ def nested_json_column(
             prepared.append((node_keys, f"json_keys({r}, {_lit(path)})"))
             shape_bad.append(
                 f"coalesce(list_bool_or(list_transform({node_keys},"
-                f" lambda k: NOT list_has_all({_known(node)}, k))), false)"
+                f" lambda k: {_keys_bad(node, 'k', kept=False)})), false)"
             )
     typed = _Typed(max_value_bytes)
     value = typed.value(tree, parsed, depth=0)
@@ -113,6 +112,13 @@ def _lit(text: str) -> str:
 
 def _known(node: Struct) -> str:
     return "[" + ", ".join(_lit(name) for name, _ in node.fields) + "]"
+
+
+def _keys_bad(node: Struct, keys: str, *, kept: bool) -> str:
+    """SQL true when an object's ``keys`` hold one twice, or (unless unknown keys are
+    ``kept``) one the struct does not declare."""
+    twice = f"len(list_distinct({keys})) < len({keys})"
+    return twice if kept else f"({twice} OR NOT list_has_all({_known(node)}, {keys}))"
 
 
 def _allowed(node: TypeNode) -> str:

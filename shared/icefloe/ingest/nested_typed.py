@@ -250,7 +250,7 @@ class _Typed:
         converted = f"list_transform(map_keys({s}), lambda {k}: {self._key(node, source, k)})"
         twice = (
             f"CASE WHEN len(list_distinct({converted})) < list_count({converted})"
-            f" THEN {_one(path, 'duplicate', format_type(node))} ELSE {_NONE} END"
+            f" THEN {_one(path, 'same_keys', format_type(node))} ELSE {_NONE} END"
         )
         entries = (
             f"flatten(list_transform(map_entries({s}), lambda {e}: flatten([{key_bad}, {inner}])))"
