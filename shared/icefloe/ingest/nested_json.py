@@ -280,8 +280,9 @@ def _kept_object(node: Struct, path: str, record: str) -> str:
     """SQL of the JSON object of the unknown keys at ``path`` and below (through structs
     only), NULL when there are none."""
     k = "k"
+    # Each key once: one given twice is the conversion's to refuse, naming it.
     unknown = (
-        f"list_filter(coalesce(json_keys({record}, {_lit(path)}), []),"
+        f"list_filter(list_distinct(coalesce(json_keys({record}, {_lit(path)}), [])),"
         f" lambda {k}: NOT list_contains({_known(node)}, {k}))"
     )
     escaped = f"replace(replace({k}, '\\', '\\\\'), '\"', '\\\"')"

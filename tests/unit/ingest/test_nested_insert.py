@@ -323,6 +323,13 @@ def test_a_table_keeping_unknown_fields_keeps_them_at_their_path(
         "batch refused: row 0, field 'context.campaign': expected a JSON object"
         f" ({N('STRUCT(name VARCHAR)')})"
     )
+    twice = stage_bytes(b'{"context": {"os": 1, "os": 2}}', fmt="ndjson", limits=LIMITS)
+    with pytest.raises(BatchRejectedError) as caught:
+        load_batch(con, spec, twice, limits=LIMITS)
+    twice.discard()
+    assert str(caught.value) == (
+        "batch refused: row 0, field 'context.os': given more than once in its object"
+    )
     assert refusal(con, [{"context": {"tags": [{"k": "a"}, {"q": 1}]}}], fmt, spec=spec) == (
         "batch refused: row 0, field 'context.tags[1].q': unknown field (the struct has no such"
         " field; unknown fields under a list or a map are not kept)"
