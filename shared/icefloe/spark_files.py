@@ -11,7 +11,8 @@ from icefloe.errors import InvalidInputError
 from icefloe.ingest.row_ids import ROW_ID_COLUMN
 from icefloe.spec import TableSpec
 from icefloe.spec.evolution import scan_groups
-from icefloe.spec.types import is_list
+from icefloe.spec.type_tree import ListOf, MapOf, Struct, TypeNode
+from icefloe.spec.types import type_tree
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -42,15 +43,24 @@ _SPARK_TYPES = {
 
 
 def spark_type(duckdb_type: str) -> str:
-    """The Spark SQL type a column of ``duckdb_type`` is read as."""
-    if is_list(duckdb_type):
-        return f"array<{spark_type(duckdb_type[:-2])}>"
-    if duckdb_type.startswith("DECIMAL"):
-        return duckdb_type.lower().replace(" ", "")
+    """The Spark SQL type a column of ``duckdb_type`` is read as (nested types field by field:
+    ``struct<`ip`:string>``, ``array<...>``, ``map<k,v>``)."""
+    return _spark_type(type_tree(duckdb_type))
+
+
+def _spark_type(node: TypeNode) -> str:
+    if isinstance(node, ListOf):
+        return f"array<{_spark_type(node.element)}>"
+    if isinstance(node, MapOf):
+        return f"map<{_spark_type(node.key)},{_spark_type(node.value)}>"
+    if isinstance(node, Struct):
+        return "struct<" + ",".join(f"`{n}`:{_spark_type(t)}" for n, t in node.fields) + ">"
+    if node.name.startswith("DECIMAL"):
+        return node.name.lower().replace(" ", "")
     try:
-        return _SPARK_TYPES[duckdb_type]
+        return _SPARK_TYPES[node.name]
     except KeyError as e:
-        raise InvalidInputError(f"no Spark type for the column type {duckdb_type}") from e
+        raise InvalidInputError(f"no Spark type for the column type {node.name}") from e
 
 
 def read_files(

@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from icefloe.iceberg import (
@@ -276,3 +278,39 @@ def test_a_table_of_the_same_name_from_another_meta_store_is_refused_not_mixed(
         assert catalog.load_table((NAMESPACE, "events")).metadata_location == before
     finally:
         other.close()
+
+
+def test_list_columns_are_published_with_element_ids_and_old_files_read_by_name(
+    lake: Lake, tmp_path: Path
+) -> None:
+    lake.create(schema="ts TIMESTAMP NOT NULL, event VARCHAR, tags VARCHAR[], scores DOUBLE[]")
+    rng = random.Random(4)
+    for _ in range(3):
+        lake.inserter.insert_rows(
+            "events",
+            [
+                {
+                    "ts": (START + timedelta(minutes=rng.randrange(2880))).isoformat(),
+                    "event": rng.choice(["view", "buy"]),
+                    "tags": rng.choice([None, [], ["a"], ["b", None, "c"]]),
+                    "scores": rng.choice([None, [1.5, -2.0], [0.0]]),
+                }
+                for _ in range(15)
+            ],
+        )
+    # One file as icefloe wrote them before field ids: the same rows, no ids in the file
+    legacy = lake.meta.files("events")[0]
+    path = lake.objects.root / legacy.path
+    table = pq.read_table(path)
+    bare = pa.schema(
+        [
+            pa.field(f.name, pa.list_(f.type.value_type) if pa.types.is_list(f.type) else f.type)
+            for f in table.schema
+        ]
+    )
+    pq.write_table(table.cast(bare), path)
+    ids = duckdb.execute("SELECT field_id FROM parquet_schema($p)", {"p": str(path)}).fetchall()
+    assert {i for (i,) in ids} == {None}
+
+    result = publish(lake, tmp_path)
+    check_same_rows(lake, tmp_path, result, "ts, event, tags, scores")

@@ -83,7 +83,10 @@ def test_an_empty_table_is_an_empty_frame_with_the_schema(
 @pytest.mark.parametrize(
     ("duckdb_type", "expected"),
     [("BIGINT", "bigint"), ("DECIMAL(10,2)", "decimal(10,2)"), ("VARCHAR[]", "array<string>"),
-     ("TIMESTAMP", "timestamp_ntz"), ("TIMESTAMPTZ", "timestamp"), ("JSON", "string")],
+     ("TIMESTAMP", "timestamp_ntz"), ("TIMESTAMPTZ", "timestamp"), ("JSON", "string"),
+     ('STRUCT(ip VARCHAR, "order" INTEGER)', "struct<`ip`:string,`order`:int>"),
+     ("MAP(VARCHAR, DECIMAL(10,2))", "map<string,decimal(10,2)>"),
+     ("STRUCT(k VARCHAR, v TIMESTAMP[])[]", "array<struct<`k`:string,`v`:array<timestamp_ntz>>>")],
 )  # fmt: skip
 def test_column_types_map_to_spark_types(duckdb_type: str, expected: str) -> None:
     assert spark_type(duckdb_type) == expected

@@ -17,5 +17,7 @@ def random_type(rng: random.Random, depth: int = 0) -> str:
         return random_type(rng, depth + 1) + "[]"
     if kind == "map":
         return f"MAP({rng.choice(['VARCHAR', 'BIGINT'])}, {random_type(rng, depth + 1)})"
-    names = rng.sample(["a", "b", "userId", "page_url", "x9"], rng.randint(1, 4))
+    names = rng.sample(
+        ["a", "userId", "page_url", "x9", "name", "order", "Value"], rng.randint(1, 4)
+    )
     return "STRUCT(" + ", ".join(f"{n} {random_type(rng, depth + 1)}" for n in names) + ")"

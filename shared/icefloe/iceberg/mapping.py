@@ -14,15 +14,18 @@ from icefloe.errors import InvalidInputError
 from icefloe.metastore.models import DataFile as IcefloeFile
 from icefloe.spec import PartitionField as IcefloePartitionField
 from icefloe.spec import TableSpec
+from icefloe.spec.field_ids import NestedField
+from icefloe.spec.layout import FileLayout
 from icefloe.spec.names import ROW_ID_COLUMN, ROW_ID_FIELD_ID
-from icefloe.spec.types import decimal_precision_scale
+from icefloe.spec.type_tree import Leaf, ListOf, Struct, TypeNode, format_type
+from icefloe.spec.types import decimal_precision_scale, type_tree
 
 if TYPE_CHECKING:
     from pyiceberg.manifest import DataFile
     from pyiceberg.partitioning import PartitionSpec
     from pyiceberg.schema import Schema
     from pyiceberg.table import Table
-    from pyiceberg.types import PrimitiveType
+    from pyiceberg.types import IcebergType, PrimitiveType
 
 NAMESPACE = "icefloe"  # the default namespace (in Glue: the database) of published tables
 PARTITION_FIELD_IDS = 1000  # Iceberg's convention: partition fields from 1000
@@ -32,8 +35,50 @@ class IcebergPublishError(InvalidInputError):
     """The table cannot be published as it is (a type, a transform or a name mapping)."""
 
 
-def iceberg_type(duckdb_type: str) -> PrimitiveType:
-    """The Iceberg type of a column of ``duckdb_type``; IcebergPublishError if there is none."""
+def iceberg_type(duckdb_type: str, fields: tuple[NestedField, ...] = ()) -> IcebergType:
+    """The Iceberg type of a column of ``duckdb_type``, whose nested fields (and their ids) are
+    ``fields``; IcebergPublishError if there is none."""
+    return _iceberg_type(type_tree(duckdb_type), fields)
+
+
+def _iceberg_type(node: TypeNode, fields: tuple[NestedField, ...]) -> IcebergType:
+    from pyiceberg import types as t
+
+    if isinstance(node, Leaf):
+        return _primitive_type(node.name)
+    if len(fields) != _field_count(node):
+        raise IcebergPublishError(f"type {format_type(node)} has no field ids to publish")
+    if isinstance(node, Struct):
+        return t.StructType(
+            *(
+                t.NestedField(f.id, f.name, _iceberg_type(f.type, f.fields), required=False)
+                for f in fields
+            )
+        )
+    if isinstance(node, ListOf):
+        (element,) = fields
+        return t.ListType(
+            element.id, _iceberg_type(element.type, element.fields), element_required=False
+        )
+    key, value = fields
+    return t.MapType(
+        key.id,
+        _iceberg_type(key.type, key.fields),
+        value.id,
+        _iceberg_type(value.type, value.fields),
+        value_required=False,
+    )
+
+
+def _field_count(node: TypeNode) -> int:
+    """How many fields are directly inside ``node``: a struct's, a list's element, a map's
+    key and value."""
+    if isinstance(node, Struct):
+        return len(node.fields)
+    return 1 if isinstance(node, ListOf) else 2
+
+
+def _primitive_type(duckdb_type: str) -> PrimitiveType:
     from pyiceberg import types as t
 
     simple: dict[str, PrimitiveType] = {
@@ -62,26 +107,29 @@ def iceberg_type(duckdb_type: str) -> PrimitiveType:
 
 
 def iceberg_schema(spec: TableSpec) -> Schema:
-    """The table's columns as an Iceberg schema whose field ids are icefloe's column ids."""
+    """The table's columns as an Iceberg schema whose field ids are icefloe's ids (each nested
+    field's too)."""
     from pyiceberg.schema import Schema
-    from pyiceberg.types import NestedField
+    from pyiceberg.types import NestedField as IcebergField
 
     fields = []
-    for column_id, column in zip(spec.column_ids, spec.columns, strict=True):
+    for column, held in zip(spec.columns, spec.layout.columns, strict=True):
         try:
-            kind = iceberg_type(column.type)
+            kind = iceberg_type(column.type, held.fields)
         except IcebergPublishError as e:
             raise IcebergPublishError(f"table {spec.name!r}: column {column.name!r}: {e}") from e
-        fields.append(NestedField(column_id, column.name, kind, required=not column.nullable))
+        fields.append(IcebergField(held.id, column.name, kind, required=not column.nullable))
     return Schema(*fields)
 
 
 def name_mapping(spec: TableSpec, versions: set[int]) -> str:
     """The name mapping (JSON) of the files written at ``versions`` (and the current one):
-    every id with every name it had in them, and the row id."""
+    every id with every name it had in them, the fields inside each column, and the row id.
+    Readers use it for files without Parquet field ids (written before icefloe wrote them)."""
     from pyiceberg.table.name_mapping import MappedField, NameMapping
 
     names: dict[int, list[str]] = {}
+    inside: dict[int, list[dict[str, object]]] = {}  # the newest version's nested fields
     owners: dict[str, int] = {}
     for version in sorted(versions | {spec.version}):
         for column in spec.layout_at(version).columns:
@@ -97,11 +145,25 @@ def name_mapping(spec: TableSpec, versions: set[int]) -> str:
                 )
             if column.name not in names.setdefault(column.id, []):
                 names[column.id].append(column.name)
+            if column.fields:
+                inside[column.id] = [_mapped(f) for f in column.fields]
     names[ROW_ID_FIELD_ID] = [ROW_ID_COLUMN]
     fields = [
-        MappedField.model_validate({"field-id": i, "names": n}) for i, n in sorted(names.items())
+        MappedField.model_validate(
+            {"field-id": i, "names": n, **({"fields": inside[i]} if i in inside else {})}
+        )
+        for i, n in sorted(names.items())
     ]
     return NameMapping(fields).model_dump_json()
+
+
+def _mapped(field: NestedField) -> dict[str, object]:
+    """A nested field's name mapping: a list's element is ``element``, a map's parts ``key``
+    and ``value``, as Parquet names them."""
+    mapped: dict[str, object] = {"field-id": field.id, "names": [field.name]}
+    if field.fields:
+        mapped["fields"] = [_mapped(f) for f in field.fields]
+    return mapped
 
 
 def iceberg_partition_spec(spec: TableSpec) -> PartitionSpec:
@@ -158,28 +220,33 @@ def data_file_record(
 
     with table.io.new_input(uri).open() as stream:
         footer = pq.read_metadata(stream)
-    ids = {c.name: c.id for c in spec.layout_at(f.spec_version).columns}
-    current = set(spec.column_ids)
+    ids = footer_field_ids(spec.layout_at(f.spec_version))
+    current = footer_field_ids(spec.layout)
     plan = compute_statistics_plan(schema, table.properties)
     held = {c.id: c.type for c in spec.layout_at(f.spec_version).columns}
-    for column_id, column in zip(spec.column_ids, spec.columns, strict=True):
-        widened = held.get(column_id, column.type) != column.type
-        if (column.type == "JSON" or widened) and column_id in plan:
-            # Parquet's JSON columns give their bounds as bytes, and a widened column's are of
+    widened = {
+        column_id
+        for column_id, column in zip(spec.column_ids, spec.columns, strict=True)
+        if held.get(column_id, column.type) != column.type
+    }
+    for field_id, leaf_type in current.values():
+        if (leaf_type == "JSON" or field_id in widened) and field_id in plan:
+            # Parquet's JSON text gives its bounds as bytes, and a widened column's are of
             # the file's narrower physical type (a DECIMAL(9,2) is INT32, a DECIMAL(20,2) is
             # fixed-length bytes): count them only.
-            plan[column_id] = StatisticsCollector(
-                field_id=column_id,
-                iceberg_type=plan[column_id].iceberg_type,
+            plan[field_id] = StatisticsCollector(
+                field_id=field_id,
+                iceberg_type=plan[field_id].iceberg_type,
                 mode=MetricsMode(type=MetricModeTypes.COUNTS),
-                column_name=plan[column_id].column_name,
+                column_name=plan[field_id].column_name,
             )
+    current_ids = {field_id for field_id, _ in current.values()}
     columns: dict[str, int] = {}
     for position in range(footer.num_columns):
         path = footer.schema.column(position).path
-        field_id = ids.get(path)
-        if field_id is None or field_id not in current:
-            field_id = -1 - position  # not a column of the schema: no statistics
+        field_id = ids[path][0] if path in ids else -1 - position
+        if field_id not in current_ids:
+            field_id = -1 - position  # not a field of the schema: no statistics
             plan[field_id] = StatisticsCollector(
                 field_id=field_id,
                 iceberg_type=BinaryType(),
@@ -209,6 +276,38 @@ def data_file_record(
         spec_id=0,
         **stats,
     )
+
+
+def footer_field_ids(layout: FileLayout) -> dict[str, tuple[int, str]]:
+    """Each leaf of ``layout`` by its path in a Parquet footer (``context.page.url``,
+    ``tags.list.element.k``, ``m.key_value.value``): its field id and type. A layout written
+    before nested fields had ids gives its nested columns' leaves none."""
+    leaves: dict[str, tuple[int, str]] = {}
+    for column in layout.columns:
+        if isinstance(type_tree(column.type), Leaf):
+            leaves[column.name] = (column.id, column.type)
+        else:
+            _nested_leaves(type_tree(column.type), column.fields, column.name, leaves)
+    return leaves
+
+
+def _nested_leaves(
+    node: TypeNode,
+    fields: tuple[NestedField, ...],
+    path: str,
+    leaves: dict[str, tuple[int, str]],
+) -> None:
+    for field in fields:
+        if isinstance(node, Struct):
+            step = f"{path}.{field.name}"
+        elif isinstance(node, ListOf):
+            step = f"{path}.list.element"
+        else:
+            step = f"{path}.key_value.{field.name}"
+        if isinstance(field.type, Leaf):
+            leaves[step] = (field.id, field.type.name)
+        else:
+            _nested_leaves(field.type, field.fields, step, leaves)
 
 
 class _QuietMissingStatistics(logging.Filter):

@@ -43,8 +43,14 @@ def json_safe(value: Any) -> Any:
 
 
 def json_rows(table: pa.Table) -> list[dict[str, Any]]:
-    """One object per row, keyed by column name."""
-    return [{k: json_safe(v) for k, v in row.items()} for row in table.to_pylist()]
+    """One object per row, keyed by column name (a MAP value is an object keyed by its keys'
+    text, as DuckDB writes a MAP as JSON)."""
+    return [{k: json_safe(v) for k, v in row.items()} for row in python_rows(table)]
+
+
+def python_rows(table: pa.Table) -> list[dict[str, Any]]:
+    """Each row as Python values; a MAP value is a dict."""
+    return table.to_pylist(maps_as_pydicts="strict")
 
 
 def write_result(table: pa.Table, *, fmt: str, out: TextIO, output: str | None = None) -> None:
@@ -80,7 +86,7 @@ def csv_safe(table: pa.Table) -> pa.Table:
                 None
                 if v is None
                 else (v.hex() if isinstance(v, bytes) else json.dumps(json_safe(v)))
-                for v in table.column(position).to_pylist()
+                for v in table.column(position).to_pylist(maps_as_pydicts="strict")
             ]
             table = table.set_column(position, field.name, pa.array(values, pa.string()))
     return table
@@ -88,7 +94,7 @@ def csv_safe(table: pa.Table) -> pa.Table:
 
 def text_table(table: pa.Table) -> str:
     headers = table.column_names
-    rows = [[_cell(row[h]) for h in headers] for row in table.slice(0, MAX_TEXT_ROWS).to_pylist()]
+    rows = [[_cell(row[h]) for h in headers] for row in python_rows(table.slice(0, MAX_TEXT_ROWS))]
     widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(headers)]
     lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
     lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]

@@ -14,6 +14,7 @@ from icefloe.spec.names import validate_table_name
 from icefloe.spec.partitioning import PartitionField, check_unique_field_names
 from icefloe.spec.policy import Retention, SizeTargets
 from icefloe.spec.schema import Column, check_unique_columns
+from icefloe.spec.type_tree import walk_leaves
 
 if TYPE_CHECKING:
     from icefloe.spec.table_spec import TableSpec
@@ -113,13 +114,14 @@ def _check_ingest(spec: TableSpec) -> None:
         raise SpecError(f"publish: {show(spec.publish)} is not 'iceberg' or 'none'")
     if spec.publish == "iceberg":
         for column in spec.columns:
-            if column.type not in types.ICEBERG_PUBLISHABLE_TYPES and not column.type.startswith(
-                "DECIMAL("
-            ):
-                raise SpecError(
-                    f"publish: column {column.name!r} is {column.type}, which has no Iceberg type"
-                    " icefloe publishes (unsigned integers, HUGEINT and lists have none)"
-                )
+            for path, leaf, _ in walk_leaves(types.type_tree(column.type)):
+                if leaf not in types.ICEBERG_PUBLISHABLE_TYPES and not leaf.startswith("DECIMAL("):
+                    where = ".".join((column.name, *path))
+                    raise SpecError(
+                        f"publish: {'field' if path else 'column'} {where!r} is {leaf}, which"
+                        " has no Iceberg type icefloe publishes (unsigned integers and HUGEINT"
+                        " have none)"
+                    )
     if spec.extra_fields not in EXTRA_FIELDS_MODES:
         raise SpecError(f"extra_fields: {show(spec.extra_fields)} is not 'reject' or 'keep'")
     if spec.overflow_column is None:

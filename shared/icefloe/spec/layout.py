@@ -29,7 +29,10 @@ class LayoutColumn:
 
     @property
     def fields(self) -> tuple[NestedField, ...]:
-        """The fields inside this column's type, with their ids."""
+        """The fields inside this column's type, with their ids; none for a layout written
+        before nested fields had ids (its files carry none)."""
+        if not self.nested_ids:
+            return ()
         return nested_fields(type_tree(self.type), self.nested_ids)
 
 

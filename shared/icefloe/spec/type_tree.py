@@ -4,11 +4,12 @@ and lists ``T[]`` of any type, nested to :data:`MAX_TYPE_DEPTH` levels.
 The canonical text is DuckDB's spelling of the tree (``STRUCT(a INTEGER, b VARCHAR)``,
 ``MAP(VARCHAR, BIGINT)``, ``STRUCT(x DOUBLE)[]``) with icefloe's canonical leaves
 (``TIMESTAMPTZ``, ``JSON``, ``DECIMAL(p,s)``), which DuckDB accepts as DDL. Struct field names
-follow the column-name rules (ASCII letters, digits and ``_``, no quoting ever needed) and keep
-their case; two fields of one struct may not differ only in case. Refused by name: fixed-size
-arrays (``T[3]``), an empty struct, a trailing comma, ``NOT NULL`` inside a struct (nested
-fields are always optional, as in DuckDB and Iceberg), and map keys other than VARCHAR or an
-integer type.
+follow the column-name rules (ASCII letters, digits and ``_``) and keep their case; one that is
+a DuckDB keyword is spelled quoted (``STRUCT("order" INTEGER)``), as DuckDB spells it. Two
+fields of one struct may not differ only in case. Refused by name: fixed-size arrays
+(``T[3]``), an empty struct, a trailing comma, ``NOT NULL`` inside a struct (nested fields are
+always optional, as in DuckDB and Iceberg), and map keys other than VARCHAR or an integer
+type.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 from typing import NoReturn
 
 from icefloe.errors import InvalidNameError, SpecError
+from icefloe.spec._keywords import DUCKDB_KEYWORDS
 from icefloe.spec._text import show
 from icefloe.spec.names import validate_column_name
 
@@ -26,7 +28,9 @@ MAX_TYPE_DEPTH = 8  # STRUCT, MAP and list levels, counting the outermost
 MAX_LEAVES = 512  # leaf types in one column's tree
 
 _NESTED_START = re.compile(r"\b(STRUCT|ROW|MAP)\s*\(", re.IGNORECASE)
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# A field name, plain or double-quoted (a keyword must be quoted); either way it follows the
+# column-name rules, so the quotes never hold anything else.
+_NAME = re.compile(r'"(?P<quoted>[A-Za-z_][A-Za-z0-9_]*)"|(?P<plain>[A-Za-z_][A-Za-z0-9_]*)')
 _MAP_KEYS = frozenset(
     {"VARCHAR", "TINYINT", "SMALLINT", "INTEGER", "BIGINT"}
     | {"UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT"}
@@ -72,7 +76,13 @@ def format_type(node: TypeNode) -> str:
         return f"{format_type(node.element)}[]"
     if isinstance(node, MapOf):
         return f"MAP({format_type(node.key)}, {format_type(node.value)})"
-    return "STRUCT(" + ", ".join(f"{n} {format_type(t)}" for n, t in node.fields) + ")"
+    return "STRUCT(" + ", ".join(f"{field_sql(n)} {format_type(t)}" for n, t in node.fields) + ")"
+
+
+def field_sql(name: str) -> str:
+    """A struct field's name as SQL spells it: quoted when it is a DuckDB keyword (``"order"``,
+    ``"name"``), as DuckDB spells it; field names never need quoting otherwise."""
+    return f'"{name}"' if name.lower() in DUCKDB_KEYWORDS else name
 
 
 def walk_leaves(
@@ -168,7 +178,7 @@ class _Parser:
             if match is None:
                 rest = self.text[self.pos :] or "the end"
                 self.fail(where, f"expected a field name at {show(rest)}")
-            name = match[0]
+            name = match["quoted"] or match["plain"]
             path = f"{where}.{name}" if where else name
             try:
                 validate_column_name(name)

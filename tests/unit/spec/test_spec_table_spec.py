@@ -191,8 +191,12 @@ def test_from_dict_refuses_malformed_input_naming_the_field(
             "publish: column 'big' is HUGEINT, which has no Iceberg type",
         ),
         (
-            {"schema": "ts TIMESTAMP, tags VARCHAR[]", "publish": "iceberg"},
-            "publish: column 'tags' is VARCHAR\\[\\]",
+            {"schema": "ts TIMESTAMP, tags UINTEGER[]", "publish": "iceberg"},
+            "publish: field 'tags.element' is UINTEGER, which has no Iceberg type",
+        ),
+        (
+            {"schema": "ts TIMESTAMP, s STRUCT(a INT, big HUGEINT)", "publish": "iceberg"},
+            "publish: field 's.big' is HUGEINT, which has no Iceberg type",
         ),
     ],
 )

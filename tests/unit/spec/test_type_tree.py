@@ -10,6 +10,7 @@ from tests.support.type_trees import random_type
 
 from icefloe.errors import SpecError
 from icefloe.spec import TableSpec, check_supported_now
+from icefloe.spec._keywords import DUCKDB_KEYWORDS
 from icefloe.spec.schema import parse_schema
 from icefloe.spec.type_tree import MAX_LEAVES, MAX_TYPE_DEPTH, walk_leaves
 from icefloe.spec.type_tree import parse_type as parse_tree
@@ -123,3 +124,24 @@ def test_struct_field_type_follows_struct_fields_only() -> None:
     assert struct_field_type(context, ("tags", "k")) is None
     assert struct_field_type("MAP(VARCHAR, INTEGER)", ("key",)) is None
     assert struct_field_type("INTEGER", ("x",)) is None
+
+
+def test_a_keyword_field_name_is_spelled_quoted_as_duckdb_spells_it() -> None:
+    text = 'struct("order" int, name text, Value struct("from" date), ok int)'
+    canonical = normalize_type(text)
+    assert (
+        canonical
+        == 'STRUCT("order" INTEGER, "name" VARCHAR, "Value" STRUCT("from" DATE), ok INTEGER)'
+    )
+    assert str(duckdb.sqltype(canonical)) == canonical
+    assert normalize_type(canonical) == canonical
+    with pytest.raises(SpecError, match="expected a field name"):
+        normalize_type('STRUCT("a b" INT)')
+
+
+def test_the_keyword_list_is_the_installed_duckdb_s_and_each_keyword_works_as_a_field() -> None:
+    installed = {k for (k,) in duckdb.sql("SELECT keyword_name FROM duckdb_keywords()").fetchall()}
+    assert installed == DUCKDB_KEYWORDS
+    for keyword in sorted(installed):
+        canonical = normalize_type(f'STRUCT("{keyword}" INTEGER, plain_field VARCHAR)')
+        assert str(duckdb.sqltype(canonical)) == canonical, keyword
