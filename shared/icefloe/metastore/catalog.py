@@ -14,7 +14,7 @@ from icefloe.metastore.access import StoreAccess
 from icefloe.metastore.models import SpecCommit, TableInfo
 from icefloe.metastore.pinned import TablesRead
 from icefloe.metastore.rows import INSERT_SNAPSHOT, spec_of, table_info
-from icefloe.spec import Publish, TableSpec, check_supported_now
+from icefloe.spec import Publish, TableSpec
 
 
 class Catalog(StoreAccess):
@@ -22,7 +22,6 @@ class Catalog(StoreAccess):
 
     def create_table(self, spec: TableSpec) -> TableInfo:
         """Register a table. Raises :class:`TableExistsError` if the name is taken."""
-        check_supported_now(spec)
         try:
             with self._connection() as conn, conn.transaction():
                 row = conn.execute(
@@ -58,7 +57,6 @@ class Catalog(StoreAccess):
                 raise TableNotFoundError(f"no table named {name!r}")
             table_id, current, head = int(row[0]), spec_of(row[1]), int(row[2])
             spec = evolve(current)
-            check_supported_now(spec)
             if spec.version != current.version + 1 or spec.name != current.name:
                 raise SpecError(
                     f"alter of {name!r} must give version {current.version + 1} of the spec,"

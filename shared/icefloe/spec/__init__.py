@@ -6,7 +6,6 @@ about a table's layout is decided here.
 
 from __future__ import annotations
 
-from icefloe.spec._checks import check_supported_now
 from icefloe.spec.hashing import bucket_of, iceberg_hash, murmur3_32
 from icefloe.spec.hive import (
     NULL_PARTITION,
@@ -76,7 +75,6 @@ __all__ = [
     "Transform",
     "ValueRange",
     "bucket_of",
-    "check_supported_now",
     "default_field_name",
     "escape_path_value",
     "format_partition_by",

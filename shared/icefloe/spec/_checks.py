@@ -33,20 +33,6 @@ def check_spec(spec: TableSpec) -> None:
     _check_ingest(spec)
 
 
-def check_supported_now(spec: TableSpec) -> None:
-    """Refuse a spec no table may hold yet. A spec with STRUCT or MAP columns is valid (its
-    field ids, layouts and file schema are built and checked), but not every reader and writer
-    handles nested values yet: the catalog refuses to create or alter a table into one, so
-    none can exist half supported."""
-    for column in spec.columns:
-        canonical = types.normalize_type(column.type)
-        if "STRUCT(" in canonical or "MAP(" in canonical:
-            raise SpecError(
-                f"column {column.name!r}: STRUCT and MAP columns are not supported yet"
-                f" (type {canonical}); keep the value in a JSON column"
-            )
-
-
 def _check_partitioning(spec: TableSpec) -> None:
     check_unique_field_names(spec.partition_by)
     for f in spec.partition_by:

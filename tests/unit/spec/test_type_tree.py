@@ -9,7 +9,7 @@ import pytest
 from tests.support.type_trees import random_type
 
 from icefloe.errors import SpecError
-from icefloe.spec import TableSpec, check_supported_now
+from icefloe.spec import TableSpec
 from icefloe.spec._keywords import DUCKDB_KEYWORDS
 from icefloe.spec.schema import parse_schema
 from icefloe.spec.type_tree import MAX_LEAVES, MAX_TYPE_DEPTH, walk_leaves
@@ -94,7 +94,7 @@ def test_the_canonical_text_is_duckdbs_own_spelling_of_the_type() -> None:
         assert duck == canonical, canonical
 
 
-def test_a_spec_holds_nested_columns_but_no_table_may_hold_them_until_they_are_supported() -> None:
+def test_a_schema_with_nested_columns_makes_a_spec() -> None:
     columns = parse_schema(
         "ts TIMESTAMP NOT NULL, context STRUCT(ip VARCHAR, page STRUCT(url VARCHAR)),"
         " m MAP(VARCHAR, INTEGER)"
@@ -104,12 +104,7 @@ def test_a_spec_holds_nested_columns_but_no_table_may_hold_them_until_they_are_s
         "STRUCT(ip VARCHAR, page STRUCT(url VARCHAR))",
         "MAP(VARCHAR, INTEGER)",
     ]
-    spec = TableSpec(name="ev", columns=columns)
-    with pytest.raises(
-        SpecError, match="column 'context': STRUCT and MAP columns are not supported yet"
-    ):
-        check_supported_now(spec)
-    check_supported_now(TableSpec(name="flat", columns=columns[:1]))
+    assert TableSpec(name="ev", columns=columns).column_names == ("ts", "context", "m")
 
 
 def test_struct_field_type_follows_struct_fields_only() -> None:
