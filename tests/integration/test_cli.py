@@ -1159,3 +1159,38 @@ def test_settings_refuses_a_bad_value_naming_it(
     code, text = run("settings")
     assert code != 0 and text == ""
     assert "ICEFLOE_MERGE_THREADS: 'many' is not a positive whole number" in capsys.readouterr().err
+
+
+def test_the_issue_s_nested_table_is_created_filled_and_pruned_from_the_cli(
+    cli_env: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run("init")
+    code, _ = run(
+        "table", "create", "ev", "--partition-by", "day(ts)", "--schema",
+        "ts TIMESTAMP NOT NULL, context STRUCT(ip VARCHAR, page STRUCT(url VARCHAR)),"
+        " m MAP(VARCHAR, INTEGER)",
+    )  # fmt: skip
+    assert code == 0
+    for day in (1, 2, 3):
+        source = tmp_path / f"day{day}.ndjson"
+        source.write_text(
+            json.dumps({"ts": f"2026-06-0{day}T10:00:00", "context": {"ip": f"10.0.0.{day}",
+                        "page": {"url": f"/p{day}"}}, "m": {"n": day}}) + "\n"
+            + json.dumps({"ts": f"2026-06-0{day}T11:00:00", "context": None, "m": None}) + "\n"
+        )  # fmt: skip
+        assert run("insert", "ev", str(source))[0] == 0
+    bad = tmp_path / "bad.ndjson"
+    bad.write_text(json.dumps({"ts": "2026-06-04T10:00:00", "context": {"page": {"url": 7}}}))
+    assert run("insert", "ev", str(bad))[0] != 0
+    assert "row 0, field 'context.page.url': expected a string" in capsys.readouterr().err
+
+    code, out = run(
+        "query", "SELECT context, m FROM ev WHERE context.page.url = '/p2'",
+        "--format", "json", "--stats",
+    )  # fmt: skip
+    (stats,) = [json.loads(line) for line in capsys.readouterr().err.splitlines()]
+    assert code == 0
+    assert json.loads(out) == [
+        {"context": {"ip": "10.0.0.2", "page": {"url": "/p2"}}, "m": {"n": 2}}
+    ]
+    assert (stats["files_considered"], stats["files_scanned"]) == (3, 1)
