@@ -254,3 +254,61 @@ def _load_iceberg(con: duckdb.DuckDBPyConnection) -> None:
         path = Path(module.__file__).parent / "extensions" / f"v{duckdb.__version__}"
         con.execute(f"LOAD '{path / f'{name}.duckdb_extension'}'")
     con.execute("SET TimeZone = 'UTC'")
+
+
+def _versions(seed: int, keys: int, start_minute: int) -> list[dict[str, Any]]:
+    """One event per key, each at a distinct minute after ``start_minute``."""
+    rows = events(seed, keys)
+    for n, row in enumerate(rows):
+        row["event"] = f"k{n}"
+        row["ts"] = (START + timedelta(minutes=start_minute + n)).isoformat()
+    return rows
+
+
+@pytest.mark.parametrize("engine", ["duckdb", "spark"])
+def test_replace_and_aggregate_merges_keep_nested_values_whole(
+    lake: Lake, spark: Any, engine: str
+) -> None:
+    lake.create_table(
+        "ev", schema=SCHEMA, partition_by="day(ts)", merge="replace(event; version=ts)"
+    )
+    lake.create_table(
+        "agg",
+        schema=SCHEMA,
+        partition_by="day(ts)",
+        merge="aggregate(event; ts:max, context:any, tags:any, items:any, attrs:any)",
+    )
+    inserted: list[dict[str, Any]] = []
+    for batch in range(4):
+        rows = _versions(seed=batch, keys=12, start_minute=batch * 20)
+        inserted += rows
+        lake.insert("ev", rows)
+        lake.insert("agg", rows)
+    if engine == "duckdb":
+        lake.merge()
+    else:
+        for table in ("ev", "agg"):
+            manifest = claim_partitions(lake.meta, table)
+            assert manifest is not None
+            compact_with_spark(
+                spark,
+                meta=lake.meta,
+                objects=lake.objects,
+                location=WarehouseLocation(scheme="file", path=lake.objects.root),
+                manifest=manifest,
+            )
+    assert all(len(lake.meta.files(t)) == 1 for t in ("ev", "agg"))
+    oracle = Oracle()
+    oracle.rows = inserted
+    whole = f"SELECT {', '.join(COLUMNS)} FROM ev"
+    newest = whole + " QUALIFY row_number() OVER (PARTITION BY event ORDER BY ts DESC) = 1"
+    assert canonical(lake.query(whole)) == oracle.answer(newest)
+    # an aggregate keeps, per key, one whole nested value of that key's rows
+    kept = lake.query(f"SELECT {', '.join(COLUMNS)} FROM agg").to_pylist(maps_as_pydicts="strict")
+    assert len(kept) == 12
+    for row in kept:
+        theirs = [as_arrow([r]).to_pylist(maps_as_pydicts="strict")[0] for r in inserted
+                  if r["event"] == row["event"]]  # fmt: skip
+        assert row["ts"] == max(r["ts"] for r in theirs)
+        for column in ("context", "tags", "items", "attrs"):
+            assert row[column] in [r[column] for r in theirs], column
