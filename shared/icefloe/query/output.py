@@ -50,7 +50,8 @@ def json_rows(table: pa.Table) -> list[dict[str, Any]]:
 
 def python_rows(table: pa.Table) -> list[dict[str, Any]]:
     """Each row as Python values; a MAP value is a dict."""
-    return table.to_pylist(maps_as_pydicts="strict")
+    rows: list[dict[str, Any]] = table.to_pylist(maps_as_pydicts="strict")
+    return rows
 
 
 def write_result(table: pa.Table, *, fmt: str, out: TextIO, output: str | None = None) -> None:
