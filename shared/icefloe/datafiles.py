@@ -136,6 +136,14 @@ def _nested(arrow: pa.Field, field: NestedField) -> pa.Field:
     return _with_field_id(arrow.with_type(typed), field.id)
 
 
+def key_values(data: pa.Table | pa.RecordBatch, key: str) -> pa.ChunkedArray | pa.Array:
+    """The values of a sort or row-group key in ``data``: a column's, or a struct leaf's
+    (``context.page.url``: NULL where the leaf or a struct above it is NULL)."""
+    column, *path = key.split(".")
+    values = data.column(data.schema.get_field_index(column))
+    return pc.struct_field(values, path) if path else values
+
+
 def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
     """``table`` with ``schema``'s types (nested JSON text marked JSON); as is when they are
     already the same."""
@@ -248,12 +256,13 @@ def _filter_threads() -> ThreadPoolExecutor:
 def _filter_beside(table: pa.Table, column: str | None) -> Future[str | None] | str | None:
     """The membership filter of ``column``, being built in another thread (or built here when
     no thread can start)."""
-    if column is None or table.schema.get_field_index(column) < 0:
+    if column is None or table.schema.get_field_index(column.split(".")[0]) < 0:
         return None
+    values = key_values(table, column)
     try:
-        return _filter_threads().submit(membership_filter, table.column(column))
+        return _filter_threads().submit(membership_filter, values)
     except RuntimeError:  # the interpreter is shutting down: no new threads
-        return membership_filter(table.column(column))
+        return membership_filter(values)
 
 
 def membership_filter(values: pa.ChunkedArray | pa.Array) -> str | None:
@@ -265,12 +274,13 @@ def membership_filter(values: pa.ChunkedArray | pa.Array) -> str | None:
 
 
 def membership_column(spec: TableSpec) -> str | None:
-    """The column whose files carry membership filters: the row-group key, when it is a
-    VARCHAR or an integer (the values a filter can hash exactly as queries compare them)."""
+    """The column (or struct leaf) whose files carry membership filters: the row-group key,
+    when it is a VARCHAR or an integer (the values a filter can hash exactly as queries
+    compare them)."""
     key = spec.row_group_by
     if key is None:
         return None
-    column_type = spec.column(key).type
+    column_type = spec.key_type(key)
     return key if column_type == "VARCHAR" or is_integer(column_type) else None
 
 

@@ -26,6 +26,17 @@ def ident(name: str) -> str:
     return f'"{name}"'
 
 
+def key_sql(key: str) -> str:
+    """A sort or row-group key as DuckDB SQL: a column, or a struct leaf
+    (``context.page.url`` is ``struct_extract(struct_extract("context", 'page'), 'url')``,
+    never one identifier)."""
+    column, *path = key.split(".")
+    sql = ident(column)
+    for name in path:
+        sql = f"struct_extract({sql}, {name_literal(name)})"
+    return sql
+
+
 def name_literal(name: str) -> str:
     """A SQL string literal holding a validated name (a JSON key, a column name)."""
     if not _SAFE_NAME.match(name):

@@ -21,6 +21,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from icefloe.datafiles import key_values
 from icefloe.duck import ident
 from icefloe.ingest.arrow_input import ARROW_TYPES
 from icefloe.ingest.row_ids import ROW_ID_CHUNK_ROWS, ROW_ID_COLUMN
@@ -104,7 +105,7 @@ def sorted_rows(spec: TableSpec, table: pa.Table, partition: Partition) -> pa.Ta
     is ordered by a sort of that single array; any other is ordered by a multi-column sort of
     the keys and ``_row_id`` (several times slower on many rows, cheaper on few)."""
     names = list(spec.file_sort_keys)
-    keys = [_partition_values(table.column(name), partition) for name in names]
+    keys = [_partition_values(key_values(table, name), partition) for name in names]
     count = _row_count(table, partition)
     packed = None
     if table.num_rows <= ROW_ID_CHUNK_ROWS and count >= PACKED_FROM_ROWS:

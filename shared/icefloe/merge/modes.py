@@ -12,7 +12,7 @@ from typing import assert_never
 import duckdb
 
 from icefloe import duck
-from icefloe.duck import ident
+from icefloe.duck import ident, key_sql
 from icefloe.errors import InvalidInputError
 from icefloe.ingest.row_ids import ROW_ID_COLUMN
 from icefloe.query.sandbox import QueryRefusedError, check_sql, lock_down
@@ -62,7 +62,7 @@ def ordered_output(spec: TableSpec, body: str) -> str:
     columns = [f"CAST({ident(c.name)} AS {c.type}) AS {ident(c.name)}" for c in spec.columns] + [
         f"CAST({ident(ROW_ID_COLUMN)} AS BLOB) AS {ident(ROW_ID_COLUMN)}"
     ]
-    order = [f"{ident(k)} ASC NULLS FIRST" for k in spec.file_sort_keys]
+    order = [f"{key_sql(k)} ASC NULLS FIRST" for k in spec.file_sort_keys]
     order.append(ident(ROW_ID_COLUMN))
     return f"SELECT {', '.join(columns)} FROM ({body}) ORDER BY {', '.join(order)}"
 

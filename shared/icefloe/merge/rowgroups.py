@@ -18,6 +18,7 @@ from collections.abc import Iterator, Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from icefloe.datafiles import key_values
 from icefloe.errors import InvalidArgumentError
 
 
@@ -99,7 +100,7 @@ class RowGroupCutter:
             while self._pending_rows >= self._target:
                 yield self._take(self._target)
             return
-        column = batch.column(batch.schema.get_field_index(self._key))
+        column = key_values(batch, self._key)
         runs = run_lengths(column)
         if self._tail and column[0].as_py() == self._tail_value:
             self._tail += runs[0]  # the last run goes on

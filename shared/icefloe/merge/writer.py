@@ -21,6 +21,7 @@ from icefloe.datafiles import (
     conform,
     file_schema,
     footer_stats,
+    key_values,
     membership_column,
     new_data_key,
     parquet_writer,
@@ -121,9 +122,13 @@ class RollingParquetWriter:
 
     def _collect_keys(self, group: pa.Table) -> None:
         column = self._membership_column
-        if column is None or self._keys is None or group.schema.get_field_index(column) < 0:
+        if (
+            column is None
+            or self._keys is None
+            or group.schema.get_field_index(column.split(".")[0]) < 0
+        ):
             return
-        self._keys.update(pc.unique(group.column(column)).to_pylist())
+        self._keys.update(pc.unique(key_values(group, column)).to_pylist())
         if len(self._keys) > MAX_KEYS:
             self._keys = None  # too many for a filter: this file has min/max only
 

@@ -60,6 +60,7 @@ def _check_merge(spec: TableSpec) -> None:
         for key in mode.key:
             lookup_column(spec, key, where="merge: replace key")
         if mode.version is not None:
+            lookup_column(spec, mode.version, where="merge: replace version")
             _orderable(spec, mode.version, where="merge: replace version")
     elif isinstance(mode, AggregateMode):
         for key in mode.group_by:
@@ -204,6 +205,22 @@ def lookup_column(spec: TableSpec, name: str, *, where: str) -> Column:
 
 
 def _orderable(spec: TableSpec, name: str, *, where: str) -> None:
-    t = lookup_column(spec, name, where=where).type
+    t = key_type(spec, name, where=where)
     if not types.is_orderable(t):
-        raise SpecError(f"{where}: column {name!r} of type {t} cannot be ordered")
+        what = "field" if "." in name else "column"
+        raise SpecError(f"{where}: {what} {name!r} of type {t} cannot be ordered")
+
+
+def key_type(spec: TableSpec, key: str, *, where: str) -> str:
+    """The type of a key naming a column or, dotted, a leaf reached through structs only."""
+    column, *path = key.split(".") if isinstance(key, str) else (key,)
+    t = lookup_column(spec, column, where=where).type
+    if not path:
+        return t
+    leaf = types.struct_field_type(t, tuple(path))
+    if leaf is None:
+        raise SpecError(
+            f"{where}: {show(key)} is not a field of column {column!r} reached through structs"
+            f" only ({t})"
+        )
+    return leaf

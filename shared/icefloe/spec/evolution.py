@@ -113,12 +113,12 @@ def evolve(spec: TableSpec, changes: Sequence[SchemaChange]) -> TableSpec:
             del columns[index]
             del ids[index]
             del nested_ids[index]
-            sort_by = [k for k in sort_by if k != name]
+            sort_by = [k for k in sort_by if k.split(".")[0] != name]
         elif isinstance(change, RenameColumn):
             columns[index] = replace(columns[index], name=change.new)
             _check_unique(columns, where)
             merge = _merge_renamed(merge, name, change.new)
-            sort_by = [change.new if k == name else k for k in sort_by]
+            sort_by = [_renamed_key(k, name, change.new) for k in sort_by]
         else:
             wider = types.normalize_type(change.type)
             if not is_widening(columns[index].type, wider):
@@ -224,7 +224,7 @@ def _check_allowed(spec: TableSpec, name: str, change: SchemaChange, where: str)
     roles = []
     if name in spec.partition_source_columns:
         roles.append("a partition source (its values name the table's partitions)")
-    if name == spec.row_group_by:
+    if spec.row_group_by is not None and spec.row_group_by.split(".")[0] == name:
         roles.append("the row-group key (its files' membership filters hash its values)")
     if name == spec.tenant_column:
         roles.append("the tenant column")
@@ -232,6 +232,12 @@ def _check_allowed(spec: TableSpec, name: str, change: SchemaChange, where: str)
         raise SpecError(f"{where}: it is {' and '.join(roles)}")
     if name == spec.overflow_column and not isinstance(change, WidenColumn):
         raise SpecError(f"{where}: it is the overflow column of extra fields")
+
+
+def _renamed_key(key: str, old: str, new: str) -> str:
+    """A sort key after column ``old`` is renamed ``new`` (a struct leaf's path follows)."""
+    column, dot, rest = key.partition(".")
+    return new + dot + rest if column == old else key
 
 
 def _merge_added(merge: MergeMode, name: str) -> MergeMode:

@@ -17,7 +17,7 @@ from typing import Literal, cast
 
 from icefloe.errors import SpecError
 from icefloe.spec import _codec
-from icefloe.spec._checks import check_spec, lookup_column
+from icefloe.spec._checks import check_spec, key_type, lookup_column
 from icefloe.spec._text import show
 from icefloe.spec.field_ids import fresh_nested_ids
 from icefloe.spec.hive import parse_partition_path, partition_path
@@ -190,6 +190,11 @@ class TableSpec:
         """The id of the column called ``name``."""
         column = self.column(name)
         return self.column_ids[self.columns.index(column)]
+
+    def key_type(self, key: str) -> str:
+        """The type of a sort or row-group key: a column's, or a struct leaf's
+        (``context.page.url``); SpecError if it names neither."""
+        return key_type(self, key, where="key")
 
     def column(self, name: str) -> Column:
         """The column called ``name`` (exact case); SpecError if there is none."""
