@@ -312,3 +312,39 @@ def test_replace_and_aggregate_merges_keep_nested_values_whole(
         assert row["ts"] == max(r["ts"] for r in theirs)
         for column in ("context", "tags", "items", "attrs"):
             assert row[column] in [r[column] for r in theirs], column
+
+
+def test_nested_columns_renamed_added_and_dropped_read_by_id_in_duckdb_and_spark(
+    lake: Lake, spark: Any
+) -> None:
+    lake.create_table("ev", schema=SCHEMA, partition_by="day(ts)")
+    before = events(1, 60)
+    lake.insert("ev", before)
+    lake.alter_table(
+        "ev",
+        rename_columns={"context": "ctx"},
+        add_columns=["extra STRUCT(a INTEGER, b VARCHAR[])"],
+        drop_columns=["items"],
+    )
+    after = events(2, 40)
+    lake.insert(
+        "ev",
+        [
+            {"ts": e["ts"], "ctx": e.get("context"), "extra": {"a": n, "b": ["x"]}}
+            for n, e in enumerate(after)
+        ],
+    )
+    # Old files read the renamed column by id and the added one as NULL
+    contexts = [r["context"] for r in as_arrow([*before, *after]).to_pylist()]
+    extras = [None] * len(before) + [{"a": n, "b": ["x"]} for n in range(len(after))]
+    expected = sorted(repr(pair) for pair in zip(contexts, extras, strict=True))
+    duck = lake.query("SELECT ctx, extra FROM ev").to_pylist()
+    assert sorted(repr((r["ctx"], r["extra"])) for r in duck) == expected
+    (count,) = lake.query("SELECT count(*) AS n FROM ev WHERE ctx.page.url = '/p2'").to_pylist()
+    assert count["n"] == sum(1 for c in contexts if c and c["page"] and c["page"]["url"] == "/p2")
+    # Spark reads the same, layout group by layout group
+    frame = read_table(spark, "ev", runtime=lake.runtime)
+    via_spark = sorted(
+        repr((_spark_plain(r["ctx"]), _spark_plain(r["extra"]))) for r in frame.collect()
+    )
+    assert via_spark == sorted(repr((_plain(r["ctx"]), _plain(r["extra"]))) for r in duck)
