@@ -11,11 +11,13 @@ from icefloe.errors import InvalidInputError
 from icefloe.ingest.row_ids import ROW_ID_COLUMN
 from icefloe.spec import TableSpec
 from icefloe.spec.evolution import scan_groups
+from icefloe.spec.layout import LayoutColumn
+from icefloe.spec.remap import Cast, Remap, column_remap
 from icefloe.spec.type_tree import ListOf, MapOf, Struct, TypeNode
 from icefloe.spec.types import type_tree
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
 
 # DuckDB's types as Spark SQL types (what icefloe's files hold, read back faithfully).
 _SPARK_TYPES = {
@@ -63,6 +65,36 @@ def _spark_type(node: TypeNode) -> str:
         raise InvalidInputError(f"no Spark type for the column type {node.name}") from e
 
 
+def _held_column(old: LayoutColumn | None, current: LayoutColumn) -> Column:
+    """The files' column ``old`` read as ``current`` (the caller casts it to its type)."""
+    from pyspark.sql import functions as F
+
+    if old is None:
+        return F.lit(None)
+    remap = column_remap(old, current)
+    value = F.col(f"`{old.name}`")
+    return value if remap is None else remap_column(value, remap)
+
+
+def remap_column(value: Column, remap: Remap) -> Column:
+    """A Spark expression reading ``value`` (held in an older layout) as the current type,
+    struct fields taken by id, never by a struct cast, which Spark does by position (see
+    :mod:`icefloe.spec.remap`); the DuckDB twin is :func:`icefloe.query.views.remap_sql`."""
+    from pyspark.sql import functions as F
+
+    if isinstance(remap, Cast):
+        return value.cast(spark_type(remap.type))
+    fields = []
+    for f in remap.fields:
+        if f.old is None:
+            inner = F.lit(None).cast(spark_type(f.type))
+        else:
+            inner = value.getField(f.old)
+            inner = inner if f.remap is None else remap_column(inner, f.remap)
+        fields.append(inner.alias(f.name))
+    return F.when(value.isNull(), F.lit(None)).otherwise(F.struct(*fields))
+
+
 def read_files(
     spark: SparkSession,
     spec: TableSpec,
@@ -82,18 +114,15 @@ def read_files(
 
     frames = []
     for group in scan_groups(spec, files):
-        mapping = group.columns or {c: c for c in spec.column_names}
         raw = spark.read.parquet(*group.uris)
         extra = []
         if file_column is not None:
             raw = raw.withColumn(file_column, F.input_file_name())
             extra.append(F.col(file_column))
+        held = spec.layout.columns if group.held is None else [h for _, h in group.held]
         columns = [
-            (F.col(f"`{old}`") if old is not None else F.lit(None))
-            .cast(spark_type(c.type))
-            .alias(c.name)
-            for c in spec.columns
-            for old in [mapping[c.name]]
+            _held_column(old, current).cast(spark_type(current.type)).alias(current.name)
+            for current, old in zip(spec.layout.columns, held, strict=True)
         ]
         frames.append(raw.select(*columns, F.col(ROW_ID_COLUMN), *extra))
     frame = frames[0]

@@ -152,14 +152,16 @@ def _add_table_alter(table_commands: argparse._SubParsersAction[_Parser]) -> Non
         epilog="Changes apply in the order given, as one new schema version. Rows written"
         " before read an added column as NULL; a rename keeps the data; a dropped column's"
         " name can be added again, empty. Partition columns, the row-group key and the tenant"
-        " column cannot be dropped, renamed or widened. Queries pinned at an earlier snapshot"
-        " keep the schema they had.",
+        " column cannot be dropped, renamed or widened. A dotted name changes a field inside a"
+        ' struct column (--add-column "context.page.title VARCHAR", --rename-column'
+        " context.ip=context.client_ip). Queries pinned at an earlier snapshot keep the schema"
+        " they had.",
     )
     alter.add_argument("name")
     for flag, kind, metavar, text in (
-        ("--add-column", "add", '"c TYPE"', "add a nullable column"),
-        ("--drop-column", "drop", "c", "drop a column"),
-        ("--rename-column", "rename", "old=new", "rename a column (its data stays)"),
+        ("--add-column", "add", '"c TYPE"', "add a nullable column (or c.field: a struct field)"),
+        ("--drop-column", "drop", "c", "drop a column (or c.field)"),
+        ("--rename-column", "rename", "old=new", "rename a column or field (its data stays)"),
         (
             "--widen",
             "widen",

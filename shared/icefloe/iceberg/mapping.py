@@ -223,11 +223,11 @@ def data_file_record(
     ids = footer_field_ids(spec.layout_at(f.spec_version))
     current = footer_field_ids(spec.layout)
     plan = compute_statistics_plan(schema, table.properties)
-    held = {c.id: c.type for c in spec.layout_at(f.spec_version).columns}
+    held = dict(ids.values())  # each leaf's type as the file holds it, by id
     widened = {
-        column_id
-        for column_id, column in zip(spec.column_ids, spec.columns, strict=True)
-        if held.get(column_id, column.type) != column.type
+        leaf_id
+        for leaf_id, leaf_type in current.values()
+        if held.get(leaf_id, leaf_type) != leaf_type
     }
     for field_id, leaf_type in current.values():
         if (leaf_type == "JSON" or field_id in widened) and field_id in plan:

@@ -18,6 +18,7 @@ from icefloe.metastore.store import MetaStore
 from icefloe.spec import TableSpec, parse_schema, validate_column_name
 from icefloe.spec.evolution import (
     AddColumn,
+    AddField,
     DropColumn,
     RenameColumn,
     SchemaChange,
@@ -57,8 +58,14 @@ def alter_table(*, meta: MetaStore, table: str, changes: Sequence[SchemaChange])
     )
 
 
-def add_column(text: str) -> AddColumn:
-    """``"c TYPE"`` as a change (the CLI's ``--add-column``)."""
+def add_column(text: str) -> AddColumn | AddField:
+    """``"c TYPE"`` as a change (the CLI's ``--add-column``); ``"c.field TYPE"`` adds a field
+    to struct column ``c``."""
+    name, _, type_text = text.strip().partition(" ")
+    if "." in name:
+        if not type_text.strip():
+            raise SpecError(f"--add-column takes 'name TYPE', got {text!r}")
+        return AddField(name, type_text.strip())
     columns = parse_schema(text)
     if len(columns) != 1:
         raise SpecError(f"--add-column takes one 'name TYPE', got {text!r}")
@@ -70,7 +77,7 @@ def rename_column(text: str) -> RenameColumn:
     old, sep, new = text.partition("=")
     if not sep or not old.strip() or not new.strip():
         raise SpecError(f"--rename-column takes 'old=new', got {text!r}")
-    validate_column_name(new.strip())
+    validate_column_name(new.strip().rpartition(".")[2])
     return RenameColumn(old.strip(), new.strip())
 
 

@@ -142,7 +142,11 @@ class _Renderer:
 
     def _stats(self, key: str) -> sql.Composable:
         column, dot, leaf = key.partition(".")
-        versions = self._renamed.get(column)
+        versions: Mapping[int, str | None] | None
+        if key in self._renamed:  # a column, or a struct leaf mapped by id
+            versions, dot, leaf = self._renamed[key], "", ""
+        else:  # a leaf of a renamed column, under the column's old name
+            versions = self._renamed.get(column)
         if versions is None:
             return sql.SQL("(column_stats -> {})").format(sql.Literal(key))
         cases = [

@@ -7,11 +7,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from icefloe.duck import ident, string_literal
+from icefloe.duck import ident, name_literal, string_literal
 from icefloe.ingest.row_ids import ROW_ID_COLUMN
 from icefloe.query.scan_filters import STANDIN_SCHEMA, standin_columns
 from icefloe.spec import TableSpec
 from icefloe.spec.evolution import scan_groups
+from icefloe.spec.layout import LayoutColumn
+from icefloe.spec.remap import Cast, Remap, column_remap
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,19 +45,45 @@ def files_source(spec: TableSpec, files: Sequence[tuple[str, int]]) -> str | Non
     if not files:
         return None
     groups = scan_groups(spec, files)
-    if len(groups) == 1 and groups[0].columns is None:
+    if len(groups) == 1 and groups[0].held is None:
         return parquet_source(groups[0].uris)
     parts = []
     for group in groups:
-        physical = group.columns or {c: c for c in spec.column_names}
         select = [
-            f"CAST({ident(old) if old is not None else 'NULL'} AS {c.type}) AS {ident(c.name)}"
-            for c in spec.columns
-            for old in [physical[c.name]]
+            f"CAST({_held_sql(old, current)} AS {current.type}) AS {ident(current.name)}"
+            for current, old in zip(
+                spec.layout.columns,
+                spec.layout.columns if group.held is None else (h for _, h in group.held),
+                strict=True,
+            )
         ]
         select.append(ident(ROW_ID_COLUMN))
         parts.append(f"SELECT {', '.join(select)} FROM {parquet_source(group.uris)}")
     return "(" + " UNION ALL ".join(parts) + ")"
+
+
+def _held_sql(old: LayoutColumn | None, current: LayoutColumn) -> str:
+    """The files' column ``old`` read as ``current`` (the outer CAST gives its type)."""
+    if old is None:
+        return "NULL"
+    remap = column_remap(old, current)
+    return ident(old.name) if remap is None else remap_sql(ident(old.name), remap)
+
+
+def remap_sql(value: str, remap: Remap) -> str:
+    """DuckDB SQL reading ``value`` (held in an older layout) as the current type, struct
+    fields taken by id, never by a struct cast (see :mod:`icefloe.spec.remap`)."""
+    if isinstance(remap, Cast):
+        return f"CAST({value} AS {remap.type})"
+    fields = []
+    for f in remap.fields:
+        if f.old is None:
+            inner = f"CAST(NULL AS {f.type})"
+        else:
+            inner = f"struct_extract({value}, {name_literal(f.old)})"
+            inner = inner if f.remap is None else remap_sql(inner, f.remap)
+        fields.append(f"{ident(f.name)} := {inner}")
+    return f"CASE WHEN {value} IS NULL THEN NULL ELSE struct_pack({', '.join(fields)}) END"
 
 
 def standin_source(table: str) -> str:

@@ -23,11 +23,13 @@ from dataclasses import dataclass, replace
 from types import MappingProxyType
 
 from icefloe.errors import SpecError
-from icefloe.spec import types
-from icefloe.spec.field_ids import fresh_nested_ids
+from icefloe.spec import field_changes, types
+from icefloe.spec.field_ids import NestedField, fresh_nested_ids
+from icefloe.spec.layout import FileLayout, LayoutColumn
 from icefloe.spec.merge import AggregateMode, MergeMode, ReplaceMode
 from icefloe.spec.schema import Column, check_unique_columns
 from icefloe.spec.table_spec import TableSpec
+from icefloe.spec.type_tree import Leaf, Struct
 
 _INTEGER_WIDTHS = {"TINYINT": 1, "SMALLINT": 2, "INTEGER": 3, "BIGINT": 4, "HUGEINT": 5}
 _UNSIGNED_WIDTHS = {"UTINYINT": 1, "USMALLINT": 2, "UINTEGER": 3, "UBIGINT": 4}
@@ -60,13 +62,25 @@ class WidenColumn:
     type: str
 
 
-SchemaChange = AddColumn | DropColumn | RenameColumn | WidenColumn
+@dataclass(frozen=True, slots=True)
+class AddField:
+    """A new field at the end of a struct (``path`` from the column down:
+    ``context.page.title``); rows written before read it as NULL. Drop, rename and widen take
+    such paths in place of a column name too (a rename's new name stays in the same struct)."""
+
+    path: str
+    type: str
+
+
+SchemaChange = AddColumn | AddField | DropColumn | RenameColumn | WidenColumn
 
 
 def describe(change: SchemaChange) -> str:
     """The change in the CLI's words: ``add column c INTEGER``."""
     if isinstance(change, AddColumn):
         return f"add column {change.column.to_text()}"
+    if isinstance(change, AddField):
+        return f"add field {change.path} {types.normalize_type(change.type)}"
     if isinstance(change, DropColumn):
         return f"drop column {change.name}"
     if isinstance(change, RenameColumn):
@@ -87,6 +101,22 @@ def evolve(spec: TableSpec, changes: Sequence[SchemaChange]) -> TableSpec:
     merge = spec.merge
     for change in changes:
         where = f"alter {spec.name!r}: cannot {describe(change)}"
+        target = change.path if isinstance(change, AddField) else _target(change)
+        if "." in target:
+            index = _index(columns, target.split(".")[0])
+            if index is None:
+                raise SpecError(f"{where}: no such column")
+            _check_field_allowed(spec, target, change, where)
+            try:
+                columns[index], nested_ids[index], last_id = _change_field(
+                    columns[index], nested_ids[index], target, change, last_id
+                )
+            except SpecError as e:
+                raise SpecError(f"{where}: {e}") from e
+            sort_by = _keys_after(sort_by, target, change)
+            continue
+        if isinstance(change, AddField):
+            raise SpecError(f"{where}: name a field inside a struct (column.field)")
         if isinstance(change, AddColumn):
             if not change.column.nullable:
                 raise SpecError(f"{where}: an added column must be nullable (old rows hold NULL)")
@@ -159,54 +189,54 @@ def is_widening(old: str, new: str) -> bool:
 class ScanGroup:
     """Files one scan can read together, and how their columns map to the current ones."""
 
-    # Current name -> the name these files hold it under (None: they lack it; it reads as
-    # NULL). None: they hold exactly the current names and types (a plain read by name).
-    columns: Mapping[str, str | None] | None
+    # Per current column (in spec order): its name, and the column as these files hold it
+    # (None: they lack it; it reads as NULL). None: they hold exactly the current columns.
+    held: tuple[tuple[str, LayoutColumn | None], ...] | None
     uris: tuple[str, ...]
+
+    @property
+    def columns(self) -> Mapping[str, str | None] | None:
+        """Current name -> the name these files hold it under (None: they lack it); None for
+        a plain read."""
+        if self.held is None:
+            return None
+        return {name: (None if old is None else old.name) for name, old in self.held}
 
 
 def scan_groups(spec: TableSpec, files: Sequence[tuple[str, int]]) -> list[ScanGroup]:
     """``files`` (uri, spec version written at) grouped by the layout they hold, as seen from
     ``spec``'s columns: what every reader (DuckDB views, Spark) scans one group at a time. A
     table never altered gives one plain group. Files of two versions whose columns map the
-    same way share a group; a widened column (the same name, a narrower type) does not share
-    one with the current files."""
-    layouts: dict[int, tuple[tuple[str, str | None, str | None], ...] | None] = {}
-    groups: dict[tuple[tuple[str, str | None, str | None], ...] | None, list[str]] = {}
+    same way (names, types and the ids of the fields inside) share a group; a widened column
+    or a changed struct does not share one with the current files."""
+    layouts: dict[int, tuple[tuple[str, LayoutColumn | None], ...] | None] = {}
+    groups: dict[object, tuple[tuple[tuple[str, LayoutColumn | None], ...] | None, list[str]]] = {}
     for uri, version in files:
         if version not in layouts:
             layouts[version] = _held_columns(spec, version)
-        groups.setdefault(layouts[version], []).append(uri)
-    return [
-        ScanGroup(
-            columns=None if held is None else {name: old for name, old, _ in held},
-            uris=tuple(uris),
+        held = layouts[version]
+        key = (
+            None
+            if held is None
+            else tuple(None if h is None else (h.name, h.type, h.nested_ids) for _, h in held)
         )
-        for held, uris in groups.items()
-    ]
+        groups.setdefault(key, (held, []))[1].append(uri)
+    return [ScanGroup(held=held, uris=tuple(uris)) for held, uris in groups.values()]
 
 
 def _held_columns(
     spec: TableSpec, version: int
-) -> tuple[tuple[str, str | None, str | None], ...] | None:
-    """For each current column: (its name, the name files of ``version`` hold it under, the
-    type they hold it as), None for both when they lack it; None when the files hold exactly
-    the current names and types."""
+) -> tuple[tuple[str, LayoutColumn | None], ...] | None:
+    """For each current column, its name and the column as files of ``version`` hold it
+    (None: they lack it); None when they hold exactly the current columns (names, types and
+    the ids of the fields inside)."""
     if version == spec.version:
         return None
     physical = {c.id: c for c in spec.layout_at(version).columns}
-    held = []
-    for column_id, column in zip(spec.column_ids, spec.columns, strict=True):
-        old = physical.get(column_id)
-        held.append(
-            (column.name, None if old is None else old.name, None if old is None else old.type)
-        )
-    if all(
-        name == old_name and column.type == old_type
-        for (name, old_name, old_type), column in zip(held, spec.columns, strict=True)
-    ):
+    held = tuple(physical.get(column_id) for column_id in spec.column_ids)
+    if held == spec.layout.columns:
         return None  # names are unique in a layout: no other column can hold one of these
-    return tuple(held)
+    return tuple(zip(spec.column_names, held, strict=True))
 
 
 def _index(columns: Sequence[Column], name: str) -> int | None:
@@ -232,6 +262,61 @@ def _check_allowed(spec: TableSpec, name: str, change: SchemaChange, where: str)
         raise SpecError(f"{where}: it is {' and '.join(roles)}")
     if name == spec.overflow_column and not isinstance(change, WidenColumn):
         raise SpecError(f"{where}: it is the overflow column of extra fields")
+
+
+def _target(change: DropColumn | RenameColumn | WidenColumn | AddColumn) -> str:
+    if isinstance(change, AddColumn):
+        return change.column.name
+    return change.old if isinstance(change, RenameColumn) else change.name
+
+
+def _change_field(
+    column: Column, ids: tuple[int, ...], target: str, change: SchemaChange, last_id: int
+) -> tuple[Column, tuple[int, ...], int]:
+    """A change of the field at ``target`` (``column.field...``), and the last id given."""
+    path = tuple(target.split(".")[1:])
+    if isinstance(change, AddField):
+        edit, taken = field_changes.add(
+            path[-1], types.normalize_type(change.type), first_id=last_id + 1
+        )
+        column, ids = field_changes.change_field(column, ids, path, edit)
+        return column, ids, last_id + taken
+    if isinstance(change, DropColumn):
+        column, ids = field_changes.change_field(column, ids, path, field_changes.drop)
+    elif isinstance(change, RenameColumn):
+        parent, dot, new = change.new.rpartition(".")
+        if dot and parent != target.rpartition(".")[0]:
+            raise SpecError(f"a field is renamed within its struct ({target.rpartition('.')[0]})")
+        column, ids = field_changes.change_field(column, ids, path, field_changes.rename(new))
+    elif isinstance(change, WidenColumn):
+        wider = types.normalize_type(change.type)
+        column, ids = field_changes.change_field(
+            column, ids, path, field_changes.widen(wider, is_widening)
+        )
+    else:
+        raise SpecError("a column is added with its own name, not a path")
+    return column, ids, last_id
+
+
+def _check_field_allowed(spec: TableSpec, target: str, change: SchemaChange, where: str) -> None:
+    """A field holding the row-group key (or being it) keeps its path and type: files'
+    membership filters and row groups depend on it. Adding a field changes no key."""
+    key = spec.row_group_by
+    if isinstance(change, AddField) or key is None:
+        return
+    if key == target or key.startswith(target + "."):
+        raise SpecError(f"{where}: it is or holds the row-group key {key!r}")
+
+
+def _keys_after(sort_by: list[str], target: str, change: SchemaChange) -> list[str]:
+    """Sort keys after a field change: a dropped field's keys go, a renamed one's follow."""
+    inside = [k for k in sort_by if k == target or k.startswith(target + ".")]
+    if isinstance(change, DropColumn):
+        return [k for k in sort_by if k not in inside]
+    if isinstance(change, RenameColumn):
+        renamed = target.rpartition(".")[0] + "." + change.new.rpartition(".")[2]
+        return [renamed + k[len(target) :] if k in inside else k for k in sort_by]
+    return sort_by
 
 
 def _renamed_key(key: str, old: str, new: str) -> str:
@@ -293,4 +378,30 @@ def _stat_names(spec: TableSpec) -> Mapping[str, Mapping[int, str | None]]:
         versions = {v: physical.get(column_id) for v, physical in by_version.items()}
         if any(name != column.name for name in versions.values()):
             names[column.name] = MappingProxyType(versions)
+    # Struct leaves by id: a renamed field's statistics are under its old path, and a field
+    # dropped and added again under the same name has none in files of before.
+    leaves_by_version = {
+        layout.version: _struct_leaf_paths(layout) for layout in (*spec.past_layouts, spec.layout)
+    }
+    for leaf_id, path in _struct_leaf_paths(spec.layout).items():
+        versions = {v: leaves.get(leaf_id) for v, leaves in leaves_by_version.items()}
+        if any(old != path for old in versions.values()):
+            names[path] = MappingProxyType(versions)
     return MappingProxyType(names)
+
+
+def _struct_leaf_paths(layout: FileLayout) -> dict[int, str]:
+    """Each leaf reached through structs only, by id: its dotted path in ``layout``."""
+    paths: dict[int, str] = {}
+
+    def walk(fields: tuple[NestedField, ...], prefix: str) -> None:
+        for f in fields:
+            if isinstance(f.type, Leaf):
+                paths[f.id] = f"{prefix}.{f.name}"
+            elif isinstance(f.type, Struct):
+                walk(f.fields, f"{prefix}.{f.name}")
+
+    for column in layout.columns:
+        if isinstance(types.type_tree(column.type), Struct):
+            walk(column.fields, column.name)
+    return paths
