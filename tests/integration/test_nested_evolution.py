@@ -151,6 +151,9 @@ def test_the_issue_s_alters_inside_a_struct_read_by_id_everywhere(
             ), where
 
     check_all()
+    # The notebook client's own DuckDB reads the same views
+    assert rows(lake.duckdb().sql("SELECT ts, context FROM ev").to_arrow_table()) == want
+    assert rows(lake.relation("ev").select("ts, context").to_arrow_table()) == want
     # A snapshot pinned before the alter keeps its schema
     then = lake.query("SELECT ts, context FROM ev", snapshot_id=before_alter).to_pylist()
     assert sorted(repr((r["ts"].isoformat(), r["context"])) for r in then) == sorted(
