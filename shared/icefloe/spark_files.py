@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 from icefloe.errors import InvalidInputError
 from icefloe.ingest.row_ids import ROW_ID_COLUMN
 from icefloe.spec import TableSpec
-from icefloe.spec.evolution import scan_groups
 from icefloe.spec.layout import LayoutColumn
+from icefloe.spec.reading import scan_groups
 from icefloe.spec.remap import Cast, Remap, column_remap
 from icefloe.spec.type_tree import ListOf, MapOf, Struct, TypeNode
 from icefloe.spec.types import type_tree
@@ -107,7 +107,7 @@ def read_files(
     of that name holding each row's file URI. The DuckDB twin is
     :func:`icefloe.query.views.files_source`.
 
-    Files are read one layout group at a time (:func:`icefloe.spec.evolution.scan_groups`):
+    Files are read one layout group at a time (:func:`icefloe.spec.reading.scan_groups`):
     Spark takes one schema for all the files of a read, so a renamed or widened column would
     read as NULL or fail across layouts."""
     from pyspark.sql import functions as F

@@ -39,7 +39,7 @@ from icefloe.query.tenant_access import TenantRead, tenant_read
 from icefloe.query.views import TimeRange, files_source, standin_source, view_body, view_sql
 from icefloe.settings.limits import QueryLimits
 from icefloe.spec import TableSpec
-from icefloe.spec.evolution import stat_names
+from icefloe.spec.reading import stat_names
 from icefloe.storage import ObjectStore
 from icefloe.tracing import span
 

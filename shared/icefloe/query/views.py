@@ -11,8 +11,8 @@ from icefloe.duck import ident, name_literal, string_literal
 from icefloe.ingest.row_ids import ROW_ID_COLUMN
 from icefloe.query.scan_filters import STANDIN_SCHEMA, standin_columns
 from icefloe.spec import TableSpec
-from icefloe.spec.evolution import scan_groups
 from icefloe.spec.layout import LayoutColumn
+from icefloe.spec.reading import scan_groups
 from icefloe.spec.remap import Cast, Remap, column_remap
 
 
@@ -39,7 +39,7 @@ def files_source(spec: TableSpec, files: Sequence[tuple[str, int]]) -> str | Non
 
     Files whose version holds every column under its current name and type are read as they
     are (a table never altered reads this way); the others in one scan per layout
-    (:func:`icefloe.spec.evolution.scan_groups`), through a projection that takes each
+    (:func:`icefloe.spec.reading.scan_groups`), through a projection that takes each
     column by id: renamed ones under their old name, ones the files lack as NULL, every one
     cast to its current type (a widened column is read at its old width, then widened)."""
     if not files:

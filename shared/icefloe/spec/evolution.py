@@ -1,4 +1,4 @@
-"""Schema evolution: add, drop, rename and widen columns, and how files of any version are read.
+"""Schema evolution: add, drop, rename and widen columns, and fields inside struct columns.
 
 :func:`evolve` applies changes to a spec and returns the next version. Each change keeps the
 columns' ids (see :mod:`icefloe.spec.layout`): an added column takes a new id, so files written
@@ -9,27 +9,23 @@ What a change may not touch, because files, paths or filters already depend on i
 source columns, the row-group key and the tenant column cannot be dropped, renamed or widened;
 the overflow column cannot be dropped or renamed; the keys of a replace or aggregate merge
 cannot be dropped (a rename follows them). A custom merge query names columns in its own SQL,
-so the caller checks it again against the new spec.
+so the caller checks it again against the new spec. A dotted name changes a field inside a
+struct column, by field id (:mod:`icefloe.spec.field_changes`).
 
-:func:`scan_groups` tells a reader how to read files of any version with the current
-columns.
+How files of any version are read with the current columns: :mod:`icefloe.spec.reading`.
 """
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from types import MappingProxyType
 
 from icefloe.errors import SpecError
 from icefloe.spec import field_changes, types
-from icefloe.spec.field_ids import NestedField, fresh_nested_ids
-from icefloe.spec.layout import FileLayout, LayoutColumn
+from icefloe.spec.field_ids import fresh_nested_ids
 from icefloe.spec.merge import AggregateMode, MergeMode, ReplaceMode
 from icefloe.spec.schema import Column, check_unique_columns
 from icefloe.spec.table_spec import TableSpec
-from icefloe.spec.type_tree import Leaf, Struct
 
 _INTEGER_WIDTHS = {"TINYINT": 1, "SMALLINT": 2, "INTEGER": 3, "BIGINT": 4, "HUGEINT": 5}
 _UNSIGNED_WIDTHS = {"UTINYINT": 1, "USMALLINT": 2, "UINTEGER": 3, "UBIGINT": 4}
@@ -185,60 +181,6 @@ def is_widening(old: str, new: str) -> bool:
     return False
 
 
-@dataclass(frozen=True, slots=True)
-class ScanGroup:
-    """Files one scan can read together, and how their columns map to the current ones."""
-
-    # Per current column (in spec order): its name, and the column as these files hold it
-    # (None: they lack it; it reads as NULL). None: they hold exactly the current columns.
-    held: tuple[tuple[str, LayoutColumn | None], ...] | None
-    uris: tuple[str, ...]
-
-    @property
-    def columns(self) -> Mapping[str, str | None] | None:
-        """Current name -> the name these files hold it under (None: they lack it); None for
-        a plain read."""
-        if self.held is None:
-            return None
-        return {name: (None if old is None else old.name) for name, old in self.held}
-
-
-def scan_groups(spec: TableSpec, files: Sequence[tuple[str, int]]) -> list[ScanGroup]:
-    """``files`` (uri, spec version written at) grouped by the layout they hold, as seen from
-    ``spec``'s columns: what every reader (DuckDB views, Spark) scans one group at a time. A
-    table never altered gives one plain group. Files of two versions whose columns map the
-    same way (names, types and the ids of the fields inside) share a group; a widened column
-    or a changed struct does not share one with the current files."""
-    layouts: dict[int, tuple[tuple[str, LayoutColumn | None], ...] | None] = {}
-    groups: dict[object, tuple[tuple[tuple[str, LayoutColumn | None], ...] | None, list[str]]] = {}
-    for uri, version in files:
-        if version not in layouts:
-            layouts[version] = _held_columns(spec, version)
-        held = layouts[version]
-        key = (
-            None
-            if held is None
-            else tuple(None if h is None else (h.name, h.type, h.nested_ids) for _, h in held)
-        )
-        groups.setdefault(key, (held, []))[1].append(uri)
-    return [ScanGroup(held=held, uris=tuple(uris)) for held, uris in groups.values()]
-
-
-def _held_columns(
-    spec: TableSpec, version: int
-) -> tuple[tuple[str, LayoutColumn | None], ...] | None:
-    """For each current column, its name and the column as files of ``version`` hold it
-    (None: they lack it); None when they hold exactly the current columns (names, types and
-    the ids of the fields inside)."""
-    if version == spec.version:
-        return None
-    physical = {c.id: c for c in spec.layout_at(version).columns}
-    held = tuple(physical.get(column_id) for column_id in spec.column_ids)
-    if held == spec.layout.columns:
-        return None  # names are unique in a layout: no other column can hold one of these
-    return tuple(zip(spec.column_names, held, strict=True))
-
-
 def _index(columns: Sequence[Column], name: str) -> int | None:
     return next((i for i, c in enumerate(columns) if c.name == name), None)
 
@@ -356,52 +298,3 @@ def _merge_renamed(merge: MergeMode, old: str, new: str) -> MergeMode:
             aggregates=tuple((renamed(c), fn) for c, fn in merge.aggregates),
         )
     return merge
-
-
-def stat_names(spec: TableSpec) -> Mapping[str, Mapping[int, str | None]]:
-    """For each current column whose name is not the same in every version: version -> the
-    name files of that version hold it (and key its statistics) under, or None. Empty for a
-    table never altered, and for one whose changes renamed nothing and reused no name."""
-    if not spec.past_layouts:
-        return {}  # without hashing the spec: every plan of a table never altered asks
-    return _stat_names(spec)
-
-
-@functools.lru_cache(maxsize=256)
-def _stat_names(spec: TableSpec) -> Mapping[str, Mapping[int, str | None]]:
-    by_version = {
-        layout.version: {c.id: c.name for c in layout.columns}
-        for layout in (*spec.past_layouts, spec.layout)
-    }
-    names: dict[str, Mapping[int, str | None]] = {}
-    for column_id, column in zip(spec.column_ids, spec.columns, strict=True):
-        versions = {v: physical.get(column_id) for v, physical in by_version.items()}
-        if any(name != column.name for name in versions.values()):
-            names[column.name] = MappingProxyType(versions)
-    # Struct leaves by id: a renamed field's statistics are under its old path, and a field
-    # dropped and added again under the same name has none in files of before.
-    leaves_by_version = {
-        layout.version: _struct_leaf_paths(layout) for layout in (*spec.past_layouts, spec.layout)
-    }
-    for leaf_id, path in _struct_leaf_paths(spec.layout).items():
-        versions = {v: leaves.get(leaf_id) for v, leaves in leaves_by_version.items()}
-        if any(old != path for old in versions.values()):
-            names[path] = MappingProxyType(versions)
-    return MappingProxyType(names)
-
-
-def _struct_leaf_paths(layout: FileLayout) -> dict[int, str]:
-    """Each leaf reached through structs only, by id: its dotted path in ``layout``."""
-    paths: dict[int, str] = {}
-
-    def walk(fields: tuple[NestedField, ...], prefix: str) -> None:
-        for f in fields:
-            if isinstance(f.type, Leaf):
-                paths[f.id] = f"{prefix}.{f.name}"
-            elif isinstance(f.type, Struct):
-                walk(f.fields, f"{prefix}.{f.name}")
-
-    for column in layout.columns:
-        if isinstance(types.type_tree(column.type), Struct):
-            walk(column.fields, column.name)
-    return paths

@@ -43,7 +43,7 @@ def test_a_key_that_is_not_an_orderable_struct_leaf_is_refused(
 
 
 def test_merge_keys_stay_columns() -> None:
-    with pytest.raises(InvalidNameError, match="column name 'context.page.n'"):
+    with pytest.raises(InvalidNameError, match=r"column name 'context\.page\.n'"):
         TableSpec.create(name="ev", schema=SCHEMA, merge="replace(other; version=context.page.n)")
 
 

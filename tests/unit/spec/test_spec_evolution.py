@@ -15,9 +15,8 @@ from icefloe.spec.evolution import (
     WidenColumn,
     evolve,
     is_widening,
-    scan_groups,
-    stat_names,
 )
+from icefloe.spec.reading import scan_groups, stat_names
 from icefloe.spec.schema import Column
 
 
