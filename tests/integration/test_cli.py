@@ -1171,6 +1171,9 @@ def test_the_issue_s_nested_table_is_created_filled_and_pruned_from_the_cli(
         " m MAP(VARCHAR, INTEGER)",
     )  # fmt: skip
     assert code == 0
+    shown = json.loads(run("table", "show", "ev", "--format", "json")[1])
+    assert shown["stats_leaves"] == ["context.ip", "context.page.url"]
+    assert "leaf statistics     context.ip, context.page.url" in run("table", "show", "ev")[1]
     for day in (1, 2, 3):
         source = tmp_path / f"day{day}.ndjson"
         source.write_text(

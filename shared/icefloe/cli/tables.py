@@ -76,6 +76,7 @@ def _table_row(info: TableInfo) -> dict[str, Any]:
         "head_snapshot_id": info.head_snapshot_id,
         "created_at": info.created_at,
         "spec": info.spec.to_dict(),
+        "stats_leaves": list(info.spec.stats_leaves),
     }
 
 
@@ -182,6 +183,7 @@ def _describe(info: TableInfo) -> str:
         ("partition by", format_partition_by(spec.partition_by) or "(none)"),
         ("sort by", ", ".join(spec.sort_by) or "(none)"),
         ("row groups by", spec.row_group_by or "(none)"),
+        *([("leaf statistics", ", ".join(spec.stats_leaves))] if spec.stats_leaves else []),
         ("merge", spec.merge.to_text()),
         ("target file size", f"{spec.sizes.target_file_bytes:,} bytes"),
         ("snapshot retention", f"{spec.retention.snapshot_retention_seconds:,} s"),
