@@ -47,6 +47,8 @@ def _shard(text: str) -> tuple[int, int]:
 
 
 SHARD, SHARDS = _shard(os.environ.get("ICEFLOE_FUZZ_SHARD", "0/1"))
+# ICEFLOE_FUZZ_PROGRESS=1 prints a line every 5,000 queries (seen with pytest -s).
+PROGRESS = os.environ.get("ICEFLOE_FUZZ_PROGRESS") == "1"
 
 
 @pytest.mark.parametrize("schema", ["created", "evolved"])
@@ -85,10 +87,16 @@ def test_pruned_answers_equal_unpruned_answers(
     # When each random query is answered both ways
     mismatches: list[str] = []
     pruned_queries = reference_errors = order_dependent = 0
+    leaf_queries = pruned_leaf_queries = 0
     for number in range(queries):
         sql = generator.query()
         if number % SHARDS != SHARD:
             continue
+        if PROGRESS and number % 5000 < SHARDS:
+            print(
+                f"[{schema} {SHARD}/{SHARDS}] query {number}: {len(mismatches)} differ", flush=True
+            )
+        leaf_only = generator.nested_leaf_only
         try:
             expected = reference.execute(sql).to_arrow_table().to_pylist()
         except Exception:
@@ -102,8 +110,10 @@ def test_pruned_answers_equal_unpruned_answers(
                 continue
             mismatches.append(f"#{number}: {sql}\n  engine failed: {e}")
             continue
+        leaf_queries += leaf_only
         if result.plan(TABLE).files_scanned < len(files):
             pruned_queries += 1
+            pruned_leaf_queries += leaf_only
         want = canonical([tuple(r.values()) for r in expected])
         got = [tuple(r.values()) for r in result.rows.to_pylist()]
         if canonical(got) != want:
@@ -116,6 +126,14 @@ def test_pruned_answers_equal_unpruned_answers(
 
     # Then every answer is the same, and pruning really was exercised
     ran = len(range(SHARD, queries, SHARDS))
+    if PROGRESS:
+        print(
+            f"[{schema} {SHARD}/{SHARDS}] {ran} queries, {len(mismatches)} differ,"
+            f" {pruned_queries} pruned, {reference_errors} errors without pruning,"
+            f" {order_dependent} order-dependent; {leaf_queries} on struct leaves alone,"
+            f" {pruned_leaf_queries} of them pruned",
+            flush=True,
+        )
     # (an error of DuckDB's evaluation order is rare: 2 in the first 100,000-query run)
     assert order_dependent <= max(3, ran // 10_000), f"{order_dependent} order-dependent errors"
     assert not mismatches, (
@@ -124,6 +142,11 @@ def test_pruned_answers_equal_unpruned_answers(
     )
     assert reference_errors < ran // 10
     assert pruned_queries > ran // 4, f"only {pruned_queries} of {ran} queries pruned"
+    # (queries whose every predicate is on a struct leaf: they prune by leaf statistics alone)
+    assert leaf_queries > ran // 20, f"only {leaf_queries} of {ran} queries on struct leaves alone"
+    assert pruned_leaf_queries > leaf_queries // 4, (
+        f"only {pruned_leaf_queries} of {leaf_queries} struct-leaf queries pruned"
+    )
 
 
 def _raises_without_pruning(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 
 from icefloe.ingest import Inserter
@@ -25,11 +25,18 @@ from icefloe.spec.evolution import (
     evolve,
 )
 from icefloe.storage import ObjectStore
+from support.nested_fuzz import NestedPredicates, nested_edge_values, nested_values
 
 TABLE = "f"
+# Nested columns, in both tables (the schema changes never touch them): struct leaves whose
+# statistics prune, and a map and a list of structs whose predicates must prune nothing.
+NESTED_COLUMNS = (
+    "ctx STRUCT(s VARCHAR, n INTEGER, sub STRUCT(d DATE, f DOUBLE, t TIMESTAMP, z TIMESTAMPTZ),"
+    " amt DECIMAL(10,2), ok BOOLEAN), mp MAP(VARCHAR, INTEGER), items STRUCT(k VARCHAR, v BIGINT)[]"
+)
 SCHEMA = (
     "ts TIMESTAMP NOT NULL, tz TIMESTAMPTZ, d DATE, k VARCHAR NOT NULL, i INTEGER, b BIGINT,"
-    " x DOUBLE, r FLOAT, m DECIMAL(10,2), s VARCHAR, flag BOOLEAN"
+    " x DOUBLE, r FLOAT, m DECIMAL(10,2), s VARCHAR, flag BOOLEAN, " + NESTED_COLUMNS
 )
 KEYS = ("alpha", "beta", "gamma")
 START = datetime(2026, 10, 30)
@@ -76,7 +83,7 @@ def fill_table(
 # so that its live files hold four layouts (see fill_evolved_table).
 EVOLVED_SCHEMA = (
     "ts TIMESTAMP NOT NULL, tz TIMESTAMPTZ, d DATE, k VARCHAR NOT NULL, i INTEGER, b INTEGER,"
-    " x_old DOUBLE, r FLOAT, m DECIMAL(9,2), s2 VARCHAR, s VARCHAR"
+    " x_old DOUBLE, r FLOAT, m DECIMAL(9,2), s2 VARCHAR, s VARCHAR, " + NESTED_COLUMNS
 )
 CHANGES_TO_V2: list[SchemaChange] = [
     WidenColumn("b", "BIGINT"),
@@ -182,7 +189,7 @@ def _maybe(rng: random.Random, value: object, null_share: float = 0.1) -> object
 def _row(rng: random.Random, ts: datetime, centre: int, prefix: str) -> dict[str, object]:
     v = centre + rng.randint(-20, 20)
     tz = ts.replace(tzinfo=UTC) + timedelta(minutes=rng.randint(-600, 600))
-    return {
+    row: dict[str, object] = {
         "ts": ts.isoformat(),
         "tz": _maybe(rng, tz.isoformat()),
         "d": _maybe(rng, (ts.date() + timedelta(days=rng.randint(-3, 3))).isoformat()),
@@ -195,6 +202,7 @@ def _row(rng: random.Random, ts: datetime, centre: int, prefix: str) -> dict[str
         "s": _maybe(rng, prefix + "".join(rng.choice("abcxyz") for _ in range(rng.randint(0, 4)))),
         "flag": _maybe(rng, v % 2 == 0),
     }
+    return row | nested_values(rng, ts=ts, v=v, prefix=prefix)
 
 
 def _edge_row(rng: random.Random) -> dict[str, object]:
@@ -211,6 +219,7 @@ def _edge_row(rng: random.Random) -> dict[str, object]:
         "m": rng.choice((99999999.99, -99999999.99, 0.0)),
         "s": rng.choice(STRING_EDGES),
         "flag": None,
+        **nested_edge_values(rng),
     }
 
 
@@ -220,12 +229,25 @@ def _edge_row(rng: random.Random) -> dict[str, object]:
 @dataclass
 class QueryGenerator:
     """Random SELECTs over table ``f``: predicates mixing comparisons, BETWEEN, IN, LIKE,
-    IS [NOT] NULL, CASTs, arithmetic and NOT/AND/OR, inside shapes with subqueries, CTEs,
-    self-joins, set operations, lateral joins and windows."""
+    IS [NOT] NULL, CASTs, arithmetic and NOT/AND/OR, on flat columns and on the leaves of
+    nested ones (support.nested_fuzz), inside shapes with subqueries, CTEs, self-joins, set
+    operations, lateral joins and windows. After each :meth:`query`, :attr:`nested_leaf_only`
+    says whether every atom of it was a predicate on a struct leaf."""
 
     rng: random.Random
+    nested: NestedPredicates = field(init=False)
+    flat_atoms: int = 0
+
+    def __post_init__(self) -> None:
+        self.nested = NestedPredicates(self.rng, literal=self.literal, op=self._op)
+
+    @property
+    def nested_leaf_only(self) -> bool:
+        drawn = self.nested
+        return drawn.leaf_atoms > 0 and drawn.other_atoms == 0 and self.flat_atoms == 0
 
     def query(self) -> str:
+        self.flat_atoms = self.nested.leaf_atoms = self.nested.other_atoms = 0
         shape: Callable[[], str] = self.rng.choice(
             [
                 self._plain,
@@ -246,6 +268,8 @@ class QueryGenerator:
                 self._correlated_scalar,
                 self._quantified,
                 self._case_filter,
+                self._nested_rows,
+                self._nested_aggregates,
             ]
         )
         return shape()
@@ -359,6 +383,20 @@ class QueryGenerator:
             f" {self.predicate('f')} ELSE coalesce({self.predicate('f')}, false) END"
         )
 
+    def _nested_rows(self) -> str:
+        # Whole nested values compared row by row (the row id makes the LIMIT deterministic).
+        return (
+            f"SELECT _row_id, ctx, mp, items, ctx.sub AS sub FROM f WHERE {self.predicate('f')}"
+            f" ORDER BY _row_id LIMIT {self.rng.randint(1, 40)}"
+        )
+
+    def _nested_aggregates(self) -> str:
+        return (
+            "SELECT count(ctx) AS nc, min(ctx.sub.d) AS d, max(ctx['sub']['t']) AS t,"
+            " sum(ctx.n) AS sn, min(ctx.s) AS s, max(mp['a']) AS ma, sum(len(items)) AS li,"
+            f" count(DISTINCT ctx.sub) AS ns FROM f WHERE {self.predicate('f')}"
+        )
+
     def _aggregates(self, alias: str) -> str:
         p = f"{alias}." if alias else ""
         return self.rng.choice(
@@ -384,6 +422,9 @@ class QueryGenerator:
 
     def _atom(self, alias: str) -> str:
         rng = self.rng
+        if rng.random() < 0.35:
+            return self.nested.atom(alias)
+        self.flat_atoms += 1
         column = rng.choice(("ts", "ts", "tz", "d", "i", "i", "b", "x", "r", "m", "s", "s", "k"))
         ref = f"{alias}.{column}" if alias else column
         kind = rng.random()
@@ -469,6 +510,14 @@ def canonical(rows: list[tuple[object, ...]]) -> list[str]:
 
 
 def _canonical_value(value: object) -> object:
+    """One spelling per value: structs (dicts, in field order) and lists recursively, maps
+    (Arrow gives them as lists of (key, value) tuples) as lists sorted by key."""
+    if isinstance(value, dict):
+        return {k: _canonical_value(v) for k, v in value.items()}
+    if isinstance(value, list) and value and all(isinstance(v, tuple) for v in value):
+        return sorted((repr(_canonical_value(k)), _canonical_value(v)) for k, v in value)
+    if isinstance(value, list):
+        return [_canonical_value(v) for v in value]
     if isinstance(value, float) and value != value:
         return "NaN"
     if isinstance(value, float) and value == 0:
