@@ -30,7 +30,7 @@ import boto3
 import pytest
 from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import NoSuchTableError
-from test_iceberg_publish import duckdb_with_iceberg, rows
+from test_iceberg_publish import rows
 
 from icefloe.compaction.local import compact_locally
 from icefloe.config import CoreSettings
@@ -51,6 +51,7 @@ from icefloe.spec import Retention, SizeTargets, TableSpec
 from icefloe.spec.evolution import SchemaChange
 from icefloe.storage import ObjectStore, object_store_from_settings
 from support.aws import FAKE_AWS_ENVIRONMENT, REGION, UNSET_AWS_VARIABLES
+from support.engines import duckdb_with_iceberg
 
 pytestmark = pytest.mark.integration
 

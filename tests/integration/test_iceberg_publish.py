@@ -30,6 +30,7 @@ from icefloe.lifecycle.alter import add_column, drop_column, rename_column, wide
 from icefloe.metastore.store import MetaStore
 from icefloe.spec import SizeTargets, TableSpec
 from icefloe.storage import LocalObjectStore
+from support.engines import duckdb_with_iceberg
 from support.merge_lake import START, Lake
 
 pytestmark = pytest.mark.integration
@@ -53,18 +54,6 @@ def insert_batches(lake: Lake, *, batches: int, rows: int, days: int, seed: int 
                 for _ in range(rows)
             ],
         )
-
-
-def duckdb_with_iceberg() -> duckdb.DuckDBPyConnection:
-    import duckdb_extension_avro
-    import duckdb_extension_iceberg
-
-    con = duckdb.connect()
-    for module, name in ((duckdb_extension_avro, "avro"), (duckdb_extension_iceberg, "iceberg")):
-        path = Path(module.__file__).parent / "extensions" / f"v{duckdb.__version__}"
-        con.execute(f"LOAD '{path / f'{name}.duckdb_extension'}'")
-    con.execute("SET TimeZone = 'UTC'")
-    return con
 
 
 def rows(values: list[tuple[Any, ...]]) -> Counter[tuple[str, ...]]:

@@ -11,18 +11,15 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import duckdb
 import pytest
 
 import icefloe
-from icefloe.compaction import compact_with_spark
-from icefloe.compaction.planning import claim_partitions
-from icefloe.config import WarehouseLocation
 from icefloe.errors import SpecError
 from icefloe.iceberg import local_catalog
 from icefloe.lake import Lake
 from icefloe.spark import read_table
 from icefloe.spec import SizeTargets
+from support.engines import duckdb_with_iceberg, spark_compact
 
 SCHEMA = (
     "ts TIMESTAMP NOT NULL, context STRUCT(ip VARCHAR, page STRUCT(url VARCHAR),"
@@ -174,8 +171,7 @@ def test_the_issue_s_alters_inside_a_struct_read_by_id_everywhere(
     published = lake.publish_iceberg("ev", catalog=local_catalog(tmp_path / "iceberg"))
     table = local_catalog(tmp_path / "iceberg").load_table(("icefloe", "ev"))
     assert rows(table.scan().to_arrow()) == want
-    con = duckdb.connect()
-    _load_iceberg(con)
+    con = duckdb_with_iceberg()
     scanned = con.execute(
         f"SELECT ts, context FROM iceberg_scan('{published.metadata_location}')"
     ).to_arrow_table()
@@ -185,15 +181,7 @@ def test_the_issue_s_alters_inside_a_struct_read_by_id_everywhere(
     if engine == "duckdb":
         assert lake.merge("ev").count("committed") > 0
     else:
-        manifest = claim_partitions(lake.meta, "ev")
-        assert manifest is not None
-        compact_with_spark(
-            spark,
-            meta=lake.meta,
-            objects=lake.objects,
-            location=WarehouseLocation(scheme="file", path=lake.objects.root),
-            manifest=manifest,
-        )
+        spark_compact(lake, spark, "ev")
     assert {f.spec_version for f in lake.meta.files("ev")} == {4}
     check_all()
 
@@ -222,13 +210,3 @@ def test_a_change_inside_a_struct_that_cannot_be_made_is_refused_naming_it(
     with pytest.raises(SpecError, match=message):
         lake.alter_table("ev", **change)
     assert lake.table("ev").spec.version == 1
-
-
-def _load_iceberg(con: duckdb.DuckDBPyConnection) -> None:
-    import duckdb_extension_avro
-    import duckdb_extension_iceberg
-
-    for module, name in ((duckdb_extension_avro, "avro"), (duckdb_extension_iceberg, "iceberg")):
-        path = Path(module.__file__).parent / "extensions" / f"v{duckdb.__version__}"
-        con.execute(f"LOAD '{path / f'{name}.duckdb_extension'}'")
-    con.execute("SET TimeZone = 'UTC'")

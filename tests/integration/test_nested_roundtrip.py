@@ -18,13 +18,11 @@ import pyarrow.parquet as pq
 import pytest
 
 import icefloe
-from icefloe.compaction import compact_with_spark
-from icefloe.compaction.planning import claim_partitions
-from icefloe.config import WarehouseLocation
 from icefloe.iceberg import local_catalog
 from icefloe.lake import Lake
 from icefloe.spark import read_table
 from icefloe.spec import TableSpec
+from support.engines import duckdb_with_iceberg, spark_compact
 
 SCHEMA = (
     "ts TIMESTAMP NOT NULL, event VARCHAR,"
@@ -175,15 +173,7 @@ def test_nested_events_round_trip_through_every_path_and_reader(
     lake.insert("ev", batches[5])
     lake.insert("ev", events(99, 30))
     oracle.rows += batches[5] + events(99, 30)
-    manifest = claim_partitions(lake.meta, "ev")
-    assert manifest is not None
-    result = compact_with_spark(
-        spark,
-        meta=lake.meta,
-        objects=lake.objects,
-        location=WarehouseLocation(scheme="file", path=lake.objects.root),
-        manifest=manifest,
-    )
+    result = spark_compact(lake, spark, "ev")
     assert result.count("committed") > 0
     check(lake, oracle)
 
@@ -226,8 +216,7 @@ def test_nested_events_round_trip_through_every_path_and_reader(
         " FROM ev"
     )
     assert via_pyiceberg in (expected, null_items_as_empty)
-    con = duckdb.connect()
-    _load_iceberg(con)
+    con = duckdb_with_iceberg()
     scanned = con.execute(
         f"SELECT {', '.join(COLUMNS)} FROM iceberg_scan('{published.metadata_location}')"
     ).to_arrow_table()
@@ -244,16 +233,6 @@ def _spark_plain(value: Any) -> Any:
     if isinstance(value, list):
         return [_spark_plain(v) for v in value]
     return _plain(value)
-
-
-def _load_iceberg(con: duckdb.DuckDBPyConnection) -> None:
-    import duckdb_extension_avro
-    import duckdb_extension_iceberg
-
-    for module, name in ((duckdb_extension_avro, "avro"), (duckdb_extension_iceberg, "iceberg")):
-        path = Path(module.__file__).parent / "extensions" / f"v{duckdb.__version__}"
-        con.execute(f"LOAD '{path / f'{name}.duckdb_extension'}'")
-    con.execute("SET TimeZone = 'UTC'")
 
 
 def _versions(seed: int, keys: int, start_minute: int) -> list[dict[str, Any]]:
@@ -288,15 +267,7 @@ def test_replace_and_aggregate_merges_keep_nested_values_whole(
         lake.merge()
     else:
         for table in ("ev", "agg"):
-            manifest = claim_partitions(lake.meta, table)
-            assert manifest is not None
-            compact_with_spark(
-                spark,
-                meta=lake.meta,
-                objects=lake.objects,
-                location=WarehouseLocation(scheme="file", path=lake.objects.root),
-                manifest=manifest,
-            )
+            spark_compact(lake, spark, table)
     assert all(len(lake.meta.files(t)) == 1 for t in ("ev", "agg"))
     oracle = Oracle()
     oracle.rows = inserted

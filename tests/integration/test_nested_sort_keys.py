@@ -17,11 +17,9 @@ import pyarrow.parquet as pq
 import pytest
 
 import icefloe
-from icefloe.compaction import compact_with_spark
-from icefloe.compaction.planning import claim_partitions
-from icefloe.config import WarehouseLocation
 from icefloe.lake import Lake
 from icefloe.spec import SizeTargets
+from support.engines import spark_compact
 
 SCHEMA = (
     "ts TIMESTAMP NOT NULL, n BIGINT,"
@@ -123,15 +121,7 @@ def test_struct_leaf_keys_order_files_cut_row_groups_and_prune(lake: Lake, spark
         batch = rows(seed, 600)
         lake.insert("ev", batch)
         inserted += batch
-    manifest = claim_partitions(lake.meta, "ev")
-    assert manifest is not None
-    compact_with_spark(
-        spark,
-        meta=lake.meta,
-        objects=lake.objects,
-        location=WarehouseLocation(scheme="file", path=lake.objects.root),
-        manifest=manifest,
-    )
+    spark_compact(lake, spark, "ev")
     check_files(lake)
     same_answers(lake, inserted)
 
