@@ -23,6 +23,7 @@ from icefloe.lake import Lake
 from icefloe.spark import read_table
 from icefloe.spec import TableSpec
 from support.engines import duckdb_with_iceberg, spark_compact
+from support.nested_answers import canonical, plain_value, spark_value
 
 SCHEMA = (
     "ts TIMESTAMP NOT NULL, event VARCHAR,"
@@ -91,22 +92,6 @@ def _arrow_schema() -> pa.Schema:
 def as_arrow(rows: list[dict[str, Any]]) -> pa.Table:
     typed = [{**r, "ts": datetime.fromisoformat(r["ts"])} for r in rows]
     return pa.Table.from_pylist(typed, schema=_arrow_schema())
-
-
-def canonical(table: pa.Table) -> list[str]:
-    rows = table.to_pylist(maps_as_pydicts="strict")
-    return sorted(repr(tuple(_plain(v) for v in row.values())) for row in rows)
-
-
-def _plain(value: Any) -> Any:
-    """One spelling per value whatever reader gave it: maps and structs as sorted pairs."""
-    if isinstance(value, dict):
-        return tuple(sorted((str(k), _plain(v)) for k, v in value.items()))
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    if isinstance(value, datetime):
-        return value.replace(tzinfo=None).isoformat()
-    return value
 
 
 class Oracle:
@@ -201,7 +186,7 @@ def test_nested_events_round_trip_through_every_path_and_reader(
 
     # The Spark reader
     frame = read_table(spark, "ev", runtime=lake.runtime)
-    spark_rows = [tuple(_spark_plain(row[c]) for c in COLUMNS) for row in frame.collect()]
+    spark_rows = [tuple(spark_value(row[c]) for c in COLUMNS) for row in frame.collect()]
     assert sorted(map(repr, spark_rows)) == oracle.answer(f"SELECT {', '.join(COLUMNS)} FROM ev")
 
     # Iceberg: pyiceberg and iceberg_scan read the published head
@@ -221,18 +206,6 @@ def test_nested_events_round_trip_through_every_path_and_reader(
         f"SELECT {', '.join(COLUMNS)} FROM iceberg_scan('{published.metadata_location}')"
     ).to_arrow_table()
     assert canonical(scanned) == expected
-
-
-def _spark_plain(value: Any) -> Any:
-    from pyspark.sql import Row
-
-    if isinstance(value, Row):
-        return _plain(value.asDict(recursive=True))
-    if isinstance(value, dict):
-        return _plain({k: _spark_plain(v) for k, v in value.items()})
-    if isinstance(value, list):
-        return [_spark_plain(v) for v in value]
-    return _plain(value)
 
 
 def _versions(seed: int, keys: int, start_minute: int) -> list[dict[str, Any]]:
@@ -316,6 +289,6 @@ def test_nested_columns_renamed_added_and_dropped_read_by_id_in_duckdb_and_spark
     # Spark reads the same, layout group by layout group
     frame = read_table(spark, "ev", runtime=lake.runtime)
     via_spark = sorted(
-        repr((_spark_plain(r["ctx"]), _spark_plain(r["extra"]))) for r in frame.collect()
+        repr((spark_value(r["ctx"]), spark_value(r["extra"]))) for r in frame.collect()
     )
-    assert via_spark == sorted(repr((_plain(r["ctx"]), _plain(r["extra"]))) for r in duck)
+    assert via_spark == sorted(repr((plain_value(r["ctx"]), plain_value(r["extra"]))) for r in duck)
