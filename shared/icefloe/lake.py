@@ -40,7 +40,7 @@ from icefloe.lifecycle import (
     delete_rows,
     rollback_table,
 )
-from icefloe.lifecycle.alter import add_column, drop_column, widen_column
+from icefloe.lifecycle.alter import add_column, check_spec_sql, drop_column, widen_column
 from icefloe.merge import LocalMergeReport, MergeWorker, merge_locally
 from icefloe.metastore.models import Snapshot, TableInfo, TableStatus
 from icefloe.metastore.secrets import SecretDsn, with_database_secret
@@ -310,8 +310,10 @@ class Lake:
     ) -> TableInfo:
         """Create a table; ``spec`` takes :meth:`TableSpec.create`'s other arguments
         (``partition_by``, ``sort_by``, ``row_group_by``, ``merge``, ``publish``, ...)."""
+        table = TableSpec.create(name=name, schema=schema, **spec)
+        check_spec_sql(table)
         try:
-            return self.meta.create_table(TableSpec.create(name=name, schema=schema, **spec))
+            return self.meta.create_table(table)
         except TableExistsError:
             if not if_not_exists:
                 raise

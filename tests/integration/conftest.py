@@ -8,7 +8,9 @@ from typing import Any
 
 import pytest
 
+from icefloe import connect
 from icefloe.ingest import Inserter
+from icefloe.lake import Lake as ConnectedLake
 from icefloe.merge import MergeWorker
 from icefloe.metastore.store import MetaStore
 from icefloe.query import QueryEngine
@@ -29,6 +31,15 @@ def lake(meta: MetaStore, tmp_path: Path) -> Iterator[Lake]:
         engine=QueryEngine(meta=meta, objects=objects),
     )
     inserter.close()
+
+
+@pytest.fixture
+def connected_lake(tmp_path: Path, postgres_dsn: str, schema_name: str) -> Iterator[ConnectedLake]:
+    """The lake ``icefloe.connect`` opens on a fresh meta store schema, home under ``tmp_path``."""
+    with connect(
+        home=tmp_path / "home", database_url=postgres_dsn, database_schema=schema_name
+    ) as opened:
+        yield opened
 
 
 @pytest.fixture(scope="session")

@@ -27,11 +27,8 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
-def lake(tmp_path: Path, postgres_dsn: str, schema_name: str) -> Iterator[Lake]:
-    with icefloe.connect(
-        home=tmp_path / "home", database_url=postgres_dsn, database_schema=schema_name
-    ) as opened:
-        yield opened
+def lake(connected_lake: Lake) -> Lake:
+    return connected_lake
 
 
 def test_rows_arrow_and_files_go_in_and_the_lifecycle_works(lake: Lake, tmp_path: Path) -> None:

@@ -6,14 +6,12 @@ files into the current layout."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-import icefloe
 from icefloe.errors import SpecError
 from icefloe.iceberg import local_catalog
 from icefloe.lake import Lake
@@ -29,11 +27,8 @@ START = datetime(2026, 3, 1)
 
 
 @pytest.fixture
-def lake(tmp_path: Path, postgres_dsn: str, schema_name: str) -> Iterator[Lake]:
-    with icefloe.connect(
-        home=tmp_path / "home", database_url=postgres_dsn, database_schema=schema_name
-    ) as opened:
-        yield opened
+def lake(connected_lake: Lake) -> Lake:
+    return connected_lake
 
 
 def _ts(n: int) -> str:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-import icefloe
 from icefloe.iceberg import local_catalog
 from icefloe.lake import Lake
 from icefloe.spark import read_table
@@ -114,11 +112,8 @@ def check(lake: Lake, oracle: Oracle, *, snapshot_id: int | None = None) -> None
 
 
 @pytest.fixture
-def lake(tmp_path: Path, postgres_dsn: str, schema_name: str) -> Iterator[Lake]:
-    with icefloe.connect(
-        home=tmp_path / "home", database_url=postgres_dsn, database_schema=schema_name
-    ) as opened:
-        yield opened
+def lake(connected_lake: Lake) -> Lake:
+    return connected_lake
 
 
 def test_nested_events_round_trip_through_every_path_and_reader(

@@ -6,9 +6,7 @@ every answer is plain DuckDB's."""
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
 from datetime import datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import duckdb
@@ -16,7 +14,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-import icefloe
 from icefloe.lake import Lake
 from icefloe.spec import SizeTargets
 from support.engines import spark_compact
@@ -54,11 +51,8 @@ def rows(seed: int, count: int) -> list[dict[str, Any]]:
 
 
 @pytest.fixture
-def lake(tmp_path: Path, postgres_dsn: str, schema_name: str) -> Iterator[Lake]:
-    with icefloe.connect(
-        home=tmp_path / "home", database_url=postgres_dsn, database_schema=schema_name
-    ) as opened:
-        yield opened
+def lake(connected_lake: Lake) -> Lake:
+    return connected_lake
 
 
 def check_files(lake: Lake) -> None:

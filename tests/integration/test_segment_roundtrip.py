@@ -7,7 +7,6 @@ structs, a rollback, time travel, the Spark reader, and Iceberg publication read
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +15,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-import icefloe
 from icefloe.duck import string_literal
 from icefloe.iceberg import local_catalog
 from icefloe.lake import Lake
@@ -104,11 +102,8 @@ def check(lake: Lake, oracle: Oracle, *, snapshot_id: int | None = None) -> None
 
 
 @pytest.fixture
-def lake(tmp_path: Path, postgres_dsn: str, schema_name: str) -> Iterator[Lake]:
-    with icefloe.connect(
-        home=tmp_path / "home", database_url=postgres_dsn, database_schema=schema_name
-    ) as opened:
-        yield opened
+def lake(connected_lake: Lake) -> Lake:
+    return connected_lake
 
 
 def test_segment_events_round_trip_through_every_path_and_reader(

@@ -15,8 +15,13 @@ from icefloe.errors import InvalidInputError, TableExistsError
 from icefloe.janitor import format_duration
 from icefloe.lake import Lake
 from icefloe.lifecycle import alter_table
-from icefloe.lifecycle.alter import add_column, drop_column, rename_column, widen_column
-from icefloe.merge.modes import check_merge_query
+from icefloe.lifecycle.alter import (
+    add_column,
+    check_spec_sql,
+    drop_column,
+    rename_column,
+    widen_column,
+)
 from icefloe.metastore.models import TableInfo
 from icefloe.spec import TableSpec, format_partition_by, format_schema
 from icefloe.spec.evolution import SchemaChange
@@ -57,7 +62,7 @@ def table_create_command(lake: Lake, args: argparse.Namespace, out: TextIO) -> i
             tenant_column=args.tenant_column,
         )
     spec = dataclasses.replace(spec, publish=args.publish)
-    check_merge_query(spec)
+    check_spec_sql(spec)
     try:
         info = lake.meta.create_table(spec)
         verb = "created"

@@ -37,6 +37,7 @@ from icefloe.errors import (
     SpecChangedError,
     TableNotFoundError,
 )
+from icefloe.ingest.generated_values import with_generated_values
 from icefloe.ingest.layout import Partition, sorted_rows, split_partitions
 from icefloe.ingest.load import load_batch, load_batch_checking_json_beside
 from icefloe.ingest.row_ids import ROW_ID_COLUMN, new_row_ids
@@ -316,6 +317,7 @@ class Inserter:
                         rows, json_check = load_batch_checking_json_beside(
                             con, spec, staged, limits=self.limits
                         )
+                        rows = with_generated_values(con, spec, rows, limits=self.limits)
                         if rows.nbytes > _RELEASE_FROM_BYTES:
                             # Parsing freed more than it kept; give it back before the sort
                             # and the encodes need theirs (the pool would otherwise hold it).
@@ -330,6 +332,7 @@ class Inserter:
                             # its time is the load's.
                             converting = time.perf_counter()
                             rows = load_batch(con, spec, staged, limits=self.limits, fast=False)
+                            rows = with_generated_values(con, spec, rows, limits=self.limits)
                             loaded += time.perf_counter() - converting
                             files = self._partition_and_write(con, spec, rows, written, None)
                         del rows

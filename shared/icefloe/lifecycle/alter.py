@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from icefloe.errors import SpecError
 from icefloe.merge.modes import check_merge_query
 from icefloe.metastore.store import MetaStore
+from icefloe.query.generated import check_generated_columns
 from icefloe.spec import TableSpec, parse_schema, validate_column_name
 from icefloe.spec.evolution import (
     AddColumn,
@@ -45,7 +46,7 @@ def alter_table(*, meta: MetaStore, table: str, changes: Sequence[SchemaChange])
 
     def evolved(current: TableSpec) -> TableSpec:
         spec = evolve(current, changes)
-        check_merge_query(spec)  # a custom merge query must still fit the columns
+        check_spec_sql(spec)  # the spec's SQL must still fit the columns
         return spec
 
     result = meta.alter_table(table, evolved)
@@ -56,6 +57,15 @@ def alter_table(*, meta: MetaStore, table: str, changes: Sequence[SchemaChange])
         changes=tuple(map(describe, changes)),
         spec=result.spec,
     )
+
+
+def check_spec_sql(spec: TableSpec) -> None:
+    """Refuse a spec whose SQL DuckDB would refuse later: a custom merge query
+    (:func:`icefloe.merge.modes.check_merge_query`) or a generated column's expression
+    (:func:`icefloe.query.generated.check_generated_columns`). Run before a table is created
+    and on each new version of its spec."""
+    check_merge_query(spec)
+    check_generated_columns(spec)
 
 
 def add_column(text: str) -> AddColumn | AddField:

@@ -31,6 +31,7 @@ def check_spec(spec: TableSpec) -> None:
     _check_ordering(spec)
     _check_merge(spec)
     _check_ingest(spec)
+    _check_generated(spec)
 
 
 def _check_partitioning(spec: TableSpec) -> None:
@@ -120,6 +121,25 @@ def _check_ingest(spec: TableSpec) -> None:
     t = lookup_column(spec, spec.overflow_column, where="overflow_column").type
     if t != "JSON":
         raise SpecError(f"overflow_column: {spec.overflow_column!r} must be JSON, not {t}")
+
+
+def _check_generated(spec: TableSpec) -> None:
+    """Where a generated column may not stand. Its expression is checked against DuckDB
+    where a table is created or altered (icefloe.query.generated)."""
+    generated = [c.name for c in spec.columns if c.expression is not None]
+    if not generated:
+        return
+    for role, name in (
+        ("overflow_column", spec.overflow_column),
+        ("tenant_column", spec.tenant_column),
+    ):
+        if name in generated:
+            raise SpecError(f"{role}: {name!r} is a generated column; it must be an input column")
+    if isinstance(spec.merge, AggregateMode | CustomMode):
+        raise SpecError(
+            f"merge: generated column {generated[0]!r} in a table whose merges aggregate rows"
+            " (a merged row's stored value would not be its expression's); use append or replace"
+        )
 
 
 def _check_parts(spec: TableSpec) -> None:

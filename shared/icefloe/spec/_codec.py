@@ -69,18 +69,29 @@ def strings(value: object, *, where: str) -> tuple[str, ...]:
 
 
 def column_to_dict(column: Column) -> dict[str, object]:
-    """``{"name", "type", "nullable"}``."""
-    return {"name": column.name, "type": column.type, "nullable": column.nullable}
+    """``{"name", "type", "nullable"}``, and ``"expression"`` for a generated column."""
+    out: dict[str, object] = {"name": column.name, "type": column.type, "nullable": column.nullable}
+    if column.expression is not None:
+        out["expression"] = column.expression
+    return out
 
 
 def column_from_dict(value: object) -> Column:
     """Inverse of :func:`column_to_dict`."""
-    d = mapping(value, where="columns", required=("name", "type"), optional=("nullable",))
+    d = mapping(
+        value, where="columns", required=("name", "type"), optional=("nullable", "expression")
+    )
     nullable = d.get("nullable", True)
     if not isinstance(nullable, bool):
         raise SpecError(f"columns: nullable must be true or false, got {show(nullable)}")
     where = "columns"
-    return Column(string(d["name"], where=where), string(d["type"], where=where), nullable)
+    expression = d.get("expression")
+    return Column(
+        string(d["name"], where=where),
+        string(d["type"], where=where),
+        nullable,
+        None if expression is None else string(expression, where=where),
+    )
 
 
 def field_to_dict(field: PartitionField) -> dict[str, object]:

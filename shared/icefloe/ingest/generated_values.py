@@ -1,0 +1,158 @@
+"""Generated columns' values, computed at insert.
+
+A loaded batch (every input path ends in the same Arrow table of the spec's columns) gets each
+generated column's value from its expression, evaluated by DuckDB over the batch's columns at
+their table types, in UTC: what a query of the table would compute from the same row. Input
+may not give a generated column a value: a row that does is refused, naming the row and the
+column. A computed value passes the checks an input value of the column's type passes
+(finite numbers, times Python can read, text within the size limit); a row whose expression
+fails (a cast of text that is not a number) or gives a value that fails them is refused,
+naming the row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import duckdb
+import pyarrow as pa
+
+from icefloe.duck import ident, string_literal
+from icefloe.errors import RowProblem
+from icefloe.ingest.columns import value_checks
+from icefloe.ingest.conversion import identity_sources, refuse
+from icefloe.ingest.sources import InsertLimits
+from icefloe.spec import Column, TableSpec
+
+_BATCH = "__icefloe_generated_input"
+_PROBLEMS = {
+    "range": "its value is outside the years 1 to 9999",
+    "finite": "its value is not a finite number",
+    "nul": "its value holds a NUL character (it is a partition value)",
+    "json": "its value is not standard JSON",
+    "size": "its value is longer than the value size limit",
+}
+
+
+def with_generated_values(
+    con: duckdb.DuckDBPyConnection, spec: TableSpec, rows: pa.Table, *, limits: InsertLimits
+) -> pa.Table:
+    """``rows`` (the spec's columns, generated ones NULL) with each generated column computed."""
+    generated = [c for c in spec.columns if c.generated]
+    if not generated:
+        return rows
+    for column in generated:
+        given = rows.column(column.name)
+        if given.null_count < len(given):
+            row = next(i for i, v in enumerate(given.is_valid().to_pylist()) if v)
+            raise refuse(
+                [
+                    RowProblem(
+                        row=row,
+                        field=column.name,
+                        message="a generated column takes no value from the input (insert"
+                        " computes it from its expression); leave the field out",
+                    )
+                ]
+            )
+    try:
+        computed = _compute(con, spec, generated, rows, limits)
+    except duckdb.Error:
+        raise refuse([_first_failure(con, spec, generated, rows, limits)]) from None
+    problems = [
+        RowProblem(row=row, field=name, message=f"generated from its expression, {_PROBLEMS[code]}")
+        for row, name, code in _failed_checks(computed, generated)
+    ]
+    if problems:
+        raise refuse(problems[:1], total=len(problems))
+    for column in generated:
+        position = rows.schema.get_field_index(column.name)
+        rows = rows.set_column(position, rows.field(position), computed.column(column.name))
+    return rows
+
+
+def _compute(
+    con: duckdb.DuckDBPyConnection,
+    spec: TableSpec,
+    generated: Sequence[Column],
+    rows: pa.Table,
+    limits: InsertLimits,
+) -> pa.Table:
+    """Each generated column's value, and its check code (``__check_<name>``: NULL when the
+    value passes), row by row."""
+    inputs = ", ".join(
+        f"CAST({ident(c.name)} AS {c.type}) AS {ident(c.name)}"
+        for c in spec.columns
+        if not c.generated
+    )
+    outputs = ", ".join(
+        part for c in generated for part in (ident(c.name), _check_sql(c, spec, limits))
+    )
+    cursor = con.cursor()
+    try:
+        cursor.register(_BATCH, rows)
+        return cursor.execute(
+            f"SELECT {outputs} FROM (SELECT {_values_sql(generated)}"
+            f" FROM (SELECT {inputs} FROM {_BATCH}))"
+        ).to_arrow_table()
+    finally:
+        cursor.close()
+
+
+def _values_sql(generated: Sequence[Column]) -> str:
+    return ", ".join(f"CAST(({c.expression}) AS {c.type}) AS {ident(c.name)}" for c in generated)
+
+
+def _check_sql(column: Column, spec: TableSpec, limits: InsertLimits) -> str:
+    v = ident(column.name)
+    checks = value_checks(
+        column.type,
+        v,
+        max_value_bytes=limits.max_value_bytes,
+        partition_source=column.name in identity_sources(spec),
+    )
+    name = ident("__check_" + column.name)
+    if not checks:
+        return f"CAST(NULL AS VARCHAR) AS {name}"
+    cases = " ".join(f"WHEN {c} THEN {string_literal(k)}" for c, k in checks)
+    return f"CASE WHEN {v} IS NULL THEN NULL {cases} END AS {name}"
+
+
+def _failed_checks(computed: pa.Table, generated: Sequence[Column]) -> list[tuple[int, str, str]]:
+    failed = []
+    for column in generated:
+        codes = computed.column("__check_" + column.name)
+        if codes.null_count == len(codes):
+            continue
+        failed += [(row, column.name, code) for row, code in enumerate(codes.to_pylist()) if code]
+    return sorted(failed)
+
+
+def _first_failure(
+    con: duckdb.DuckDBPyConnection,
+    spec: TableSpec,
+    generated: Sequence[Column],
+    rows: pa.Table,
+    limits: InsertLimits,
+) -> RowProblem:
+    """The first row (and column) whose expression DuckDB cannot compute: halves of the batch
+    are tried until one row is left, then each generated column on it."""
+    start, stop = 0, rows.num_rows
+    while stop - start > 1:
+        middle = (start + stop) // 2
+        try:
+            _compute(con, spec, generated, rows.slice(start, middle - start), limits)
+        except duckdb.Error:
+            stop = middle
+        else:
+            start = middle
+    row = rows.slice(start, 1)
+    for column in generated:
+        try:
+            _compute(con, spec, [column], row, limits)
+        except duckdb.Error as e:
+            first = str(e).strip().splitlines()[0]
+            return RowProblem(
+                row=start, field=column.name, message=f"its expression fails: {first}"
+            )
+    return RowProblem(row=start, field=None, message="a generated column's expression fails")

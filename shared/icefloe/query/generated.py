@@ -1,0 +1,148 @@
+"""Generated columns' expressions, checked where a table is created or altered.
+
+An expression is one value per row: DuckDB SQL naming only the table's input columns (not
+another generated column), deterministic by DuckDB's own function stability (``random()``,
+``now()``, ``uuid()`` are refused), with no aggregate, window or subquery, and nothing the
+query sandbox refuses (settings, environment, catalog functions). It must bind over the
+table's columns and cast to the column's type. The check runs it over no rows, on a
+connection locked down as a query's is.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import duckdb
+
+from icefloe import duck
+from icefloe.duck import ident
+from icefloe.errors import InvalidInputError
+from icefloe.query.sandbox import check_references, lock_down
+from icefloe.query.sql_refs import analyze, walk
+from icefloe.settings.limits import QueryLimits
+from icefloe.spec import Column, TableSpec
+
+# Function stability DuckDB reports (duckdb_functions()) for which a row's value may change
+# from one evaluation to the next.
+_UNSTABLE = frozenset({"VOLATILE", "CONSISTENT_WITHIN_QUERY"})
+
+
+class GeneratedColumnError(InvalidInputError):
+    """A generated column's expression cannot be computed for a row as the rules require."""
+
+
+def check_generated_columns(spec: TableSpec) -> None:
+    """Refuse, naming the column, a generated column whose expression breaks a rule above."""
+    generated = [c for c in spec.columns if c.generated]
+    if not generated:
+        return
+    inputs = [c for c in spec.columns if not c.generated]
+    con = duck.connect()
+    try:
+        nulls = ", ".join(f"CAST(NULL AS {c.type}) AS {ident(c.name)}" for c in inputs)
+        con.execute(f"CREATE TABLE {ident(spec.name)} AS SELECT {nulls} WHERE false")
+        functions = _function_kinds(con)
+        lock_down(con, limits=QueryLimits())
+        for column in generated:
+            _check_one(con, spec, column, functions)
+    finally:
+        con.close()
+
+
+def _check_one(
+    con: duckdb.DuckDBPyConnection,
+    spec: TableSpec,
+    column: Column,
+    functions: dict[str, set[str]],
+) -> None:
+    assert column.expression is not None
+    where = f"generated column {column.name!r} of {spec.name!r}"
+    select = f"SELECT ({column.expression}) FROM {ident(spec.name)}"
+    tree = _parse(con, select, where)
+    refs = analyze(select, con=con)
+    if (
+        refs.tables != {spec.name}
+        or refs.ctes
+        or refs.table_functions
+        or len(refs.source_kinds - {"BASE_TABLE"})
+    ):
+        raise GeneratedColumnError(
+            f"{where}: its expression reads one row's columns only (no table, subquery or"
+            " table function)"
+        )
+    try:
+        check_references(refs, lake_tables=[spec.name])
+    except InvalidInputError as e:
+        raise GeneratedColumnError(f"{where}: {str(e).removeprefix('query refused: ')}") from e
+    try:
+        con.execute(
+            f"SELECT CAST(({column.expression}) AS {column.type}) FROM {ident(spec.name)}"
+        ).fetchall()
+    except duckdb.Error as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise GeneratedColumnError(
+            f"{where}: its expression does not bind over the table's input columns"
+            f" (generated columns are not among them) as {column.type}: {first}"
+        ) from e
+    names = {c.name.lower() for c in spec.columns if not c.generated} | {spec.name.lower()}
+    names |= {
+        str(ref["column_names"][0]).lower()
+        for node in walk(tree)
+        if node.get("class") == "LAMBDA"
+        for ref in walk(node.get("lhs"))
+        if ref.get("class") == "COLUMN_REF"
+    }
+    for node in walk(tree):
+        kind = node.get("class")
+        if kind == "COLUMN_REF" and str(node["column_names"][0]).lower() not in names:
+            # a name DuckDB binds to a function when no column has it: current_date,
+            # current_timestamp, localtime, current_user, ...
+            raise GeneratedColumnError(
+                f"{where}: {node['column_names'][0]} is not one of the table's input columns"
+                " (a value that depends on when or by whom a row is computed is not allowed)"
+            )
+        if kind in ("WINDOW", "SUBQUERY"):
+            raise GeneratedColumnError(
+                f"{where}: its expression is one row's value; a {kind.lower()} is not allowed"
+            )
+        if kind == "FUNCTION":
+            name = str(node.get("function_name", "")).lower()
+            kinds = functions.get(name, set())
+            if "aggregate" in kinds:
+                raise GeneratedColumnError(
+                    f"{where}: {name}() is an aggregate; the expression is one row's value"
+                )
+            if kinds & _UNSTABLE:
+                raise GeneratedColumnError(
+                    f"{where}: {name}() is not deterministic (DuckDB marks it"
+                    f" {sorted(kinds & _UNSTABLE)[0]}); a row's value must be the same whenever"
+                    " it is computed"
+                )
+
+
+def _parse(con: duckdb.DuckDBPyConnection, select: str, where: str) -> Any:
+    raw = con.execute("SELECT json_serialize_sql(?)", [select]).fetchone()
+    assert raw is not None
+    tree = json.loads(raw[0])
+    if tree.get("error"):
+        raise GeneratedColumnError(
+            f"{where}: its expression does not parse: {tree.get('error_message', '')}"
+        )
+    statements = tree["statements"]
+    if len(statements) != 1:
+        raise GeneratedColumnError(f"{where}: its expression must be one expression")
+    return statements[0]["node"]["select_list"]
+
+
+def _function_kinds(con: duckdb.DuckDBPyConnection) -> dict[str, set[str]]:
+    """Each function's types (scalar, aggregate, ...) and stabilities, over its overloads."""
+    kinds: dict[str, set[str]] = {}
+    for name, kind, stability in con.execute(
+        "SELECT function_name, function_type, stability FROM duckdb_functions()"
+    ).fetchall():
+        found = kinds.setdefault(str(name).lower(), set())
+        found.add(str(kind))
+        if stability is not None:
+            found.add(str(stability))
+    return kinds
