@@ -130,6 +130,7 @@ bench: venv
 	$(PY) -m benchmarks.cold_start_bench --scale $(BENCH_SCALE)
 	$(PY) -m benchmarks.iceberg_bench --scale $(BENCH_SCALE)
 	$(PY) -m benchmarks.nested_bench --scale $(BENCH_SCALE)
+	$(PY) -m benchmarks.generated_bench --scale $(BENCH_SCALE)
 
 stop: venv
 	$(BIN)/icefloe db stop

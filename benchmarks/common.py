@@ -104,3 +104,37 @@ def copy_table_files(meta: Any, objects: Any, *, source: str, target: str) -> No
             )
         )
     meta.commit_append(target, files=copies)
+
+
+def ask_alternately(
+    engine: Any, sqls: dict[str, str], *, tables: dict[str, str], repeat: int
+) -> dict[str, Any]:
+    """Each kind's query (``sqls``: kind -> SQL) through ``engine`` (a QueryEngine): once for
+    its plan of ``tables[kind]`` (files considered and scanned, bytes scanned) and its answer,
+    two warm-up rounds, then ``repeat`` rounds in alternation. Per kind: the SQL, the plan's
+    figures and the median latency in ms; under ``answers``, each kind's rows."""
+    out: dict[str, Any] = {}
+    answers = {}
+    for kind, sql in sqls.items():
+        result = engine.query(sql)
+        plan = result.plan(tables[kind])
+        answers[kind] = result.rows.to_pylist()
+        out[kind] = {
+            "sql": sql,
+            "files_considered": plan.files_considered,
+            "files_scanned": plan.files_scanned,
+            "bytes_scanned": plan.bytes_scanned,
+        }
+    samples: dict[str, list[float]] = {kind: [] for kind in sqls}
+    for _ in range(2):
+        for sql in sqls.values():
+            engine.query(sql)
+    for _ in range(repeat):
+        for kind, sql in sqls.items():
+            started = time.perf_counter()
+            engine.query(sql)
+            samples[kind].append(time.perf_counter() - started)
+    for kind, times in samples.items():
+        out[kind]["median_ms"] = round(statistics.median(times) * 1000, 2)
+    out["answers"] = answers
+    return out

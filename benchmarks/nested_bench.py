@@ -25,7 +25,7 @@ from typing import Any
 
 from tests.support.segment_corpus import segment_events
 
-from benchmarks.common import benchmark_postgres, write_results
+from benchmarks.common import ask_alternately, benchmark_postgres, write_results
 from icefloe.ingest import Inserter
 from icefloe.merge import MergeLimits, MergeWorker, merge_locally
 from icefloe.metastore.store import MetaStore
@@ -91,29 +91,10 @@ def filter_both(engine: QueryEngine, repeat: int) -> dict[str, Any]:
         "struct": f"SELECT count(*) AS n FROM seg_struct WHERE context.page.url = '{PROMO}'",
         "json": f"SELECT count(*) AS n FROM seg_json WHERE context->>'$.page.url' = '{PROMO}'",
     }
-    out: dict[str, Any] = {}
-    answers = {}
-    for kind, sql in sqls.items():
-        result = engine.query(sql)
-        plan = result.plan(f"seg_{kind}")
-        answers[kind] = result.rows.to_pylist()
-        out[kind] = {
-            "sql": sql,
-            "files_considered": plan.files_considered,
-            "files_scanned": plan.files_scanned,
-            "bytes_scanned": plan.bytes_scanned,
-        }
-    samples: dict[str, list[float]] = {kind: [] for kind in sqls}
-    for _ in range(2):  # warm-up
-        for sql in sqls.values():
-            engine.query(sql)
-    for _ in range(repeat):
-        for kind, sql in sqls.items():
-            started = time.perf_counter()
-            engine.query(sql)
-            samples[kind].append(time.perf_counter() - started)
-    for kind, times in samples.items():
-        out[kind]["median_ms"] = round(statistics.median(times) * 1000, 2)
+    out = ask_alternately(
+        engine, sqls, tables={kind: f"seg_{kind}" for kind in sqls}, repeat=repeat
+    )
+    answers = out.pop("answers")
     out["matching_rows"] = answers["struct"][0]["n"]
     out["same_answer"] = answers["struct"] == answers["json"]
     return out

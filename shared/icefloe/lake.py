@@ -46,6 +46,7 @@ from icefloe.metastore.models import Snapshot, TableInfo, TableStatus
 from icefloe.metastore.secrets import SecretDsn, with_database_secret
 from icefloe.query import QueryEngine, QueryLimits
 from icefloe.query.engine import Isolation, QueryResult
+from icefloe.query.json_paths import JsonPathReport, json_paths
 from icefloe.query.s3_access import S3Endpoint, configure_s3_from_settings
 from icefloe.runtime import Runtime
 from icefloe.settings import IcefloeSettings, process_environment
@@ -327,6 +328,26 @@ class Lake:
 
     def drop_table(self, name: str) -> TableInfo:
         return self.meta.drop_table(name)
+
+    def json_paths(
+        self,
+        table: str,
+        *,
+        column: str | None = None,
+        max_files: int = 10,
+        max_rows: int = 100_000,
+    ) -> JsonPathReport:
+        """The JSON paths in the newest files' ``column`` (the table's one JSON column by
+        default): how often each appears, its type, and the generated column declaring it."""
+        return json_paths(
+            meta=self.meta,
+            objects=self.objects,
+            table=table,
+            column=column,
+            max_files=max_files,
+            max_rows=max_rows,
+            configure=self.duckdb_configure,
+        )
 
     def alter_table(
         self,

@@ -291,3 +291,71 @@ def test_the_cli_creates_shows_and_fills_a_table_with_a_generated_column(
     assert run("insert", "ev", str(batch))[0] == 0
     code, out = run("query", "SELECT numtime + 1 AS n FROM ev", "--format", "json")
     assert code == 0 and json.loads(out) == [{"n": 42}]
+    code, out = run("table", "paths", "ev", "--format", "json")
+    assert code == 0 and json.loads(out) == [
+        {
+            "path": "$.numtime",
+            "rows": 1,
+            "share": 1.0,
+            "types": {"VARCHAR": 1},
+            "type": "VARCHAR",
+            "declaration": "numtime VARCHAR AS (properties->>'$.numtime')",
+        }
+    ]
+    code, out = run("table", "paths", "ev")
+    assert code == 0 and out.splitlines()[0] == "ev.properties: 1 rows of the newest 1 files"
+
+
+def test_table_paths_lists_each_path_with_its_type_and_a_declaration(lake: Lake) -> None:
+    lake.create_table("raw", schema="ts TIMESTAMP NOT NULL, properties JSON, note VARCHAR")
+    lake.insert("raw", [{"ts": "2026-05-01T00:00:00", "properties": {"old_path": 1}}])
+    rows: list[dict[str, Any]] = [
+        {
+            "ts": "2026-05-02T00:00:00",
+            "properties": {
+                "numtime": n,
+                "ratio": n / 4 if n % 4 else n // 4,
+                "ok": n % 2 == 0,
+                "mixed": n if n % 2 else str(n),
+                "user": {"plan": ["free", "pro"][n % 2]} if n < 15 else None,
+                "items": [{"sku": f"s{n}"}],
+            },
+        }
+        for n in range(20)
+    ]
+    lake.insert("raw", [*rows, {"ts": "2026-05-02T00:00:00", "properties": None}])
+
+    # The newest file: 20 rows with a value; the older file's path is not in it
+    report = lake.json_paths("raw", max_files=1)
+    assert (report.column, report.files_read, report.rows_read) == ("properties", 1, 20)
+    found = {p.path: (p.rows, p.type, p.declaration) for p in report.paths}
+    assert found == {
+        "$.numtime": (
+            20,
+            "BIGINT",
+            "numtime BIGINT AS (TRY_CAST(properties->>'$.numtime' AS BIGINT))",
+        ),
+        "$.ratio": (20, "DOUBLE", "ratio DOUBLE AS (TRY_CAST(properties->>'$.ratio' AS DOUBLE))"),
+        "$.ok": (20, "BOOLEAN", "ok BOOLEAN AS (TRY_CAST(properties->>'$.ok' AS BOOLEAN))"),
+        "$.mixed": (20, "JSON", "mixed JSON AS (properties->'$.mixed')"),
+        "$.user": (20, "JSON", "user JSON AS (properties->'$.user')"),
+        "$.user.plan": (15, "VARCHAR", "user_plan VARCHAR AS (properties->>'$.user.plan')"),
+        "$.items": (20, "JSON", "items JSON AS (properties->'$.items')"),
+        "$.items[*]": (20, "JSON", None),
+        "$.items[*].sku": (20, "VARCHAR", None),
+    }
+    assert {p.path: p.types for p in report.paths}["$.ratio"] == {"UBIGINT": 5, "DOUBLE": 15}
+    assert "$.old_path" in {p.path for p in lake.json_paths("raw").paths}
+
+    # Its declarations make a table that computes each path
+    declared = ", ".join(p.declaration for p in report.paths if p.declaration)
+    lake.create_table("typed", schema=f"ts TIMESTAMP NOT NULL, properties JSON, {declared}")
+    lake.insert("typed", rows)
+    (answer,) = lake.query(
+        "SELECT sum(numtime) AS n, sum(ratio) AS r, count(*) FILTER (WHERE ok) AS k,"
+        " count(DISTINCT user_plan) AS p FROM typed"
+    ).to_pylist()
+    assert answer == {"n": sum(range(20)), "r": sum(range(20)) / 4, "k": 10, "p": 2}
+
+    with pytest.raises(InvalidInputError, match="'note' is not a JSON column"):
+        lake.json_paths("raw", column="note")

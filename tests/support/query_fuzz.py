@@ -34,9 +34,18 @@ NESTED_COLUMNS = (
     "ctx STRUCT(s VARCHAR, n INTEGER, sub STRUCT(d DATE, f DOUBLE, t TIMESTAMP, z TIMESTAMPTZ),"
     " amt DECIMAL(10,2), ok BOOLEAN), mp MAP(VARCHAR, INTEGER), items STRUCT(k VARCHAR, v BIGINT)[]"
 )
+# Generated columns, in both tables (computed at insert from columns the changes never touch):
+# their statistics prune as a stored column's do.
+GENERATED_COLUMNS = (
+    "gi BIGINT AS (CAST(i AS BIGINT) * 3 - 7),"
+    " gk VARCHAR AS (upper(k) || ':' || CAST(CAST(ts AS DATE) AS VARCHAR))"
+)
 SCHEMA = (
     "ts TIMESTAMP NOT NULL, tz TIMESTAMPTZ, d DATE, k VARCHAR NOT NULL, i INTEGER, b BIGINT,"
-    " x DOUBLE, r FLOAT, m DECIMAL(10,2), s VARCHAR, flag BOOLEAN, " + NESTED_COLUMNS
+    " x DOUBLE, r FLOAT, m DECIMAL(10,2), s VARCHAR, flag BOOLEAN, "
+    + NESTED_COLUMNS
+    + ", "
+    + GENERATED_COLUMNS
 )
 KEYS = ("alpha", "beta", "gamma")
 START = datetime(2026, 10, 30)
@@ -83,7 +92,10 @@ def fill_table(
 # so that its live files hold four layouts (see fill_evolved_table).
 EVOLVED_SCHEMA = (
     "ts TIMESTAMP NOT NULL, tz TIMESTAMPTZ, d DATE, k VARCHAR NOT NULL, i INTEGER, b INTEGER,"
-    " x_old DOUBLE, r FLOAT, m DECIMAL(9,2), s2 VARCHAR, s VARCHAR, " + NESTED_COLUMNS
+    " x_old DOUBLE, r FLOAT, m DECIMAL(9,2), s2 VARCHAR, s VARCHAR, "
+    + NESTED_COLUMNS
+    + ", "
+    + GENERATED_COLUMNS
 )
 CHANGES_TO_V2: list[SchemaChange] = [
     WidenColumn("b", "BIGINT"),
@@ -425,7 +437,9 @@ class QueryGenerator:
         if rng.random() < 0.35:
             return self.nested.atom(alias)
         self.flat_atoms += 1
-        column = rng.choice(("ts", "ts", "tz", "d", "i", "i", "b", "x", "r", "m", "s", "s", "k"))
+        column = rng.choice(
+            ("ts", "ts", "tz", "d", "i", "i", "b", "x", "r", "m", "s", "s", "k", "gi", "gk")
+        )
         ref = f"{alias}.{column}" if alias else column
         kind = rng.random()
         if kind < 0.08:
@@ -472,8 +486,11 @@ class QueryGenerator:
             if form == 4:
                 return f"TIMESTAMP '{moment.isoformat(sep=' ')}'"
             return f"'{moment.date().isoformat()}'"
-        if column in ("i", "b", "m", "x", "r"):
-            scale = 1000 if column == "b" else 1
+        if column == "gk":
+            day = (START + timedelta(days=rng.randint(-1, DAYS))).date()
+            return f"'{rng.choice(KEYS).upper()}:{day}'"
+        if column in ("i", "b", "m", "x", "r", "gi"):
+            scale = {"b": 1000, "gi": 3}.get(column, 1)
             value = rng.randint(-520, 520) * scale
             form = rng.randrange(8)
             if form == 0:

@@ -26,6 +26,7 @@ from icefloe.cli.tables import (
     table_create_command,
     table_drop_command,
     table_list_command,
+    table_paths_command,
     table_show_command,
 )
 from icefloe.errors import IcefloeError, TableNotFoundError
@@ -36,6 +37,7 @@ _COMMANDS: dict[str, Callable[[Lake, argparse.Namespace, TextIO], int]] = {
     "table create": table_create_command,
     "table list": table_list_command,
     "table show": table_show_command,
+    "table paths": table_paths_command,
     "table drop": table_drop_command,
     "table alter": table_alter_command,
     "publish iceberg": publish_iceberg_command,

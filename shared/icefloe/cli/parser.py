@@ -134,6 +134,23 @@ def _add_table_commands(commands: argparse._SubParsersAction[_Parser]) -> None:
     show = table_commands.add_parser("show", help="show a table's spec and head")
     show.add_argument("name")
     _add_format(show)
+    paths = table_commands.add_parser(
+        "paths",
+        help="list the JSON paths in a table's newest files, with the generated column"
+        " declaring each",
+        epilog="Reads the newest --files files (by the snapshot that added them), --rows rows"
+        " at most. Each path: how many rows hold it, the JSON types seen, the type a generated"
+        " column takes (BIGINT, DOUBLE, BOOLEAN, VARCHAR, or JSON when mixed or nested) and its"
+        " declaration for table create --schema. Paths inside lists are folded to [*] and"
+        " have no declaration.",
+    )
+    paths.add_argument("name")
+    paths.add_argument("--column", help="the JSON column (default: the table's only one)")
+    paths.add_argument("--files", type=int, default=10, help="newest files to read (default 10)")
+    paths.add_argument(
+        "--rows", type=int, default=100_000, help="rows to read at most (default 100000)"
+    )
+    _add_format(paths)
     drop = table_commands.add_parser(
         "drop",
         help="drop a table: gone from listings and queries at once, its objects deleted by gc"

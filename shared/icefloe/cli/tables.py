@@ -114,6 +114,40 @@ def table_show_command(lake: Lake, args: argparse.Namespace, out: TextIO) -> int
     return 0
 
 
+def table_paths_command(lake: Lake, args: argparse.Namespace, out: TextIO) -> int:
+    report = lake.json_paths(
+        args.name, column=args.column, max_files=args.files, max_rows=args.rows
+    )
+    rows = [
+        {
+            "path": p.path,
+            "rows": p.rows,
+            "share": p.share,
+            "types": p.types,
+            "type": p.type,
+            "declaration": p.declaration,
+        }
+        for p in report.paths
+    ]
+    emit(
+        out,
+        args.format,
+        rows,
+        lambda: (
+            f"{report.table}.{report.column}: {report.rows_read:,} rows of the newest"
+            f" {report.files_read} files\n"
+            + text_table(
+                ["path", "rows", "share", "type", "declaration"],
+                [
+                    [p.path, p.rows, f"{p.share:.0%}", p.type or "(null)", p.declaration or ""]
+                    for p in report.paths
+                ],
+            )
+        ),
+    )
+    return 0
+
+
 def table_drop_command(lake: Lake, args: argparse.Namespace, out: TextIO) -> int:
     info = lake.meta.drop_table(args.name)
     retention = timedelta(seconds=info.spec.retention.snapshot_retention_seconds)
