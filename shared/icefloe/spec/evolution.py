@@ -77,11 +77,13 @@ def describe(change: SchemaChange) -> str:
         return f"add column {change.column.to_text()}"
     if isinstance(change, AddField):
         return f"add field {change.path} {types.normalize_type(change.type)}"
+    target = change.old if isinstance(change, RenameColumn) else change.name
+    what = "field" if "." in target else "column"  # a dotted name is a field inside a struct
     if isinstance(change, DropColumn):
-        return f"drop column {change.name}"
+        return f"drop {what} {change.name}"
     if isinstance(change, RenameColumn):
-        return f"rename column {change.old} to {change.new}"
-    return f"widen column {change.name} to {types.normalize_type(change.type)}"
+        return f"rename {what} {change.old} to {change.new}"
+    return f"widen {what} {change.name} to {types.normalize_type(change.type)}"
 
 
 def evolve(spec: TableSpec, changes: Sequence[SchemaChange]) -> TableSpec:

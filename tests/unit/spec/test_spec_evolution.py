@@ -13,6 +13,7 @@ from icefloe.spec.evolution import (
     DropColumn,
     RenameColumn,
     WidenColumn,
+    describe,
     evolve,
     is_widening,
 )
@@ -102,3 +103,26 @@ def test_statistics_names_vary_only_for_renamed_added_and_reused_columns() -> No
     assert stat_names(renamed) == {"c": {1: "a", 2: "c"}}
     reused = evolve(renamed, [DropColumn("b"), AddColumn(Column("b", "VARCHAR"))])
     assert stat_names(reused)["b"] == {1: None, 2: None, 3: "b"}
+
+
+def test_a_change_is_described_as_a_columns_or_a_fields_by_its_name() -> None:
+    assert [
+        describe(change)
+        for change in (
+            DropColumn("a"),
+            DropColumn("ctx.page"),
+            RenameColumn("b", "c"),
+            RenameColumn("ctx.ip", "ctx.client_ip"),
+            WidenColumn("n", "bigint"),
+            WidenColumn("ctx.screen.width", "BIGINT"),
+            AddColumn(Column("d", "DATE")),
+        )
+    ] == [
+        "drop column a",
+        "drop field ctx.page",
+        "rename column b to c",
+        "rename field ctx.ip to ctx.client_ip",
+        "widen column n to BIGINT",
+        "widen field ctx.screen.width to BIGINT",
+        "add column d DATE",
+    ]
