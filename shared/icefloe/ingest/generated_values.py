@@ -67,7 +67,8 @@ def with_generated_values(
         raise refuse(problems[:1], total=len(problems))
     for column in generated:
         position = rows.schema.get_field_index(column.name)
-        rows = rows.set_column(position, rows.field(position), computed.column(column.name))
+        field = rows.field(position)  # the loader's Arrow type for the column's type
+        rows = rows.set_column(position, field, computed.column(column.name).cast(field.type))
     return rows
 
 
