@@ -138,3 +138,44 @@ def ask_alternately(
         out[kind]["median_ms"] = round(statistics.median(times) * 1000, 2)
     out["answers"] = answers
     return out
+
+
+def insert_alternately(
+    inserter: Any, batches: list[bytes], *, kinds: tuple[str, str], rows: int
+) -> dict[str, Any]:
+    """Each NDJSON batch into table ``seg_<kind>`` of both ``kinds`` through ``inserter`` (an
+    Inserter), the first kind first on even batches and second on odd ones. Per kind: the
+    median seconds a batch and rows per second (``rows`` a batch)."""
+    samples: dict[str, list[float]] = {kind: [] for kind in kinds}
+    for n, batch in enumerate(batches):
+        for kind in kinds if n % 2 == 0 else kinds[::-1]:
+            started = time.perf_counter()
+            inserter.insert_bytes(f"seg_{kind}", batch, fmt="ndjson")
+            samples[kind].append(time.perf_counter() - started)
+    return {
+        kind: {
+            "median_batch_s": round(statistics.median(times), 4),
+            "rows_per_s": round(rows / statistics.median(times)),
+        }
+        for kind, times in samples.items()
+    }
+
+
+def merge_until_quiet(meta: Any, worker: Any, tables: list[str]) -> dict[str, Any]:
+    """Merge each of ``tables`` until nothing is left to merge (``merge_locally``); per table:
+    files before and after, and the bytes live after."""
+    from icefloe.merge import merge_locally
+
+    stored = {}
+    for table in tables:
+        files_before = len(meta.files(table))
+        report = merge_locally(meta=meta, worker=worker, table=table, until_quiet=True)
+        if report.dead_letters:
+            raise RuntimeError(f"merging {table} went wrong: {report}")
+        live = meta.files(table)
+        stored[table] = {
+            "files_before_merge": files_before,
+            "files_after_merge": len(live),
+            "bytes": sum(f.size_bytes for f in live),
+        }
+    return stored

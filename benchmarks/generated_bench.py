@@ -19,9 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import tempfile
-import time
 import uuid
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -29,9 +27,15 @@ from typing import Any
 
 from tests.support.segment_corpus import segment_events
 
-from benchmarks.common import ask_alternately, benchmark_postgres, write_results
+from benchmarks.common import (
+    ask_alternately,
+    benchmark_postgres,
+    insert_alternately,
+    merge_until_quiet,
+    write_results,
+)
 from icefloe.ingest import Inserter
-from icefloe.merge import MergeLimits, MergeWorker, merge_locally
+from icefloe.merge import MergeLimits, MergeWorker
 from icefloe.metastore.store import MetaStore
 from icefloe.query import QueryEngine
 from icefloe.spec.presets import SEGMENT_CONTEXT, SEGMENT_SCHEMA
@@ -78,23 +82,6 @@ def payload(batches: int, events_per_batch: int) -> tuple[list[bytes], int]:
     return out, int(middle.timestamp())
 
 
-def insert_both(inserter: Inserter, batches: list[bytes], rows: int) -> dict[str, Any]:
-    samples: dict[str, list[float]] = {"generated": [], "json": []}
-    for n, batch in enumerate(batches):
-        order = ("generated", "json") if n % 2 == 0 else ("json", "generated")
-        for kind in order:
-            started = time.perf_counter()
-            inserter.insert_bytes(f"seg_{kind}", batch, fmt="ndjson")
-            samples[kind].append(time.perf_counter() - started)
-    return {
-        kind: {
-            "median_batch_s": round(statistics.median(times), 4),
-            "rows_per_s": round(rows / statistics.median(times)),
-        }
-        for kind, times in samples.items()
-    }
-
-
 def ask_both(engine: QueryEngine, sqls: dict[str, str], repeat: int) -> dict[str, Any]:
     out = ask_alternately(
         engine, sqls, tables={kind: f"seg_{kind}" for kind in sqls}, repeat=repeat
@@ -119,22 +106,14 @@ def bench(dsn: str, schema: str, scale: dict[str, int], root: Path) -> dict[str,
         meta.create_table(segment_spec("seg_json"))
         inserter = Inserter(meta=meta, objects=objects, duckdb_threads=1)
         try:
-            inserts = insert_both(inserter, batches, scale["events_per_batch"])
+            inserts = insert_alternately(
+                inserter, batches, kinds=("generated", "json"), rows=scale["events_per_batch"]
+            )
         finally:
             inserter.close()
         worker = MergeWorker(meta=meta, objects=objects, limits=LIMITS)
-        stored = {}
-        for kind in ("generated", "json"):
-            files_before = len(meta.files(f"seg_{kind}"))
-            report = merge_locally(meta=meta, worker=worker, table=f"seg_{kind}", until_quiet=True)
-            if report.dead_letters:
-                raise RuntimeError(f"merging seg_{kind} went wrong: {report}")
-            live = meta.files(f"seg_{kind}")
-            stored[kind] = {
-                "files_before_merge": files_before,
-                "files_after_merge": len(live),
-                "bytes": sum(f.size_bytes for f in live),
-            }
+        merged = merge_until_quiet(meta, worker, [f"seg_{kind}" for kind in ("generated", "json")])
+        stored = {kind: merged[f"seg_{kind}"] for kind in ("generated", "json")}
         engine = QueryEngine(meta=meta, objects=objects)
         window = f"BETWEEN {hour} AND {hour + 3599}"
         try:

@@ -16,18 +16,22 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import tempfile
-import time
 import uuid
 from pathlib import Path
 from typing import Any
 
 from tests.support.segment_corpus import segment_events
 
-from benchmarks.common import ask_alternately, benchmark_postgres, write_results
+from benchmarks.common import (
+    ask_alternately,
+    benchmark_postgres,
+    insert_alternately,
+    merge_until_quiet,
+    write_results,
+)
 from icefloe.ingest import Inserter
-from icefloe.merge import MergeLimits, MergeWorker, merge_locally
+from icefloe.merge import MergeLimits, MergeWorker
 from icefloe.metastore.store import MetaStore
 from icefloe.query import QueryEngine
 from icefloe.spec.presets import SEGMENT_CONTEXT, SEGMENT_SCHEMA, segment
@@ -69,23 +73,6 @@ def payload(batches: int, events_per_batch: int) -> list[bytes]:
     return out
 
 
-def insert_both(inserter: Inserter, batches: list[bytes], rows: int) -> dict[str, Any]:
-    samples: dict[str, list[float]] = {"struct": [], "json": []}
-    for n, batch in enumerate(batches):
-        order = ("struct", "json") if n % 2 == 0 else ("json", "struct")
-        for kind in order:
-            started = time.perf_counter()
-            inserter.insert_bytes(f"seg_{kind}", batch, fmt="ndjson")
-            samples[kind].append(time.perf_counter() - started)
-    return {
-        kind: {
-            "median_batch_s": round(statistics.median(times), 4),
-            "rows_per_s": round(rows / statistics.median(times)),
-        }
-        for kind, times in samples.items()
-    }
-
-
 def filter_both(engine: QueryEngine, repeat: int) -> dict[str, Any]:
     sqls = {
         "struct": f"SELECT count(*) AS n FROM seg_struct WHERE context.page.url = '{PROMO}'",
@@ -108,22 +95,14 @@ def bench(dsn: str, schema: str, scale: dict[str, int], root: Path) -> dict[str,
         meta.create_table(json_context_spec("seg_json"))
         inserter = Inserter(meta=meta, objects=objects, duckdb_threads=1)
         try:
-            inserts = insert_both(inserter, batches, scale["events_per_batch"])
+            inserts = insert_alternately(
+                inserter, batches, kinds=("struct", "json"), rows=scale["events_per_batch"]
+            )
         finally:
             inserter.close()
         worker = MergeWorker(meta=meta, objects=objects, limits=LIMITS)
-        stored = {}
-        for kind in ("struct", "json"):
-            files_before = len(meta.files(f"seg_{kind}"))
-            report = merge_locally(meta=meta, worker=worker, table=f"seg_{kind}", until_quiet=True)
-            if report.dead_letters:
-                raise RuntimeError(f"merging seg_{kind} went wrong: {report}")
-            live = meta.files(f"seg_{kind}")
-            stored[kind] = {
-                "files_before_merge": files_before,
-                "files_after_merge": len(live),
-                "bytes": sum(f.size_bytes for f in live),
-            }
+        merged = merge_until_quiet(meta, worker, [f"seg_{kind}" for kind in ("struct", "json")])
+        stored = {kind: merged[f"seg_{kind}"] for kind in ("struct", "json")}
         engine = QueryEngine(meta=meta, objects=objects)
         try:
             filtered = filter_both(engine, scale["repeat"])
