@@ -12,10 +12,12 @@ from icefloe.compaction import compact_with_spark
 from icefloe.compaction.planning import claim_partitions
 from icefloe.config import WarehouseLocation
 from icefloe.lake import Lake
+from support.merge_lake import Lake as MergeLake
 
 
-def spark_compact(lake: Lake, spark: Any, table: str) -> Any:
-    """Claim every partition of ``table`` with files to merge and compact them in Spark."""
+def spark_compact(lake: Lake | MergeLake, spark: Any, table: str, **options: Any) -> Any:
+    """Claim every partition of ``table`` with files to merge and compact them in Spark
+    (``options``: compact_with_spark's others)."""
     manifest = claim_partitions(lake.meta, table)
     assert manifest is not None
     return compact_with_spark(
@@ -24,6 +26,7 @@ def spark_compact(lake: Lake, spark: Any, table: str) -> Any:
         objects=lake.objects,
         location=WarehouseLocation(scheme="file", path=lake.objects.root),
         manifest=manifest,
+        **options,
     )
 
 

@@ -28,6 +28,7 @@ from icefloe.settings import load_settings
 from icefloe.spark import read_table
 from icefloe.spec import SizeTargets
 from icefloe.tracing import use_tracer
+from support.engines import spark_compact
 from support.field_ids import expected_field_ids, file_field_ids
 from support.hooked_meta import HookedMetaStore, PendingCommit
 from support.merge_lake import Lake
@@ -66,19 +67,6 @@ def clone(lake: Lake, source: str, target: str) -> None:
     lake.meta.commit_append(target, files=files)
 
 
-def compact(lake: Lake, spark: Any, table: str, **kwargs: Any) -> Any:
-    manifest = claim_partitions(lake.meta, table)
-    assert manifest is not None
-    return compact_with_spark(
-        spark,
-        meta=lake.meta,
-        objects=lake.objects,
-        location=WarehouseLocation(scheme="file", path=lake.objects.root),
-        manifest=manifest,
-        **kwargs,
-    )
-
-
 @pytest.mark.parametrize(
     "merge",
     [
@@ -99,7 +87,7 @@ def test_spark_gives_the_same_rows_as_the_merge_worker_on_the_same_input(
     pinned = lake.meta.get_table("by_spark").head_snapshot_id
 
     # When Spark compacts one and the merge worker merges the other
-    result = compact(lake, spark, "by_spark")
+    result = spark_compact(lake, spark, "by_spark")
     lake.merge("by_worker")
 
     # Then both hold the same rows, one file per partition, one snapshot per partition
@@ -124,7 +112,7 @@ def test_spark_outputs_have_value_aligned_row_groups(lake: Lake, spark: Any) -> 
         sizes=SizeTargets(row_group_target_bytes=8 * KIB, min_files_to_merge=2),
     )
     lake.insert_batches("events", batches=6, rows=1500, days=1)
-    compact(lake, spark, "events")
+    spark_compact(lake, spark, "events")
     (merged,) = lake.meta.files("events")
     parquet = pq.ParquetFile(lake.objects.uri(merged.path))
     seen: dict[str, int] = {}
@@ -273,7 +261,7 @@ def test_spark_compacts_files_of_several_schema_versions_by_column_id(
     assert sum(1 for row in before if row[3] is None and row[4] is None) == 300
 
     # When Spark compacts every partition
-    result = compact(lake, spark, "events")
+    result = spark_compact(lake, spark, "events")
 
     # Then the rows are the same, read by id, and written at the current version
     assert result.count("committed") == 2
