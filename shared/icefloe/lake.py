@@ -369,7 +369,13 @@ class Lake:
         changes += [widen_column(text) for text in widen]
         if not changes and publish is not None:
             return self.meta.set_publish(name, publish)
-        result = alter_table(meta=self.meta, table=name, changes=changes)
+        result = alter_table(
+            meta=self.meta,
+            table=name,
+            changes=changes,
+            objects=self.objects,
+            configure=self.duckdb_configure,
+        )
         if publish is not None:
             self.meta.set_publish(name, publish)
         return result

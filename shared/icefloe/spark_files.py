@@ -5,9 +5,11 @@ written in. The Spark reader (:mod:`icefloe.spark`) and Spark compaction
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
 from icefloe.errors import InvalidInputError
+from icefloe.ingest.generated_values import computed_columns_sql
 from icefloe.ingest.row_ids import ROW_ID_COLUMN
 from icefloe.spec import TableSpec
 from icefloe.spec.layout import LayoutColumn
@@ -17,6 +19,7 @@ from icefloe.spec.type_tree import ListOf, MapOf, Struct, TypeNode
 from icefloe.spec.types import type_tree
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import Column, DataFrame, SparkSession
 
 # DuckDB's types as Spark SQL types (what icefloe's files hold, read back faithfully).
@@ -124,8 +127,45 @@ def read_files(
             _held_column(old, current).cast(spark_type(current.type)).alias(current.name)
             for current, old in zip(spec.layout.columns, held, strict=True)
         ]
-        frames.append(raw.select(*columns, F.col(ROW_ID_COLUMN), *extra))
+        frame = raw.select(*columns, F.col(ROW_ID_COLUMN), *extra)
+        missing = {
+            c.name for c, old in zip(spec.columns, held, strict=True) if c.generated and old is None
+        }
+        frames.append(_with_generated(frame, spec, missing) if missing else frame)
     frame = frames[0]
     for other in frames[1:]:
         frame = frame.unionByName(other)
     return frame
+
+
+def _with_generated(frame: DataFrame, spec: TableSpec, missing: set[str]) -> DataFrame:
+    """``frame`` (the spec's columns first, those in ``missing`` NULL) with the generated
+    columns in ``missing`` computed from their expressions by DuckDB, batch by batch: the
+    same engine and SQL as :func:`icefloe.query.views.files_source`, so Spark and DuckDB read
+    the same value (Spark SQL cannot evaluate a DuckDB expression)."""
+    names = [c.name for c in spec.columns if c.name in missing]
+    positions = [frame.columns.index(n) for n in names]
+    sql = computed_columns_sql(spec, missing, "spark_batch")
+
+    def compute(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import duckdb
+        import pyarrow as pa
+
+        con = duckdb.connect(config={"threads": 1})  # one thread keeps the rows in order
+        con.execute("SET TimeZone = 'UTC'")
+        try:
+            for batch in batches:
+                con.register("spark_batch", pa.Table.from_batches([batch]))
+                values = con.execute(sql).to_arrow_table()
+                arrays = list(batch.columns)
+                for position, name in zip(positions, names, strict=True):
+                    value = values.column(name).combine_chunks()
+                    if isinstance(value.type, pa.ExtensionType):  # DuckDB's JSON
+                        value = value.storage
+                    arrays[position] = value.cast(batch.schema.field(position).type)
+                yield pa.RecordBatch.from_arrays(arrays, schema=batch.schema)
+                con.unregister("spark_batch")
+        finally:
+            con.close()
+
+    return frame.mapInArrow(compute, frame.schema)

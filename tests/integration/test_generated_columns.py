@@ -262,7 +262,11 @@ def test_renaming_or_dropping_what_an_expression_reads_is_refused(lake: Lake) ->
 
 
 def test_the_cli_creates_shows_and_fills_a_table_with_a_generated_column(
-    monkeypatch: pytest.MonkeyPatch, postgres_dsn: str, schema_name: str, tmp_path: Path
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    postgres_dsn: str,
+    schema_name: str,
+    tmp_path: Path,
 ) -> None:
     monkeypatch.setenv("ICEFLOE_DATABASE_URL", postgres_dsn)
     monkeypatch.setenv("ICEFLOE_DATABASE_SCHEMA", schema_name)
@@ -304,6 +308,22 @@ def test_the_cli_creates_shows_and_fills_a_table_with_a_generated_column(
     ]
     code, out = run("table", "paths", "ev")
     assert code == 0 and out.splitlines()[0] == "ev.properties: 1 rows of the newest 1 files"
+    # a path declared later, as the paths listing suggested, reads the old row too
+    code, out = run(
+        "table", "alter", "ev", "--add-column", "numtext VARCHAR AS (properties->>'$.numtime')"
+    )
+    assert code == 0, out
+    code, out = run("query", "SELECT numtext FROM ev", "--format", "json")
+    assert code == 0 and json.loads(out) == [{"numtext": "41"}]
+    code, out = run(
+        "table",
+        "alter",
+        "ev",
+        "--add-column",
+        "bad BIGINT AS (CAST((properties->>'numtime') || 'x' AS BIGINT))",
+    )
+    error = capsys.readouterr().err
+    assert code != 0 and "generated column 'bad'" in error and "'41x'" in error
 
 
 def test_table_paths_lists_each_path_with_its_type_and_a_declaration(lake: Lake) -> None:

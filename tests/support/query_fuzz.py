@@ -36,10 +36,9 @@ NESTED_COLUMNS = (
 )
 # Generated columns, in both tables (computed at insert from columns the changes never touch):
 # their statistics prune as a stored column's do.
-GENERATED_COLUMNS = (
-    "gi BIGINT AS (CAST(i AS BIGINT) * 3 - 7),"
-    " gk VARCHAR AS (upper(k) || ':' || CAST(CAST(ts AS DATE) AS VARCHAR))"
-)
+GI = "gi BIGINT AS (CAST(i AS BIGINT) * 3 - 7)"
+GK_EXPRESSION = "upper(k) || ':' || CAST(CAST(ts AS DATE) AS VARCHAR)"
+GENERATED_COLUMNS = f"{GI}, gk VARCHAR AS ({GK_EXPRESSION})"
 SCHEMA = (
     "ts TIMESTAMP NOT NULL, tz TIMESTAMPTZ, d DATE, k VARCHAR NOT NULL, i INTEGER, b BIGINT,"
     " x DOUBLE, r FLOAT, m DECIMAL(10,2), s VARCHAR, flag BOOLEAN, "
@@ -95,7 +94,7 @@ EVOLVED_SCHEMA = (
     " x_old DOUBLE, r FLOAT, m DECIMAL(9,2), s2 VARCHAR, s VARCHAR, "
     + NESTED_COLUMNS
     + ", "
-    + GENERATED_COLUMNS
+    + GI
 )
 CHANGES_TO_V2: list[SchemaChange] = [
     WidenColumn("b", "BIGINT"),
@@ -105,12 +104,14 @@ CHANGES_TO_V2: list[SchemaChange] = [
 ]
 # The old s (a decoy whose values sort apart from the real ones) makes way for s2, and d is
 # dropped and added again: neither the old values nor their statistics may ever be read for
-# the columns that now bear those names.
+# the columns that now bear those names. Generated column gk is added: files of versions 1
+# and 2 lack it, and every reader computes it for their rows.
 CHANGES_TO_V3: list[SchemaChange] = [
     DropColumn("s"),
     RenameColumn("s2", "s"),
     DropColumn("d"),
     AddColumn(Column("d", "DATE")),
+    AddColumn(Column("gk", "VARCHAR", expression=GK_EXPRESSION)),
 ]
 
 

@@ -76,6 +76,7 @@ def publication_text(done: PublicationPass) -> str:
     if done.current:
         lines.append(f"current already: {', '.join(done.current)}")
     lines.extend(f"dropped the Iceberg table of dropped table {name}" for name in done.dropped)
+    lines.extend(f"{f.table}: waiting: {f.error}" for f in done.waiting)
     lines.extend(f"{f.table}: publication FAILED: {f.error}" for f in done.failed)
     return "\n".join(lines) or f"no table is published to {done.catalog}"
 

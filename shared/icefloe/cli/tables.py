@@ -188,7 +188,13 @@ def table_alter_command(lake: Lake, args: argparse.Namespace, out: TextIO) -> in
         )
         return 0
     changes = [_CHANGE_PARSERS[kind](text) for kind, text in args.changes]
-    result = alter_table(meta=lake.meta, table=args.name, changes=changes)
+    result = alter_table(
+        meta=lake.meta,
+        table=args.name,
+        changes=changes,
+        objects=lake.objects,
+        configure=lake.duckdb_configure,
+    )
     if args.publish is not None:
         lake.meta.set_publish(args.name, args.publish)
     row = {

@@ -9,6 +9,7 @@ from datetime import timedelta
 from icefloe.compaction.manifest import CompactionManifest, PartitionGroup
 from icefloe.metastore.store import MetaStore
 from icefloe.settings.limits import DEFAULT_COMPACTION_LEASE
+from icefloe.spec.reading import versions_lacking_generated
 
 # Longer than a compaction job may run (the EMR job's run time limit must stay below it).
 
@@ -24,14 +25,20 @@ def claim_partitions(
 ) -> CompactionManifest | None:
     """Claim every live file of each chosen partition (all of them, or ``partitions``), one
     claim per partition; partitions with fewer than ``min_files`` files, or with a file another
-    job holds, are left out. Returns None when nothing was claimed."""
+    job holds, are left out; a partition holding a file that lacks a generated column is
+    claimed whatever its count (compacting it writes the column). Returns None when nothing
+    was claimed."""
     live = meta.files(table, partitions=partitions)
+    stale = versions_lacking_generated(meta.get_table(table).spec)
     by_partition: dict[str, list[int]] = {}
+    backfill: set[str] = set()
     for f in live:
         by_partition.setdefault(f.partition_path, []).append(f.file_id)
+        if f.spec_version in stale:
+            backfill.add(f.partition_path)
     groups = []
     for partition, ids in sorted(by_partition.items()):
-        if len(ids) < min_files:
+        if len(ids) < min_files and partition not in backfill:
             continue
         token = meta.claim_files(table, ids, lease=lease)
         if token is not None:

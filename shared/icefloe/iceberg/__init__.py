@@ -42,7 +42,7 @@ from icefloe.iceberg.current import (
     publish_due,
     unpublish_iceberg,
 )
-from icefloe.iceberg.mapping import NAMESPACE, IcebergPublishError
+from icefloe.iceberg.mapping import NAMESPACE, IcebergPublishError, PublicationWaitsError
 from icefloe.iceberg.publish import PublishResult, expire_iceberg_snapshots, publish_iceberg
 
 __all__ = [
@@ -50,6 +50,7 @@ __all__ = [
     "IcebergPublishError",
     "PublicationFailure",
     "PublicationPass",
+    "PublicationWaitsError",
     "PublishResult",
     "catalog_key",
     "expire_iceberg_snapshots",

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from icefloe.errors import CommitOutcomeUnknownError, MetaStoreUnavailableError
 from icefloe.iceberg.catalogs import catalog_key
-from icefloe.iceberg.mapping import NAMESPACE
+from icefloe.iceberg.mapping import NAMESPACE, PublicationWaitsError
 from icefloe.iceberg.publish import (
     TABLE_ID_PROPERTY,
     UNCONFIRMED_PUBLICATION_GRACE,
@@ -57,6 +57,9 @@ class PublicationPass:
     current: tuple[str, ...]  # opted-in tables whose publication was current already
     dropped: tuple[str, ...]  # Iceberg tables dropped with their (purge-due) icefloe table
     failed: tuple[PublicationFailure, ...]
+    # Tables whose head waits for merges to write a generated column into older files (their
+    # last publication stays); not a failure.
+    waiting: tuple[PublicationFailure, ...] = ()
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -65,6 +68,7 @@ class PublicationPass:
             "current": list(self.current),
             "dropped": list(self.dropped),
             "failed": [{"table": f.table, "error": f.error} for f in self.failed],
+            "waiting": [{"table": f.table, "reason": f.error} for f in self.waiting],
         }
 
 
@@ -94,6 +98,7 @@ def publish_due(
     published: list[PublishResult] = []
     current: list[str] = []
     failed: list[PublicationFailure] = []
+    waiting: list[PublicationFailure] = []
     for info in meta.list_tables():
         if info.spec.publish != "iceberg" or (tables is not None and info.name not in tables):
             continue
@@ -119,6 +124,8 @@ def publish_due(
             )
         except (MetaStoreUnavailableError, CommitOutcomeUnknownError):
             raise
+        except PublicationWaitsError as e:
+            waiting.append(PublicationFailure(info.name, str(e)))
         except Exception as e:  # one table's failure never stops the others
             logger.warning("publishing %s to %s failed: %s", info.name, key, e)
             failed.append(PublicationFailure(info.name, f"{type(e).__name__}: {e}"))
@@ -144,6 +151,7 @@ def publish_due(
         current=tuple(current),
         dropped=tuple(dropped),
         failed=tuple(failed),
+        waiting=tuple(waiting),
     )
 
 

@@ -35,6 +35,11 @@ class IcebergPublishError(InvalidInputError):
     """The table cannot be published as it is (a type, a transform or a name mapping)."""
 
 
+class PublicationWaitsError(IcebergPublishError):
+    """The head cannot be published yet: a live file lacks a generated column added after it
+    was written (Iceberg readers would read NULL there), until merges write it in."""
+
+
 def iceberg_type(duckdb_type: str, fields: tuple[NestedField, ...] = ()) -> IcebergType:
     """The Iceberg type of a column of ``duckdb_type``, whose nested fields (and their ids) are
     ``fields``; IcebergPublishError if there is none."""

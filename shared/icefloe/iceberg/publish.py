@@ -19,6 +19,7 @@ from icefloe.iceberg.catalogs import catalog_key
 from icefloe.iceberg.mapping import (
     NAMESPACE,
     IcebergPublishError,
+    PublicationWaitsError,
     data_file_record,
     iceberg_partition_spec,
     iceberg_schema,
@@ -28,6 +29,7 @@ from icefloe.iceberg.mapping import (
 from icefloe.metastore.publications import PublicationStore
 from icefloe.metastore.store import MetaStore
 from icefloe.spec import TableSpec
+from icefloe.spec.reading import versions_lacking_generated
 from icefloe.storage import ObjectStore
 
 if TYPE_CHECKING:
@@ -95,6 +97,8 @@ def publish_iceberg(
             snapshot_id = pinned.snapshot_id
             # The head's own spec: an alter after get_table is the pinned head's version.
             spec = pinned.spec(info.spec)
+        if snapshot_id:
+            _check_complete(meta, table, spec, snapshot_id)
         try:
             if snapshot_id:
                 publications.pin(table, catalog=key, snapshot_id=snapshot_id)
@@ -220,6 +224,30 @@ def expire_iceberg_snapshots(
     ]
     publications.expire(table, catalog=catalog, snapshot_ids=gone)
     return len(doomed)
+
+
+def _check_complete(meta: MetaStore, table: str, spec: TableSpec, snapshot_id: int) -> None:
+    """Refuse a snapshot with a live file that lacks a generated column: Iceberg readers
+    would read NULL where icefloe computes the value. The last publication stays; merges
+    rewrite such files (whatever their size) and a later pass publishes."""
+    stale = versions_lacking_generated(spec)
+    if not stale:
+        return
+    waiting = [f for f in meta.files(table, snapshot_id=snapshot_id) if f.spec_version in stale]
+    if waiting:
+        lacking = [
+            c.name
+            for c in spec.columns
+            if c.generated
+            and spec.column_id(c.name)
+            not in {h.id for h in spec.layout_at(waiting[0].spec_version).columns}
+        ]
+        raise PublicationWaitsError(
+            f"{table!r} is not published yet: {len(waiting)} live file(s) were written before"
+            f" generated column {lacking[0]!r} was added, and Iceberg readers would read it as"
+            f" NULL there. Merges write it into them (icefloe merge {table}); the publication"
+            " stays at its last snapshot until then"
+        )
 
 
 def _load_or_create(

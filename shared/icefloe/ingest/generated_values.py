@@ -12,7 +12,7 @@ naming the row.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 import duckdb
 import pyarrow as pa
@@ -81,6 +81,17 @@ def _compute(
 ) -> pa.Table:
     """Each generated column's value, and its check code (``__check_<name>``: NULL when the
     value passes), row by row."""
+    cursor = con.cursor()
+    try:
+        cursor.register(_BATCH, rows)
+        return cursor.execute(_computed_sql(spec, generated, _BATCH, limits)).to_arrow_table()
+    finally:
+        cursor.close()
+
+
+def _computed_sql(
+    spec: TableSpec, generated: Sequence[Column], source: str, limits: InsertLimits
+) -> str:
     inputs = ", ".join(
         f"CAST({ident(c.name)} AS {c.type}) AS {ident(c.name)}"
         for c in spec.columns
@@ -89,19 +100,42 @@ def _compute(
     outputs = ", ".join(
         part for c in generated for part in (ident(c.name), _check_sql(c, spec, limits))
     )
-    cursor = con.cursor()
-    try:
-        cursor.register(_BATCH, rows)
-        return cursor.execute(
-            f"SELECT {outputs} FROM (SELECT {_values_sql(generated)}"
-            f" FROM (SELECT {inputs} FROM {_BATCH}))"
-        ).to_arrow_table()
-    finally:
-        cursor.close()
+    return (
+        f"SELECT {outputs} FROM (SELECT {_values_sql(generated)}"
+        f" FROM (SELECT {inputs} FROM {source}) AS {ident(spec.name)})"
+    )
+
+
+def generated_problem(
+    con: duckdb.DuckDBPyConnection,
+    spec: TableSpec,
+    column: Column,
+    source: str,
+    *,
+    limits: InsertLimits,
+) -> str | None:
+    """What stops ``column`` being computed for every row of ``source`` (a FROM source of the
+    spec's input columns) as insert would compute it, in words; None when nothing does. How
+    adding a generated column checks the rows a table holds."""
+    try:  # count() makes DuckDB compute every value, even where no check applies
+        found = con.execute(
+            f"SELECT count({ident(column.name)}), min({ident('__check_' + column.name)})"
+            f" FROM ({_computed_sql(spec, [column], source, limits)})"
+        ).fetchone()
+    except duckdb.Error as e:
+        return f"its expression fails: {str(e).strip().splitlines()[0]}"
+    return None if found is None or found[1] is None else _PROBLEMS[found[1]]
 
 
 def _values_sql(generated: Sequence[Column]) -> str:
-    return ", ".join(f"CAST(({c.expression}) AS {c.type}) AS {ident(c.name)}" for c in generated)
+    return ", ".join(f"{generated_value_sql(c)} AS {ident(c.name)}" for c in generated)
+
+
+def generated_value_sql(column: Column) -> str:
+    """A generated column's value: its expression over the row's input columns (at their table
+    types, the table's name naming the row), cast to its type. Insert refuses a row it fails
+    on; :func:`computed_value_sql` is its reading for rows written before the column."""
+    return f"CAST(({column.expression}) AS {column.type})"
 
 
 def _check_sql(column: Column, spec: TableSpec, limits: InsertLimits) -> str:
@@ -157,3 +191,25 @@ def _first_failure(
                 row=start, field=column.name, message=f"its expression fails: {first}"
             )
     return RowProblem(row=start, field=None, message="a generated column's expression fails")
+
+
+def computed_columns_sql(spec: TableSpec, missing: Collection[str], source: str) -> str:
+    """A SELECT of the generated columns named in ``missing`` (in spec order), computed as
+    :func:`icefloe.query.views.files_source` computes them, over ``source``: rows holding the
+    spec's input columns in types DuckDB casts to theirs (how Spark's readers compute them,
+    batch by batch)."""
+    inputs = ", ".join(
+        f"CAST({ident(c.name)} AS {c.type}) AS {ident(c.name)}"
+        for c in spec.columns
+        if not c.generated
+    )
+    values = ", ".join(
+        f"{computed_value_sql(c)} AS {ident(c.name)}" for c in spec.columns if c.name in missing
+    )
+    return f"SELECT {values} FROM (SELECT {inputs} FROM {source}) AS {ident(spec.name)}"
+
+
+def computed_value_sql(column: Column) -> str:
+    """A generated column's value for a row of a file written before the column was added:
+    its expression cast to its type, NULL where the expression fails."""
+    return f"TRY({generated_value_sql(column)})"

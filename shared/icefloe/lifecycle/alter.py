@@ -9,14 +9,22 @@ client) maps their columns to the current ones by id.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
+import duckdb
+
+from icefloe import duck
 from icefloe.errors import SpecError
+from icefloe.ingest.generated_values import generated_problem
+from icefloe.ingest.sources import InsertLimits
 from icefloe.merge.modes import check_merge_query
+from icefloe.metastore.models import DataFile
 from icefloe.metastore.store import MetaStore
 from icefloe.query.generated import check_generated_columns
-from icefloe.spec import TableSpec, parse_schema, validate_column_name
+from icefloe.query.views import files_source
+from icefloe.spec import Column, TableSpec, parse_schema, validate_column_name
 from icefloe.spec.evolution import (
     AddColumn,
     AddField,
@@ -27,6 +35,7 @@ from icefloe.spec.evolution import (
     describe,
     evolve,
 )
+from icefloe.storage import ObjectStore
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,13 +49,29 @@ class AlterResult:
     spec: TableSpec  # the new spec
 
 
-def alter_table(*, meta: MetaStore, table: str, changes: Sequence[SchemaChange]) -> AlterResult:
+def alter_table(
+    *,
+    meta: MetaStore,
+    table: str,
+    changes: Sequence[SchemaChange],
+    objects: ObjectStore | None = None,
+    configure: Callable[[Any], None] | None = None,
+) -> AlterResult:
     """Apply ``changes`` in order as one new spec version. SpecError (naming the change) when
-    one cannot be made, and then nothing changes."""
+    one cannot be made, and then nothing changes.
+
+    A generated column added to a table that has files is computed from its expression for
+    the rows of those files (see :func:`icefloe.query.views.files_source`); it is added only
+    when every such row computes as insert would compute it, which reads the columns its
+    expression names in every live file from ``objects`` (DuckDB set up by ``configure``): once
+    before the head is locked, and again for any file committed meanwhile."""
+    rows = _HeldRows(meta=meta, table=table, objects=objects, configure=configure)
+    rows.check(evolve(meta.get_table(table).spec, changes))
 
     def evolved(current: TableSpec) -> TableSpec:
         spec = evolve(current, changes)
         check_spec_sql(spec)  # the spec's SQL must still fit the columns
+        rows.check(spec)  # the head is locked: no file is committed until this returns
         return spec
 
     result = meta.alter_table(table, evolved)
@@ -57,6 +82,81 @@ def alter_table(*, meta: MetaStore, table: str, changes: Sequence[SchemaChange])
         changes=tuple(map(describe, changes)),
         spec=result.spec,
     )
+
+
+class _HeldRows:
+    """The rows a table holds, checked against the generated columns a new spec version adds:
+    each live file once."""
+
+    def __init__(
+        self,
+        *,
+        meta: MetaStore,
+        table: str,
+        objects: ObjectStore | None,
+        configure: Callable[[Any], None] | None,
+    ) -> None:
+        self._meta, self._table, self._objects, self._configure = meta, table, objects, configure
+        self._checked: set[int] = set()
+
+    def check(self, spec: TableSpec) -> None:
+        previous = {c.id for c in spec.layout_at(spec.version - 1).columns}
+        added = [
+            c
+            for c, column_id in zip(spec.columns, spec.column_ids, strict=True)
+            if c.generated and column_id not in previous
+        ]
+        if not added:
+            return
+        check_spec_sql(spec)  # the expressions bind before any file is read
+        files = [f for f in self._meta.files(self._table) if f.file_id not in self._checked]
+        if not files:
+            return
+        where = f"alter {self._table!r}: cannot add generated column"
+        if self._objects is None:
+            raise SpecError(
+                f"{where} {added[0].name!r}: the table has files, and their rows are checked"
+                " against its expression; give the lake's object store"
+            )
+        uris = {f.file_id: self._objects.uri(f.path) for f in files}
+        con = duck.connect()
+        try:
+            if self._configure is not None:
+                self._configure(con)
+            for column in added:
+                problem = _problem(con, spec, column, [(uris[f.file_id], f) for f in files])
+                if problem is not None:
+                    uri, text = problem
+                    raise SpecError(
+                        f"{where} {column.name!r}: a row of {uri}, written before it, cannot"
+                        f" take its value: {text}. Nothing changed; make the expression"
+                        " hold for every row (TRY_CAST gives NULL where a CAST fails)"
+                    )
+        finally:
+            con.close()
+        self._checked.update(uris)
+
+
+def _problem(
+    con: duckdb.DuckDBPyConnection,
+    spec: TableSpec,
+    column: Column,
+    files: Sequence[tuple[str, DataFile]],
+) -> tuple[str, str] | None:
+    """The first file (uri) with a row ``column`` cannot be computed for, and why."""
+
+    def problem(group: Sequence[tuple[str, DataFile]]) -> str | None:
+        source = files_source(spec, [(uri, f.spec_version) for uri, f in group])
+        assert source is not None
+        return generated_problem(con, spec, column, source, limits=InsertLimits())
+
+    if problem(files) is None:
+        return None
+    for uri, f in files:
+        text = problem([(uri, f)])
+        if text is not None:
+            return uri, text
+    return files[0][0], problem(files) or ""
 
 
 def check_spec_sql(spec: TableSpec) -> None:

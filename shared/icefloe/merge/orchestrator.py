@@ -26,6 +26,7 @@ from icefloe.merge.tasks import MergeTask
 from icefloe.metastore.store import MetaStore
 from icefloe.settings.limits import DEFAULT_LEASE
 from icefloe.spec import TableSpec
+from icefloe.spec.reading import versions_lacking_generated
 
 logger = logging.getLogger(__name__)
 
@@ -164,6 +165,7 @@ class MergeOrchestrator:
             policy=MergePolicy.from_sizes(spec.sizes),
             now=datetime.now(UTC),
             order=self._order,
+            backfill=versions_lacking_generated(spec),
         )
         return spec, groups[: self._max_groups], len(live)
 

@@ -9,11 +9,16 @@ files and its bytes are at least ``merge_size_ratio`` times its largest input's:
 moves to a file at least ``ratio`` times bigger whenever it is rewritten, so no row is rewritten
 more than ``log_ratio(target / smallest file)`` times (ClickHouse's merge selector bounds write
 amplification the same way). Files that fit no group wait for more of their size to arrive.
+
+A file written at a spec version in ``backfill`` (one whose files lack a generated column of the
+current spec, see :func:`icefloe.spec.reading.versions_lacking_generated`) is merged whatever
+its size and age: one that fits no group above forms groups with its like (up to the file cap
+and the group bytes; a file bigger than those alone), since merging is what writes the column.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal
@@ -60,22 +65,35 @@ class MergePolicy:
 
 
 def plan_partition(
-    files: Iterable[LiveFile], *, policy: MergePolicy, now: datetime
+    files: Iterable[LiveFile],
+    *,
+    policy: MergePolicy,
+    now: datetime,
+    backfill: Collection[int] = (),
 ) -> list[MergeGroup]:
     """Merge groups for the files of ONE partition (all ``files`` must share it)."""
+    files = [f for f in files if not f.claimed]
+    partitions = {f.partition_path for f in files}
+    if len(partitions) > 1:
+        raise InvalidArgumentError(f"plan_partition got files of {len(partitions)} partitions")
     eligible = sorted(
         (
             f
             for f in files
-            if not f.claimed
-            and f.size_bytes < policy.target_file_bytes
-            and now - f.created_at >= policy.min_age
+            if f.size_bytes < policy.target_file_bytes and now - f.created_at >= policy.min_age
         ),
         key=lambda f: (f.size_bytes, f.file_id),
     )
-    partitions = {f.partition_path for f in eligible}
-    if len(partitions) > 1:
-        raise InvalidArgumentError(f"plan_partition got files of {len(partitions)} partitions")
+    groups = _tiered(eligible, policy)
+    if backfill:
+        grouped = {i for g in groups for i in g.file_ids}
+        groups += _backfill(
+            [f for f in files if f.spec_version in backfill and f.file_id not in grouped], policy
+        )
+    return groups
+
+
+def _tiered(eligible: Sequence[LiveFile], policy: MergePolicy) -> list[MergeGroup]:
     groups: list[MergeGroup] = []
     current: list[LiveFile] = []
     current_bytes = 0
@@ -99,12 +117,33 @@ def plan_partition(
     return groups
 
 
+def _backfill(stale: Sequence[LiveFile], policy: MergePolicy) -> list[MergeGroup]:
+    """``stale`` files (smallest first) cut into groups by the file cap and the group bytes
+    only."""
+    groups: list[MergeGroup] = []
+    current: list[LiveFile] = []
+    current_bytes = 0
+    for f in sorted(stale, key=lambda f: (f.size_bytes, f.file_id)):
+        if current and (
+            len(current) + 1 > policy.max_files
+            or current_bytes + f.size_bytes > policy.max_group_bytes
+        ):
+            groups.append(_group(current, current_bytes))
+            current, current_bytes = [], 0
+        current.append(f)
+        current_bytes += f.size_bytes
+    if current:
+        groups.append(_group(current, current_bytes))
+    return groups
+
+
 def plan_table(
     files: Iterable[LiveFile],
     *,
     policy: MergePolicy,
     now: datetime,
     order: PartitionOrder = "newest_first",
+    backfill: Collection[int] = (),
 ) -> list[MergeGroup]:
     """Merge groups of every partition, newest partitions first (or oldest first).
 
@@ -116,7 +155,7 @@ def plan_table(
     groups = [
         group
         for part in by_partition.values()
-        for group in plan_partition(part, policy=policy, now=now)
+        for group in plan_partition(part, policy=policy, now=now, backfill=backfill)
     ]
     newest = order == "newest_first"
     dated = sorted(

@@ -112,6 +112,7 @@ class LiveFile(NamedTuple):
     row_count: int
     created_at: datetime
     claimed: bool = False  # a merge holds it under an unexpired lease (the database's clock)
+    spec_version: int = 1  # the spec version it was written at
 
 
 @dataclass(frozen=True, slots=True)

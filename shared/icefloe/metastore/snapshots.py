@@ -107,8 +107,8 @@ class SnapshotReads(StoreAccess):
         where, params = live_at(info.table_id, info.head_snapshot_id)
         query = sql.SQL(
             "SELECT file_id, partition_path, partition_start, size_bytes, row_count, created_at,"
-            " coalesce(claim_token IS NOT NULL AND claim_expires_at > now(), false)"
-            " FROM data_files WHERE {} ORDER BY file_id"
+            " coalesce(claim_token IS NOT NULL AND claim_expires_at > now(), false),"
+            " spec_version FROM data_files WHERE {} ORDER BY file_id"
         ).format(where)
         with self._autocommit() as conn:
             rows = conn.execute(query, params).fetchall()

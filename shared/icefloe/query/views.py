@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from icefloe.duck import ident, name_literal, string_literal
+from icefloe.ingest.generated_values import computed_value_sql
 from icefloe.ingest.row_ids import ROW_ID_COLUMN
 from icefloe.query.scan_filters import STANDIN_SCHEMA, standin_columns
 from icefloe.spec import TableSpec
@@ -49,17 +50,34 @@ def files_source(spec: TableSpec, files: Sequence[tuple[str, int]]) -> str | Non
         return parquet_source(groups[0].uris)
     parts = []
     for group in groups:
+        held = spec.layout.columns if group.held is None else [h for _, h in group.held]
         select = [
             f"CAST({_held_sql(old, current)} AS {current.type}) AS {ident(current.name)}"
-            for current, old in zip(
-                spec.layout.columns,
-                spec.layout.columns if group.held is None else (h for _, h in group.held),
-                strict=True,
-            )
+            for current, old in zip(spec.layout.columns, held, strict=True)
         ]
         select.append(ident(ROW_ID_COLUMN))
-        parts.append(f"SELECT {', '.join(select)} FROM {parquet_source(group.uris)}")
+        part = f"SELECT {', '.join(select)} FROM {parquet_source(group.uris)}"
+        missing = {
+            c.name for c, old in zip(spec.columns, held, strict=True) if c.generated and old is None
+        }
+        if missing:
+            part = _computed(spec, missing, part)
+        parts.append(part)
     return "(" + " UNION ALL ".join(parts) + ")"
+
+
+def _computed(spec: TableSpec, missing: set[str], held: str) -> str:
+    """``held`` (a SELECT of every current column and the row id, in order) with the generated
+    columns in ``missing``, which its files were written without, computed from their
+    expressions over the row's other columns, as insert computes them. A row whose expression
+    fails gives NULL (:func:`icefloe.ingest.generated_values.computed_value_sql`); adding the column refused a table holding
+    one (:mod:`icefloe.lifecycle.alter`)."""
+    select = [
+        f"{computed_value_sql(c)} AS {ident(c.name)}" if c.name in missing else ident(c.name)
+        for c in spec.columns
+    ]
+    select.append(ident(ROW_ID_COLUMN))
+    return f"SELECT {', '.join(select)} FROM ({held}) AS {ident(spec.name)}"
 
 
 def _held_sql(old: LayoutColumn | None, current: LayoutColumn) -> str:

@@ -118,11 +118,6 @@ def evolve(spec: TableSpec, changes: Sequence[SchemaChange]) -> TableSpec:
         if isinstance(change, AddColumn):
             if not change.column.nullable:
                 raise SpecError(f"{where}: an added column must be nullable (old rows hold NULL)")
-            if change.column.generated:
-                raise SpecError(
-                    f"{where}: a generated column is declared when the table is created (the"
-                    " files written before it hold no value for it)"
-                )
             columns.append(change.column)
             last_id += 1
             ids.append(last_id)

@@ -75,6 +75,19 @@ def _held_columns(
     return tuple(zip(spec.column_names, held, strict=True))
 
 
+def versions_lacking_generated(spec: TableSpec) -> frozenset[int]:
+    """The spec versions whose files lack a generated column of ``spec`` (it was added after
+    them): readers compute it for their rows, and merges rewrite them to hold it."""
+    generated = {i for c, i in zip(spec.columns, spec.column_ids, strict=True) if c.generated}
+    if not generated or not spec.past_layouts:
+        return frozenset()
+    return frozenset(
+        layout.version
+        for layout in spec.past_layouts
+        if not generated <= {c.id for c in layout.columns}
+    )
+
+
 def stat_names(spec: TableSpec) -> Mapping[str, Mapping[int, str | None]]:
     """For each current column whose name is not the same in every version: version -> the
     name files of that version hold it (and key its statistics) under, or None. Empty for a

@@ -113,6 +113,10 @@ def _report(outcome: PublicationPass, *, telemetry: FunctionTelemetry) -> None:
         telemetry.logger.warning(
             "table not published", extra={"table": failure.table, "reason": failure.error}
         )
+    for waits in outcome.waiting:
+        telemetry.logger.info(
+            "table waits for a backfill", extra={"table": waits.table, "reason": waits.error}
+        )
     telemetry.logger.info(
         "publication pass done",
         extra={
@@ -121,6 +125,7 @@ def _report(outcome: PublicationPass, *, telemetry: FunctionTelemetry) -> None:
             "tables_current": len(outcome.current),
             "iceberg_tables_dropped": len(outcome.dropped),
             "tables_failed": len(outcome.failed),
+            "tables_waiting": len(outcome.waiting),
         },
     )
     telemetry.count("TablesPublished", len(outcome.published))
