@@ -20,6 +20,7 @@ from icefloe.cli import main
 from icefloe.duck import string_literal
 from icefloe.errors import BatchRejectedError, InvalidInputError
 from icefloe.lake import Lake
+from icefloe.lifecycle import AlterResult
 
 pytestmark = pytest.mark.integration
 
@@ -247,7 +248,8 @@ def test_an_expression_breaking_a_rule_is_refused_at_create_naming_the_column(
 def test_renaming_or_dropping_what_an_expression_reads_is_refused(lake: Lake) -> None:
     lake.create_table(
         "ev",
-        schema="ts TIMESTAMP NOT NULL, properties JSON, n BIGINT AS (json_array_length(properties))",
+        schema="ts TIMESTAMP NOT NULL, properties JSON,"
+        " n INTEGER AS (CAST(json_array_length(properties) AS INTEGER))",
     )
     for change in ({"rename_columns": {"properties": "props"}}, {"drop_columns": ["properties"]}):
         with pytest.raises(InvalidInputError, match="generated column 'n' of 'ev'"):
@@ -257,6 +259,14 @@ def test_renaming_or_dropping_what_an_expression_reads_is_refused(lake: Lake) ->
     lake.alter_table("ev", rename_columns={"n": "length"})
     lake.insert("ev", [{"ts": "2026-05-01T00:00:00", "properties": [1, 2, 3]}])
     assert lake.query("SELECT length FROM ev").to_pylist() == [{"length": 3}]
+    widened = lake.alter_table("ev", widen=["length BIGINT"])
+    assert isinstance(widened, AlterResult)
+    assert widened.spec.column("length").expression == (
+        "CAST(json_array_length(properties) AS INTEGER)"
+    )
+    lake.insert("ev", [{"ts": "2026-05-02T00:00:00", "properties": [1]}])
+    answer = lake.query("SELECT typeof(length) AS t, length FROM ev ORDER BY ts").to_pylist()
+    assert answer == [{"t": "BIGINT", "length": 3}, {"t": "BIGINT", "length": 1}]
     lake.alter_table("ev", drop_columns=["length"])
     assert lake.query("SELECT * EXCLUDE (_row_id) FROM ev").column_names == ["ts", "properties"]
 
