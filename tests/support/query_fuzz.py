@@ -91,10 +91,7 @@ def fill_table(
 # so that its live files hold four layouts (see fill_evolved_table).
 EVOLVED_SCHEMA = (
     "ts TIMESTAMP NOT NULL, tz TIMESTAMPTZ, d DATE, k VARCHAR NOT NULL, i INTEGER, b INTEGER,"
-    " x_old DOUBLE, r FLOAT, m DECIMAL(9,2), s2 VARCHAR, s VARCHAR, "
-    + NESTED_COLUMNS
-    + ", "
-    + GI
+    " x_old DOUBLE, r FLOAT, m DECIMAL(9,2), s2 VARCHAR, s VARCHAR, " + NESTED_COLUMNS + ", " + GI
 )
 CHANGES_TO_V2: list[SchemaChange] = [
     WidenColumn("b", "BIGINT"),
