@@ -45,6 +45,7 @@ from icefloe.merge import LocalMergeReport, MergeWorker, merge_locally
 from icefloe.metastore.models import Snapshot, TableInfo, TableStatus
 from icefloe.metastore.secrets import SecretDsn, with_database_secret
 from icefloe.query import QueryEngine, QueryLimits
+from icefloe.query.changes import ChangeFeed, read_changes
 from icefloe.query.engine import Isolation, QueryResult
 from icefloe.query.json_paths import JsonPathReport, json_paths
 from icefloe.query.s3_access import S3Endpoint, configure_s3_from_settings
@@ -328,6 +329,22 @@ class Lake:
 
     def drop_table(self, name: str) -> TableInfo:
         return self.meta.drop_table(name)
+
+    def changes(
+        self, table: str, *, since_snapshot: int, until_snapshot: int | None = None
+    ) -> ChangeFeed:
+        """The rows ``table`` gained and lost after ``since_snapshot`` up to ``until_snapshot``
+        (the head by default): ``.rows`` holds the columns, ``_row_id``, ``_change``
+        (``insert``/``delete``) and ``_snapshot``; merges that keep rows are invisible. Store
+        ``.until_snapshot`` and ask from it next time."""
+        return read_changes(
+            meta=self.meta,
+            objects=self.objects,
+            table=table,
+            since_snapshot=since_snapshot,
+            until_snapshot=until_snapshot,
+            configure=self.duckdb_configure,
+        )
 
     def json_paths(
         self,

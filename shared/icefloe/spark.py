@@ -4,6 +4,7 @@
     events = read_table(spark, "events")                          # the head
     week = read_table(spark, "events", start=datetime(2026, 11, 1), end=datetime(2026, 11, 8))
     then = read_table(spark, "events", snapshot_id=42)            # or as_of=datetime(...)
+    new = read_changes(spark, "events", since_snapshot=41)        # the change feed
 
 The snapshot is pinned and its files listed by the meta store (pruned to the time partitions of
 ``[start, end)`` when given, and the rows filtered to it, as a query's time range is), and
@@ -21,8 +22,13 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from icefloe.errors import InvalidInputError
+from icefloe.ingest.row_ids import ROW_ID_COLUMN
 from icefloe.lake import Lake
 from icefloe.query import QueryEngine
+from icefloe.query.changes import CHANGE_COLUMN, SNAPSHOT_COLUMN
+from icefloe.query.changes import read_changes as read_changes_duckdb
+from icefloe.query.output import columns_as_text
+from icefloe.query.s3_access import configure_s3_from_settings
 from icefloe.query.sql_refs import analyze
 from icefloe.query.views import TimeRange
 from icefloe.runtime import Runtime
@@ -82,6 +88,52 @@ def read_table(
         if own is not None:
             own.close()
     return _frame(spark, spec, files, window)
+
+
+def read_changes(
+    spark: SparkSession,
+    table: str,
+    *,
+    since_snapshot: int,
+    until_snapshot: int | None = None,
+    runtime: Runtime | None = None,
+) -> DataFrame:
+    """The change feed of ``table`` after ``since_snapshot`` up to ``until_snapshot`` (the
+    head) as a DataFrame: the columns of ``until``'s schema, ``_row_id``, ``_change`` and
+    ``_snapshot`` (see :mod:`icefloe.query.changes`). The feed is computed by DuckDB in this
+    process (the driver), reading only the files that changed, and handed to Spark whole: it
+    holds the changed rows only, so a window of one day's changes fits; for a backfill of a
+    whole table, read the table with :func:`read_table` instead."""
+    own = open_lake() if runtime is None else None
+    lake = own.runtime if own is not None else runtime
+    assert lake is not None
+    core = lake.settings
+    try:
+        feed = read_changes_duckdb(
+            meta=lake.meta,
+            objects=lake.objects,
+            table=table,
+            since_snapshot=since_snapshot,
+            until_snapshot=until_snapshot,
+            configure=(
+                (lambda con: configure_s3_from_settings(con, core))
+                if core.warehouse.scheme == "s3"
+                else None
+            ),
+        )
+    finally:
+        if own is not None:
+            own.close()
+    spec = feed.spec
+    ddl = ", ".join(
+        [f"`{c.name}` {spark_type(c.type)}" for c in spec.columns]
+        + [f"`{ROW_ID_COLUMN}` binary", f"`{CHANGE_COLUMN}` string", f"`{SNAPSHOT_COLUMN}` bigint"]
+    )
+    rows = feed.rows
+    texts = [c.name for c in spec.columns if c.type in ("TIME", "UUID")]
+    if texts:  # Spark holds these as text: DuckDB's, as every other reader prints them
+        rows = columns_as_text(rows, texts)
+    return spark.createDataFrame(rows, ddl)
 
 
 def _frame(

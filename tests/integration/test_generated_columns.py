@@ -5,7 +5,6 @@ statistics like any column."""
 
 from __future__ import annotations
 
-import io
 import json
 import random
 from pathlib import Path
@@ -15,8 +14,8 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from test_cli import cli_env, run  # noqa: F401  (cli_env is a fixture)
 
-from icefloe.cli import main
 from icefloe.duck import string_literal
 from icefloe.errors import BatchRejectedError, InvalidInputError
 from icefloe.lake import Lake
@@ -272,21 +271,10 @@ def test_renaming_or_dropping_what_an_expression_reads_is_refused(lake: Lake) ->
 
 
 def test_the_cli_creates_shows_and_fills_a_table_with_a_generated_column(
-    monkeypatch: pytest.MonkeyPatch,
+    cli_env: str,  # noqa: F811  (the fixture imported above)
     capsys: pytest.CaptureFixture[str],
-    postgres_dsn: str,
-    schema_name: str,
     tmp_path: Path,
 ) -> None:
-    monkeypatch.setenv("ICEFLOE_DATABASE_URL", postgres_dsn)
-    monkeypatch.setenv("ICEFLOE_DATABASE_SCHEMA", schema_name)
-    monkeypatch.setenv("ICEFLOE_HOME", str(tmp_path / "home"))
-    monkeypatch.delenv("ICEFLOE_WAREHOUSE", raising=False)
-
-    def run(*argv: str) -> tuple[int, str]:
-        out = io.StringIO()
-        return main(list(argv), out=out), out.getvalue()
-
     schema = "ts TIMESTAMP NOT NULL, properties JSON, numtime BIGINT AS (CAST(properties->>'numtime' AS BIGINT))"
     assert run("init")[0] == 0
     assert run("table", "create", "ev", "--schema", schema)[0] == 0

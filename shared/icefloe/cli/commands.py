@@ -19,7 +19,7 @@ from icefloe.cli.lifecycle import (
 )
 from icefloe.cli.maintenance import compact_command, gc_command, merge_command, status_command
 from icefloe.cli.publish import publish_iceberg_command
-from icefloe.cli.reads import files_command, query_command
+from icefloe.cli.reads import changes_command, files_command, query_command
 from icefloe.cli.tables import (
     init_command,
     table_alter_command,
@@ -48,6 +48,7 @@ _COMMANDS: dict[str, Callable[[Lake, argparse.Namespace, TextIO], int]] = {
     "compact": compact_command,
     "query": query_command,
     "files": files_command,
+    "changes": changes_command,
     "delete": delete_command,
     "deletes": deletes_command,
     "rollback": rollback_command,

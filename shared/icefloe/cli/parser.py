@@ -241,7 +241,7 @@ def _add_insert_command(commands: argparse._SubParsersAction[_Parser]) -> None:
 
 
 def _add_read_commands(commands: argparse._SubParsersAction[_Parser]) -> None:
-    """``query`` and ``files`` (handlers in :mod:`icefloe.cli.reads`)."""
+    """``query``, ``changes`` and ``files`` (handlers in :mod:`icefloe.cli.reads`)."""
     query = commands.add_parser("query", help="run one SELECT over snapshot-pinned tables")
     query.add_argument("sql")
     query.add_argument("--snapshot", type=int, help="pin this snapshot (the query names one table)")
@@ -262,6 +262,19 @@ def _add_read_commands(commands: argparse._SubParsersAction[_Parser]) -> None:
         " sandboxed), or emr (a Spark job on EMR Serverless, ICEFLOE_EMR_*: prints the job and"
         " where its Parquet result will be)",
     )
+
+    changes = commands.add_parser(
+        "changes",
+        help="the rows a table gained and lost after a snapshot (merges that keep rows are"
+        " invisible)",
+    )
+    changes.add_argument("name")
+    changes.add_argument(
+        "--since", type=int, required=True, metavar="N", help="changes after snapshot N (0: all)"
+    )
+    changes.add_argument("--until", type=int, metavar="M", help="up to snapshot M (the head)")
+    changes.add_argument("--format", choices=("table", "json", "csv", "parquet"), default="table")
+    changes.add_argument("--output", help="write the rows to this file (parquet needs it)")
 
     files = commands.add_parser("files", help="the files of a table at a snapshot")
     files.add_argument("name")

@@ -1,5 +1,5 @@
 """``query`` (DuckDB, local Spark, or a job on EMR Serverless) and ``files``: reading a table at a
-snapshot."""
+snapshot; ``changes``: what a table gained and lost between two."""
 
 from __future__ import annotations
 
@@ -38,6 +38,35 @@ def query_command(lake: Lake, args: argparse.Namespace, out: TextIO) -> int:
         out.flush()  # the result first, then what it read
         for stats in result.stats:
             print(json.dumps(stats.to_dict()), file=sys.stderr, flush=True)
+    return 0
+
+
+def changes_command(lake: Lake, args: argparse.Namespace, out: TextIO) -> int:
+    """The rows, then on stderr where they end: the snapshot to ask from next time."""
+    if args.format == "parquet" and not args.output:
+        raise InvalidInputError("--format parquet needs --output FILE")
+    feed = lake.changes(args.name, since_snapshot=args.since, until_snapshot=args.until)
+    write_result(feed.rows, fmt=args.format, out=out, output=args.output)
+    out.flush()
+    summary = {
+        "table": feed.table,
+        "since_snapshot": feed.since_snapshot,
+        "until_snapshot": feed.until_snapshot,
+        "inserts": feed.inserts,
+        "deletes": feed.deletes,
+        "files_read": feed.files_read,
+        "bytes_read": feed.bytes_read,
+    }
+    if args.format == "table":
+        print(
+            f"{feed.table}: {feed.inserts} inserted, {feed.deletes} deleted after snapshot"
+            f" {feed.since_snapshot} up to {feed.until_snapshot} (next: --since"
+            f" {feed.until_snapshot})",
+            file=sys.stderr,
+            flush=True,
+        )
+    else:
+        print(json.dumps(summary), file=sys.stderr, flush=True)
     return 0
 
 

@@ -159,6 +159,20 @@ class DataFile:
 
 
 @dataclass(frozen=True, slots=True)
+class ChangedFiles:
+    """The files whose liveness differs between two snapshots of a table (what a change feed
+    reads): live at ``until`` only (added), live at ``since`` only (removed), and live only
+    strictly between (passed: added and removed again, such as a merge's input)."""
+
+    since: int
+    until: int
+    spec_version: int  # of ``until``: the schema the changes are read in
+    added: tuple[DataFile, ...]
+    removed: tuple[DataFile, ...]
+    passed: tuple[DataFile, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class TableInfo:
     """A registered table: its spec and its head snapshot (0 before the first commit)."""
 

@@ -10,9 +10,11 @@ from datetime import datetime
 
 from psycopg import sql
 
+from icefloe.errors import SnapshotNotFoundError
 from icefloe.metastore.access import StoreAccess
 from icefloe.metastore.models import (
     FILE_SIZE_BUCKETS,
+    ChangedFiles,
     DataFile,
     LiveFile,
     PartitionShape,
@@ -99,6 +101,59 @@ class SnapshotReads(StoreAccess):
             )
             conn.rollback()
         return files
+
+    def changed_files(self, table: str, *, since: int, until: int | None = None) -> ChangedFiles:
+        """The files whose liveness differs between snapshots ``since`` and ``until`` (the
+        head by default), read in one repeatable-read transaction. ``since`` 0 stands for the
+        table before its first commit, while no snapshot has expired. SnapshotNotFoundError
+        when either is unknown or expired (naming the oldest snapshot kept), or ``since`` is
+        after ``until``."""
+        with self._read_only(repeatable=True) as conn:
+            end = resolve(conn, table, snapshot_id=until, as_of=None)
+            kept = conn.execute(
+                "SELECT min(snapshot_id) FILTER (WHERE expired_at IS NULL),"
+                " count(*) FILTER (WHERE expired_at IS NOT NULL)"
+                " FROM snapshots WHERE table_id = %s",
+                (end.table_id,),
+            ).fetchone()
+            oldest, expired = (kept[0], int(kept[1])) if kept else (None, 0)
+            if since < 0 or (since == 0 and expired) or since > end.snapshot_id:
+                raise SnapshotNotFoundError(_since_refused(table, since, end.snapshot_id, oldest))
+            if since:
+                try:
+                    resolve(conn, table, snapshot_id=since, as_of=None)
+                except SnapshotNotFoundError:
+                    raise SnapshotNotFoundError(
+                        _since_refused(table, since, end.snapshot_id, oldest)
+                    ) from None
+            rows = conn.execute(
+                sql.SQL(
+                    "SELECT {} FROM data_files WHERE table_id = %(t)s"
+                    " AND begin_snapshot <= %(until)s"
+                    " AND (end_snapshot IS NULL OR end_snapshot > %(since)s)"
+                    " AND NOT (begin_snapshot <= %(since)s"
+                    "          AND (end_snapshot IS NULL OR end_snapshot > %(until)s))"
+                    " ORDER BY file_id"
+                ).format(sql.SQL(FILE_COLUMNS)),
+                {"t": end.table_id, "since": since, "until": end.snapshot_id},
+            ).fetchall()
+        files = [data_file(row) for row in rows]
+
+        def live(f: DataFile, at: int) -> bool:
+            return f.begin_snapshot <= at and (f.end_snapshot is None or f.end_snapshot > at)
+
+        at_since = [live(f, since) for f in files]
+        at_until = [live(f, end.snapshot_id) for f in files]
+        return ChangedFiles(
+            since=since,
+            until=end.snapshot_id,
+            spec_version=end.spec_version,
+            added=tuple(f for f, s, u in zip(files, at_since, at_until, strict=True) if u),
+            removed=tuple(f for f, s, u in zip(files, at_since, at_until, strict=True) if s),
+            passed=tuple(
+                f for f, s, u in zip(files, at_since, at_until, strict=True) if not (s or u)
+            ),
+        )
 
     def live_files(self, table: str) -> list[LiveFile]:
         """The files live at the head, in id order, as :meth:`files` gives them but without
@@ -191,3 +246,15 @@ def _histogram(sizes: Sequence[int]) -> tuple[int, ...]:
     for size in sizes:
         counts[bisect.bisect_left(FILE_SIZE_BUCKETS, size)] += 1
     return tuple(counts)
+
+
+def _since_refused(table: str, since: int, until: int, oldest: int | None) -> str:
+    if since > until:
+        return f"table {table!r}: changes since snapshot {since} cannot end at {until}, before it"
+    kept = (
+        "it has no snapshot yet"
+        if oldest is None
+        else f"the oldest snapshot it keeps is {oldest}: read the table at {oldest} and follow"
+        f" its changes from there, and read changes more often than the table's retention"
+    )
+    return f"table {table!r}: snapshot {since} is unknown or expired, so its changes since it cannot be read ({kept})"

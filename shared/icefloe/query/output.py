@@ -6,16 +6,19 @@ import base64
 import io
 import json
 import math
+from collections.abc import Sequence
 from datetime import date, datetime, time, timedelta
 from decimal import Decimal
 from pathlib import Path
 from typing import Any, TextIO
 from uuid import UUID
 
+import duckdb
 import pyarrow as pa
 import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 
+from icefloe.duck import ident
 from icefloe.errors import InvalidArgumentError
 
 MAX_TEXT_ROWS = 1000
@@ -111,3 +114,12 @@ def _cell(value: Any) -> str:
         return value.hex() if len(value) <= 32 else base64.b64encode(value[:24]).decode() + "..."
     safe = json_safe(value)
     return safe if isinstance(safe, str) else json.dumps(safe)
+
+
+def columns_as_text(table: pa.Table, names: Sequence[str]) -> pa.Table:
+    """``table`` with the columns ``names`` as DuckDB's text of their values (a TIME as
+    ``05:30:00``, a UUID in its dashed form), for readers that hold them as text."""
+    with duckdb.connect() as con:
+        con.register("answer", table)
+        cast = ", ".join(f"CAST({ident(n)} AS VARCHAR) AS {ident(n)}" for n in names)
+        return con.execute(f"SELECT * REPLACE ({cast}) FROM answer").to_arrow_table()
