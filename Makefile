@@ -131,6 +131,7 @@ bench: venv
 	$(PY) -m benchmarks.iceberg_bench --scale $(BENCH_SCALE)
 	$(PY) -m benchmarks.nested_bench --scale $(BENCH_SCALE)
 	$(PY) -m benchmarks.generated_bench --scale $(BENCH_SCALE)
+	$(PY) -m benchmarks.changes_bench --scale $(BENCH_SCALE)
 
 stop: venv
 	$(BIN)/icefloe db stop

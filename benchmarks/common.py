@@ -75,6 +75,15 @@ def status_kib(field: str) -> int:
     raise RuntimeError(f"no {field} in /proc/self/status")
 
 
+def bytes_read_by_process() -> int:
+    """The bytes this process has read through read calls so far (``rchar`` of
+    ``/proc/self/io``: files, cached or not, and sockets): Linux only."""
+    for line in Path("/proc/self/io").read_text().splitlines():
+        if line.startswith("rchar:"):
+            return int(line.split()[1])
+    raise RuntimeError("no rchar in /proc/self/io")
+
+
 def reset_peak() -> None:
     """Reset VmHWM to the current RSS (Linux: writing 5 to clear_refs), so a later peak is
     this process's peak from now on."""

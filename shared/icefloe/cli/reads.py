@@ -54,8 +54,10 @@ def changes_command(lake: Lake, args: argparse.Namespace, out: TextIO) -> int:
         "until_snapshot": feed.until_snapshot,
         "inserts": feed.inserts,
         "deletes": feed.deletes,
-        "files_read": feed.files_read,
-        "bytes_read": feed.bytes_read,
+        "files_read_whole": feed.files_read_whole,
+        "files_read_filtered": feed.files_read_filtered,
+        "files_row_ids_read": feed.files_row_ids_read,
+        "bytes_of_files_read": feed.bytes_of_files_read,
     }
     if args.format == "table":
         print(

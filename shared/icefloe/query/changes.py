@@ -40,6 +40,7 @@ from icefloe.metastore.models import ChangedFiles, DataFile
 from icefloe.metastore.store import MetaStore
 from icefloe.query.views import files_source, view_body
 from icefloe.spec import TableSpec
+from icefloe.spec.merge import AppendMode, ReplaceMode
 from icefloe.storage import ObjectStore
 
 CHANGE_COLUMN = "_change"
@@ -56,9 +57,16 @@ class ChangeFeed:
     until_snapshot: int
     rows: pa.Table  # until's columns, then _row_id, _change ('insert'/'delete'), _snapshot
     spec: TableSpec  # the table's spec at until: the schema the rows are in
-    files_read: int  # files whose rows were read (added and removed ones)
-    files_row_ids_read: int  # files passed through, of which only the row ids were read
-    bytes_read: int  # the sizes of the files read whole
+    files_read_whole: int  # files every row of which changed
+    files_read_filtered: int  # files some rows of which changed: read for those
+    files_row_ids_read: int  # the other files live at some point: their row ids alone
+    bytes_of_files_read: int  # the sizes of the files read beyond their row ids
+
+    @property
+    def files_read(self) -> int:
+        """Every file the feed opened: those live at one of the two snapshots, and those
+        live only between them."""
+        return self.files_read_whole + self.files_read_filtered + self.files_row_ids_read
 
     @property
     def inserts(self) -> int:
@@ -96,56 +104,65 @@ def read_changes(
     try:
         if configure is not None:
             configure(con)
-        rows = _changes(con, spec, changed, objects)
+        rows, reads = _changes(con, spec, changed, objects)
     finally:
         con.close()
-    read = (*changed.added, *changed.removed)
     return ChangeFeed(
         table=table,
         since_snapshot=changed.since,
         until_snapshot=changed.until,
         rows=rows,
         spec=spec,
-        files_read=len(read),
-        files_row_ids_read=len(changed.passed),
-        bytes_read=sum(f.size_bytes for f in read),
+        files_read_whole=len(reads.whole),
+        files_read_filtered=len(reads.filtered),
+        files_row_ids_read=len(reads.ids),
+        bytes_of_files_read=sum(f.size_bytes for f in (*reads.whole, *reads.filtered)),
     )
 
 
-def _changes(con: Any, spec: TableSpec, changed: ChangedFiles, objects: ObjectStore) -> pa.Table:
-    def rows(files: Sequence[DataFile]) -> str:
-        source = files_source(spec, [(objects.uri(f.path), f.spec_version) for f in files])
-        return view_body(spec, source, None)
+@dataclass(frozen=True, slots=True)
+class _Reads:
+    """What a feed read: files whole, files for some of their rows, and files for their row
+    ids alone."""
 
+    whole: tuple[DataFile, ...]
+    filtered: tuple[DataFile, ...]
+    ids: tuple[DataFile, ...]
+
+
+def _changes(
+    con: Any, spec: TableSpec, changed: ChangedFiles, objects: ObjectStore
+) -> tuple[pa.Table, _Reads]:
     row_id = ident(ROW_ID_COLUMN)
-    con.execute(
-        f"CREATE TEMP TABLE inserted AS {rows(changed.added)} EXCEPT ALL {rows(changed.removed)}"
-    )
-    con.execute(
-        f"CREATE TEMP TABLE deleted AS {rows(changed.removed)} EXCEPT ALL {rows(changed.added)}"
-    )
     every = (*changed.added, *changed.removed, *changed.passed)
-    lifetimes = ", ".join(
-        f"({string_literal(objects.uri(f.path))}, {f.begin_snapshot},"
-        f" {'NULL' if f.end_snapshot is None else f.end_snapshot})"
-        for f in every
-    )
-    uris = ", ".join(string_literal(objects.uri(f.path)) for f in every)
+    sides = ["a"] * len(changed.added) + ["r"] * len(changed.removed) + ["p"] * len(changed.passed)
     if every:
-        # When each changed row was live: one interval [begin, end) per file holding it
+        # Every row id of every file live at some point of the window, with the interval
+        # [begin, end) that file was live
+        lifetimes = ", ".join(
+            f"({string_literal(objects.uri(f.path))}, {n}, '{side}', {f.begin_snapshot},"
+            f" {'NULL' if f.end_snapshot is None else f.end_snapshot})"
+            for n, (f, side) in enumerate(zip(every, sides, strict=True))
+        )
+        uris = ", ".join(string_literal(objects.uri(f.path)) for f in every)
         con.execute(
-            f"CREATE TEMP TABLE life AS SELECT r.{row_id} AS id, l.b, l.e"
-            f" FROM (SELECT {row_id}, filename FROM read_parquet([{uris}],"
-            " hive_partitioning = false, filename = true)"
-            f" WHERE {row_id} IN (SELECT {row_id} FROM inserted"
-            f" UNION SELECT {row_id} FROM deleted)) r"
-            f" JOIN (VALUES {lifetimes}) l(uri, b, e) ON r.filename = l.uri"
+            f"CREATE TEMP TABLE held AS SELECT r.{row_id} AS id, l.n, l.side, l.b, l.e"
+            f" FROM read_parquet([{uris}], hive_partitioning = false, filename = true) r"
+            f" JOIN (VALUES {lifetimes}) l(uri, n, side, b, e) ON r.filename = l.uri"
         )
     else:
-        con.execute("CREATE TEMP TABLE life (id BLOB, b BIGINT, e BIGINT)")
+        con.execute("CREATE TEMP TABLE held (id BLOB, n INTEGER, side VARCHAR, b BIGINT, e BIGINT)")
+    if isinstance(spec.merge, AppendMode | ReplaceMode):
+        reads = _changed_rows_by_id(con, spec, changed, objects, every)
+    else:
+        reads = _changed_rows_by_value(con, spec, changed, objects)
     since, until = changed.since, changed.until
-    # A start is an interval no other of the row's ends at (a merge's output continues its
-    # inputs' intervals); an end is one no other begins at.
+    # When each changed row was live: a start is an interval no other of the row's ends at (a
+    # merge's output continues its inputs' intervals); an end is one no other begins at.
+    con.execute(
+        "CREATE TEMP TABLE life AS SELECT id, b, e FROM held WHERE id IN"
+        f" (SELECT {row_id} FROM inserted UNION SELECT {row_id} FROM deleted)"
+    )
     con.execute(
         "CREATE TEMP TABLE made AS SELECT id,"
         f" max(b) FILTER (WHERE start AND b > {since}) AS began,"
@@ -157,7 +174,7 @@ def _changes(con: Any, spec: TableSpec, changed: ChangedFiles, objects: ObjectSt
         "     (SELECT 1 FROM life n WHERE n.id = l.id AND n.b = l.e) AS finish"
         " FROM life l) GROUP BY id"
     )
-    return con.execute(
+    rows = con.execute(
         f"SELECT * FROM ("
         f" SELECT i.*, 'insert' AS {CHANGE_COLUMN},"
         f"   CAST(coalesce(m.began, m.rewritten) AS BIGINT) AS {SNAPSHOT_COLUMN}"
@@ -168,3 +185,60 @@ def _changes(con: Any, spec: TableSpec, changed: ChangedFiles, objects: ObjectSt
         f" FROM deleted d LEFT JOIN made m ON m.id = d.{row_id})"
         f" ORDER BY {SNAPSHOT_COLUMN}, {CHANGE_COLUMN} = 'insert', {row_id}"
     ).to_arrow_table()
+    return rows, reads
+
+
+def _rows_sql(spec: TableSpec, files: Sequence[DataFile], objects: ObjectStore) -> str:
+    source = files_source(spec, [(objects.uri(f.path), f.spec_version) for f in files])
+    return view_body(spec, source, None)
+
+
+def _changed_rows_by_id(
+    con: Any,
+    spec: TableSpec,
+    changed: ChangedFiles,
+    objects: ObjectStore,
+    every: Sequence[DataFile],
+) -> _Reads:
+    """Tables whose rewrites keep every row's values (append and replace merges, deletes,
+    rollbacks): a row id added and not removed is an insert, one removed and not added a
+    delete. Only the files holding such rows are read beyond their row ids: whole when every
+    row of theirs changed, else filtered to the changed ids."""
+    row_id = ident(ROW_ID_COLUMN)
+    whole: list[DataFile] = []
+    filtered: list[DataFile] = []
+    for name, side, other in (("inserted", "a", "r"), ("deleted", "r", "a")):
+        con.execute(
+            f"CREATE TEMP TABLE {name}_ids AS SELECT id, n FROM held WHERE side = '{side}'"
+            f" AND id NOT IN (SELECT id FROM held WHERE side = '{other}')"
+        )
+        counts = dict(con.execute(f"SELECT n, count(*) FROM {name}_ids GROUP BY n").fetchall())
+        complete = [every[n] for n, c in counts.items() if c == every[n].row_count]
+        partial = [every[n] for n, c in counts.items() if c != every[n].row_count]
+        parts = [_rows_sql(spec, complete, objects)]
+        if partial:
+            parts.append(
+                f"SELECT * FROM ({_rows_sql(spec, partial, objects)})"
+                f" WHERE {row_id} IN (SELECT id FROM {name}_ids)"
+            )
+        con.execute(f"CREATE TEMP TABLE {name} AS {' UNION ALL '.join(parts)}")
+        whole += complete
+        filtered += partial
+    touched = {f.file_id for f in (*whole, *filtered)}
+    return _Reads(
+        whole=tuple(whole),
+        filtered=tuple(filtered),
+        ids=tuple(f for f in every if f.file_id not in touched),
+    )
+
+
+def _changed_rows_by_value(
+    con: Any, spec: TableSpec, changed: ChangedFiles, objects: ObjectStore
+) -> _Reads:
+    """Tables whose merges change rows (aggregate, custom): the rows added and removed are
+    compared whole, as multisets, so a row whose values a merge changed is a delete of its
+    old values and an insert of its new ones."""
+    added, removed = (_rows_sql(spec, files, objects) for files in (changed.added, changed.removed))
+    con.execute(f"CREATE TEMP TABLE inserted AS {added} EXCEPT ALL {removed}")
+    con.execute(f"CREATE TEMP TABLE deleted AS {removed} EXCEPT ALL {added}")
+    return _Reads(whole=(*changed.added, *changed.removed), filtered=(), ids=changed.passed)
