@@ -21,7 +21,7 @@ from icefloe.metastore.models import (
     Snapshot,
     TableStatus,
 )
-from icefloe.metastore.pinned import PinnedSnapshot, files_at, live_at, resolve
+from icefloe.metastore.pinned import Pin, PinnedSnapshot, files_at, live_at, resolve
 from icefloe.metastore.rows import FILE_COLUMNS, SNAPSHOT_COLUMNS, data_file, snapshot_of
 
 
@@ -109,7 +109,9 @@ class SnapshotReads(StoreAccess):
         when either is unknown or expired (naming the oldest snapshot kept), or ``since`` is
         after ``until``."""
         with self._read_only(repeatable=True) as conn:
-            end = resolve(conn, table, snapshot_id=until, as_of=None)
+            end = resolve(conn, table, snapshot_id=until or None, as_of=None)
+            if until == 0:  # the table before its first commit, in its first schema
+                end = Pin(table, end.table_id, 0, 1)
             kept = conn.execute(
                 "SELECT min(snapshot_id) FILTER (WHERE expired_at IS NULL),"
                 " count(*) FILTER (WHERE expired_at IS NOT NULL)"
