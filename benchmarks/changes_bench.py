@@ -19,13 +19,10 @@ give the same rows.
 
 from __future__ import annotations
 
-import argparse
 import json
 import random
 import statistics
-import tempfile
 import time
-import uuid
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -33,10 +30,9 @@ from typing import Any
 import duckdb
 
 from benchmarks.common import (
-    benchmark_postgres,
     bytes_read_by_process,
     merge_until_quiet,
-    write_results,
+    run_scaled,
 )
 from icefloe.ingest import Inserter
 from icefloe.lifecycle import delete_rows
@@ -200,16 +196,7 @@ def compare(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--scale", choices=sorted(SCALES), default="full")
-    args = parser.parse_args()
-    schema = f"bench_{uuid.uuid4().hex[:8]}"
-    with benchmark_postgres() as dsn, tempfile.TemporaryDirectory() as tmp:
-        with MetaStore(dsn, schema=schema) as meta:
-            meta.migrate()
-        result = bench(dsn, schema, SCALES[args.scale], Path(tmp))
-    path = write_results(f"changes_bench-{args.scale}", {"scale": args.scale, **result})
-    print(f"wrote {path}")
+    run_scaled("changes_bench", __doc__, SCALES, bench)
 
 
 if __name__ == "__main__":

@@ -188,3 +188,28 @@ def merge_until_quiet(meta: Any, worker: Any, tables: list[str]) -> dict[str, An
             "bytes": sum(f.size_bytes for f in live),
         }
     return stored
+
+
+def run_scaled(
+    name: str,
+    description: str | None,
+    scales: dict[str, dict[str, int]],
+    bench: Callable[[str, str, dict[str, int], Path], dict[str, Any]],
+) -> None:
+    """A benchmark's command line: ``--scale``, a fresh meta store schema and a temp dir for
+    ``bench(dsn, schema, scale, root)``, and its result written as ``<name>-<scale>``."""
+    import argparse
+    import uuid
+
+    from icefloe.metastore.store import MetaStore
+
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--scale", choices=sorted(scales), default="full")
+    args = parser.parse_args()
+    schema = f"bench_{uuid.uuid4().hex[:8]}"
+    with benchmark_postgres() as dsn, tempfile.TemporaryDirectory() as tmp:
+        with MetaStore(dsn, schema=schema) as meta:
+            meta.migrate()
+        result = bench(dsn, schema, scales[args.scale], Path(tmp))
+    path = write_results(f"{name}-{args.scale}", {"scale": args.scale, **result})
+    print(f"wrote {path}")

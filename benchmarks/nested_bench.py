@@ -14,10 +14,7 @@ that both answers agree.
 
 from __future__ import annotations
 
-import argparse
 import json
-import tempfile
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -25,10 +22,9 @@ from tests.support.segment_corpus import segment_events
 
 from benchmarks.common import (
     ask_alternately,
-    benchmark_postgres,
     insert_alternately,
     merge_until_quiet,
-    write_results,
+    run_scaled,
 )
 from icefloe.ingest import Inserter
 from icefloe.merge import MergeLimits, MergeWorker
@@ -132,16 +128,7 @@ def bench(dsn: str, schema: str, scale: dict[str, int], root: Path) -> dict[str,
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--scale", choices=sorted(SCALES), default="full")
-    args = parser.parse_args()
-    schema = f"bench_{uuid.uuid4().hex[:8]}"
-    with benchmark_postgres() as dsn, tempfile.TemporaryDirectory() as tmp:
-        with MetaStore(dsn, schema=schema) as meta:
-            meta.migrate()
-        result = bench(dsn, schema, SCALES[args.scale], Path(tmp))
-    path = write_results(f"nested_bench-{args.scale}", {"scale": args.scale, **result})
-    print(f"wrote {path}")
+    run_scaled("nested_bench", __doc__, SCALES, bench)
 
 
 if __name__ == "__main__":

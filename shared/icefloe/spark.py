@@ -115,11 +115,7 @@ def read_changes(
             table=table,
             since_snapshot=since_snapshot,
             until_snapshot=until_snapshot,
-            configure=(
-                (lambda con: configure_s3_from_settings(con, core))
-                if core.warehouse.scheme == "s3"
-                else None
-            ),
+            configure=lambda con: configure_s3_from_settings(con, core),
         )
     finally:
         if own is not None:

@@ -128,17 +128,14 @@ def read_files(
             for current, old in zip(spec.layout.columns, held, strict=True)
         ]
         frame = raw.select(*columns, F.col(ROW_ID_COLUMN), *extra)
-        missing = {
-            c.name for c, old in zip(spec.columns, held, strict=True) if c.generated and old is None
-        }
-        frames.append(_with_generated(frame, spec, missing) if missing else frame)
+        frames.append(_with_generated(frame, spec, group.computed) if group.computed else frame)
     frame = frames[0]
     for other in frames[1:]:
         frame = frame.unionByName(other)
     return frame
 
 
-def _with_generated(frame: DataFrame, spec: TableSpec, missing: set[str]) -> DataFrame:
+def _with_generated(frame: DataFrame, spec: TableSpec, missing: frozenset[str]) -> DataFrame:
     """``frame`` (the spec's columns first, those in ``missing`` NULL) with the generated
     columns in ``missing`` computed from their expressions by DuckDB, batch by batch: the
     same engine and SQL as :func:`icefloe.query.views.files_source`, so Spark and DuckDB read

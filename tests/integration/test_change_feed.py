@@ -245,6 +245,8 @@ def test_a_feed_from_an_expired_snapshot_names_the_oldest_one_kept(lake: Lake) -
         lake.changes("ev", since_snapshot=1)
     with pytest.raises(SnapshotNotFoundError, match=f"oldest snapshot it keeps is {kept}"):
         lake.changes("ev", since_snapshot=0)
+    with pytest.raises(SnapshotNotFoundError, match="snapshot -1 is unknown"):
+        lake.changes("ev", since_snapshot=-1)
     head = lake.table("ev").head_snapshot_id
     with pytest.raises(SnapshotNotFoundError, match="before it"):
         lake.changes("ev", since_snapshot=head + 1)
@@ -275,6 +277,8 @@ def test_the_cli_prints_the_changes_and_where_to_ask_from_next(
     assert "(next: --since 2)" in capsys.readouterr().err
     code, _ = run("changes", "ev", "--since", "9")
     assert code != 0 and "snapshot 9" in capsys.readouterr().err
+    code, _ = run("changes", "ev", "--since", "0", "--format", "parquet")
+    assert code != 0 and "--format parquet needs --output" in capsys.readouterr().err
     parquet = tmp_path / "changes.parquet"
     code, _ = run("changes", "ev", "--since", "0", "--format", "parquet", "--output", str(parquet))
     assert code == 0 and pq.read_table(parquet).num_rows == 2

@@ -240,3 +240,21 @@ def test_a_delete_rewrites_an_old_file_with_the_value_its_rows_compute(
     kept = [r for r in rows if r.get("event") != "View"]
     assert stored(lake) == expected(kept, tmp_path)
     assert len(_stale_files(lake)) < stale  # the rewritten files hold the columns
+
+
+def test_adding_one_to_a_table_with_files_needs_the_object_store_to_check_them(
+    lake: Lake,
+) -> None:
+    from icefloe.lifecycle import alter_table
+    from icefloe.lifecycle.alter import add_column
+
+    change = [add_column("n BIGINT AS (TRY_CAST(properties->>'numtime' AS BIGINT))")]
+    lake.create_table("empty", schema=INPUTS)
+    # no file to check: the meta store alone does
+    assert alter_table(meta=lake.meta, table="empty", changes=change).spec.column("n").generated
+    lake.create_table("ev", schema=INPUTS)
+    lake.insert("ev", [{"ts": "2026-05-01T00:00:00", "properties": {"numtime": 5}}])
+    version = lake.table("ev").spec.version
+    with pytest.raises(SpecError, match=r"generated column 'n'.*give the lake's object store"):
+        alter_table(meta=lake.meta, table="ev", changes=change)
+    assert lake.table("ev").spec.version == version

@@ -92,18 +92,23 @@ def _compute(
 def _computed_sql(
     spec: TableSpec, generated: Sequence[Column], source: str, limits: InsertLimits
 ) -> str:
+    outputs = ", ".join(
+        part for c in generated for part in (ident(c.name), _check_sql(c, spec, limits))
+    )
+    return (
+        f"SELECT {outputs} FROM (SELECT {_values_sql(generated)} FROM {_inputs_sql(spec, source)})"
+    )
+
+
+def _inputs_sql(spec: TableSpec, source: str) -> str:
+    """``source``'s input columns at their table types, named by the table (what an
+    expression reads, ``events.properties`` included)."""
     inputs = ", ".join(
         f"CAST({ident(c.name)} AS {c.type}) AS {ident(c.name)}"
         for c in spec.columns
         if not c.generated
     )
-    outputs = ", ".join(
-        part for c in generated for part in (ident(c.name), _check_sql(c, spec, limits))
-    )
-    return (
-        f"SELECT {outputs} FROM (SELECT {_values_sql(generated)}"
-        f" FROM (SELECT {inputs} FROM {source}) AS {ident(spec.name)})"
-    )
+    return f"(SELECT {inputs} FROM {source}) AS {ident(spec.name)}"
 
 
 def generated_problem(
@@ -198,15 +203,10 @@ def computed_columns_sql(spec: TableSpec, missing: Collection[str], source: str)
     :func:`icefloe.query.views.files_source` computes them, over ``source``: rows holding the
     spec's input columns in types DuckDB casts to theirs (how Spark's readers compute them,
     batch by batch)."""
-    inputs = ", ".join(
-        f"CAST({ident(c.name)} AS {c.type}) AS {ident(c.name)}"
-        for c in spec.columns
-        if not c.generated
-    )
     values = ", ".join(
         f"{computed_value_sql(c)} AS {ident(c.name)}" for c in spec.columns if c.name in missing
     )
-    return f"SELECT {values} FROM (SELECT {inputs} FROM {source}) AS {ident(spec.name)}"
+    return f"SELECT {values} FROM {_inputs_sql(spec, source)}"
 
 
 def computed_value_sql(column: Column) -> str:

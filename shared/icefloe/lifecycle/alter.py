@@ -66,7 +66,9 @@ def alter_table(
     expression names in every live file from ``objects`` (DuckDB set up by ``configure``): once
     before the head is locked, and again for any file committed meanwhile."""
     rows = _HeldRows(meta=meta, table=table, objects=objects, configure=configure)
-    rows.check(evolve(meta.get_table(table).spec, changes))
+    proposed = evolve(meta.get_table(table).spec, changes)
+    check_spec_sql(proposed)  # refused before any file is read or the head is locked
+    rows.check(proposed)
 
     def evolved(current: TableSpec) -> TableSpec:
         spec = evolve(current, changes)
@@ -108,7 +110,6 @@ class _HeldRows:
         ]
         if not added:
             return
-        check_spec_sql(spec)  # the expressions bind before any file is read
         files = [f for f in self._meta.files(self._table) if f.file_id not in self._checked]
         if not files:
             return
@@ -150,13 +151,14 @@ def _problem(
         assert source is not None
         return generated_problem(con, spec, column, source, limits=InsertLimits())
 
-    if problem(files) is None:
+    whole = problem(files)
+    if whole is None:
         return None
-    for uri, f in files:
+    for uri, f in files:  # which file: one at a time, only once some row failed
         text = problem([(uri, f)])
         if text is not None:
             return uri, text
-    return files[0][0], problem(files) or ""
+    return files[0][0], whole
 
 
 def check_spec_sql(spec: TableSpec) -> None:

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from icefloe import duck
 from icefloe.duck import ident, string_literal
@@ -77,8 +78,7 @@ class ChangeFeed:
         return self._count("delete")
 
     def _count(self, change: str) -> int:
-        column = self.rows.column(CHANGE_COLUMN).to_pylist()
-        return sum(1 for c in column if c == change)
+        return int(pc.sum(pc.equal(self.rows.column(CHANGE_COLUMN), change)).as_py() or 0)
 
 
 def read_changes(

@@ -57,21 +57,18 @@ def files_source(spec: TableSpec, files: Sequence[tuple[str, int]]) -> str | Non
         ]
         select.append(ident(ROW_ID_COLUMN))
         part = f"SELECT {', '.join(select)} FROM {parquet_source(group.uris)}"
-        missing = {
-            c.name for c, old in zip(spec.columns, held, strict=True) if c.generated and old is None
-        }
-        if missing:
-            part = _computed(spec, missing, part)
+        if group.computed:
+            part = _computed(spec, group.computed, part)
         parts.append(part)
     return "(" + " UNION ALL ".join(parts) + ")"
 
 
-def _computed(spec: TableSpec, missing: set[str], held: str) -> str:
+def _computed(spec: TableSpec, missing: frozenset[str], held: str) -> str:
     """``held`` (a SELECT of every current column and the row id, in order) with the generated
     columns in ``missing``, which its files were written without, computed from their
     expressions over the row's other columns, as insert computes them. A row whose expression
-    fails gives NULL (:func:`icefloe.ingest.generated_values.computed_value_sql`); adding the column refused a table holding
-    one (:mod:`icefloe.lifecycle.alter`)."""
+    fails gives NULL (:func:`icefloe.ingest.generated_values.computed_value_sql`); adding the
+    column refused a table holding one (:mod:`icefloe.lifecycle.alter`)."""
     select = [
         f"{computed_value_sql(c)} AS {ident(c.name)}" if c.name in missing else ident(c.name)
         for c in spec.columns

@@ -29,6 +29,9 @@ class ScanGroup:
     # (None: they lack it; it reads as NULL). None: they hold exactly the current columns.
     held: tuple[tuple[str, LayoutColumn | None], ...] | None
     uris: tuple[str, ...]
+    # The generated columns these files were written without: readers compute them from
+    # their expressions (see icefloe.query.views.files_source).
+    computed: frozenset[str] = frozenset()
 
     @property
     def columns(self) -> Mapping[str, str | None] | None:
@@ -57,7 +60,17 @@ def scan_groups(spec: TableSpec, files: Sequence[tuple[str, int]]) -> list[ScanG
             else tuple(None if h is None else (h.name, h.type, h.nested_ids) for _, h in held)
         )
         groups.setdefault(key, (held, []))[1].append(uri)
-    return [ScanGroup(held=held, uris=tuple(uris)) for held, uris in groups.values()]
+    generated = {c.name for c in spec.columns if c.generated}
+    return [
+        ScanGroup(
+            held=held,
+            uris=tuple(uris),
+            computed=frozenset(
+                () if held is None else (n for n, h in held if h is None and n in generated)
+            ),
+        )
+        for held, uris in groups.values()
+    ]
 
 
 def _held_columns(

@@ -10,6 +10,7 @@ import pytest
 from icefloe.errors import SpecError
 from icefloe.spec import TableSpec, format_schema, parse_schema
 from icefloe.spec.evolution import AddColumn, evolve
+from icefloe.spec.reading import scan_groups, versions_lacking_generated
 from icefloe.spec.schema import Column
 
 BASE = "ts TIMESTAMP NOT NULL, properties JSON, "
@@ -112,6 +113,12 @@ def test_a_generated_column_added_later_is_new_to_every_older_layout() -> None:
     new_id = added.column_id("n")
     assert new_id not in {c.id for c in added.layout_at(spec.version).columns}
     assert new_id not in spec.column_ids
+    # readers compute it for the files of before, and merges are to rewrite those
+    old, new = scan_groups(added, [("old.parquet", spec.version), ("new.parquet", added.version)])
+    assert (old.uris, old.computed) == (("old.parquet",), frozenset({"n"}))
+    assert (new.uris, new.computed) == (("new.parquet",), frozenset())
+    assert versions_lacking_generated(added) == {spec.version}
+    assert versions_lacking_generated(spec) == frozenset()
     # and it keeps the rules of a generated column where it stands
     with pytest.raises(SpecError, match=r"generated column 'n'.*aggregate"):
         evolve(
