@@ -28,6 +28,12 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
+# The peers make bench compares icefloe with (pyproject's `peers` extra); make test needs none.
+PEERS_STAMP := $(VENV)/.peers-stamp
+$(PEERS_STAMP): $(STAMP)
+	$(PY) -m pip install --quiet -e '.[dev,peers]'
+	@touch $(PEERS_STAMP)
+
 lint: venv
 	$(BIN)/ruff check shared functions infra tests benchmarks
 	$(BIN)/ruff format --check shared functions infra tests benchmarks
@@ -118,7 +124,8 @@ demo: venv
 
 # Benchmarks write benchmarks/results/*.json and print a summary; BENCH_SCALE=small|full.
 BENCH_SCALE ?= full
-bench: venv
+bench: venv $(PEERS_STAMP)
+	$(PY) -m benchmarks.peers_bench --scale $(BENCH_SCALE)
 	$(PY) -m benchmarks.metastore_bench --scale $(BENCH_SCALE)
 	$(PY) -m benchmarks.insert_bench --scale $(BENCH_SCALE)
 	$(PY) -m benchmarks.query_bench --scale $(BENCH_SCALE)

@@ -155,18 +155,59 @@ def parquet_writer(
     schema: pa.Schema,
     *,
     footer: list[pq.FileMetaData] | None = None,
+    sample: pa.Table | None = None,
 ) -> pq.ParquetWriter:
     """A Parquet writer with the settings every icefloe file uses. ``footer``, if given,
-    receives the file's metadata when the writer closes (no need to read it back)."""
+    receives the file's metadata when the writer closes (no need to read it back). ``sample``
+    (the first rows to be written) decides which string columns get no dictionary
+    (:func:`mostly_distinct_columns`)."""
+    dictionary = _dictionary_columns(schema)
+    if sample is not None:
+        plain = mostly_distinct_columns(sample)
+        dictionary = tuple(c for c in dictionary if c not in plain)
     return pq.ParquetWriter(
         sink,
         schema,
         compression=COMPRESSION,
         write_statistics=list(_statistics_columns(schema)),
         version="2.6",
-        use_dictionary=list(_dictionary_columns(schema)),
+        use_dictionary=list(dictionary),
         metadata_collector=footer,
     )
+
+
+# A top-level string column whose first rows are nearly all distinct values (message ids,
+# anonymous ids) is written plain: its dictionary would fill to the writer's 1 MiB limit and then
+# fall back to plain values anyway, after costing the time to build it. A sample of n values is
+# 95% distinct only when the column has about 10n distinct values or more (a uniform draw from C
+# values repeats one in about n/2C draws), so a column of 20,000 users in 4,096 rows keeps its
+# dictionary. On the peer benchmark's events this makes files about 7% smaller and encoding about
+# 10% faster.
+DISTINCT_SAMPLE_ROWS = 4096
+MOSTLY_DISTINCT = 0.95
+_MIN_SAMPLE_VALUES = 256
+
+
+def mostly_distinct_columns(table: pa.Table) -> frozenset[str]:
+    """The top-level string columns more than :data:`MOSTLY_DISTINCT` of whose first
+    :data:`DISTINCT_SAMPLE_ROWS` values (nulls aside, at least 256 of them) are distinct."""
+    sample = table.slice(0, DISTINCT_SAMPLE_ROWS)
+    plain = []
+    for field in sample.schema:
+        storage = (
+            field.type.storage_type if isinstance(field.type, pa.BaseExtensionType) else field.type
+        )
+        if not (pa.types.is_string(storage) or pa.types.is_large_string(storage)):
+            continue
+        column = sample.column(field.name)
+        if storage is not field.type:
+            column = pa.chunked_array([c.storage for c in column.chunks], storage)
+        values = len(column) - column.null_count
+        if values < _MIN_SAMPLE_VALUES:
+            continue
+        if pc.count_distinct(column).as_py() > MOSTLY_DISTINCT * values:
+            plain.append(field.name)
+    return frozenset(plain)
 
 
 @functools.lru_cache(maxsize=256)
@@ -218,7 +259,7 @@ def encode_parquet(
     membership = _filter_beside(table, membership_column)
     sink = pa.BufferOutputStream()
     footer: list[pq.FileMetaData] = []
-    with parquet_writer(sink, schema, footer=footer) as writer:
+    with parquet_writer(sink, schema, footer=footer, sample=table) as writer:
         if isinstance(row_group_sizes, int):
             writer.write_table(table, row_group_size=max(1, row_group_sizes))
         else:

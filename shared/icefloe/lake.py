@@ -563,7 +563,11 @@ class Lake:
         """Merge small files (``table``, or every table) until nothing is left to merge, within
         ``ICEFLOE_MERGE_*``'s limits, then publish the opted-in tables whose head moved."""
         report = merge_locally(
-            meta=self.meta, worker=self.merge_worker(), table=table, until_quiet=True
+            meta=self.meta,
+            worker=self.merge_worker(),
+            table=table,
+            until_quiet=True,
+            workers=self.settings.merge.local_workers,
         )
         self._keep_published(table)
         return report

@@ -48,9 +48,15 @@ class Lake:
             events = sample_events(rows, days=days, start=START, users=40, seed=seed + n)
             self.inserter.insert_rows(table, events)
 
-    def merge(self, table: str | None = None, *, until_quiet: bool = True) -> LocalMergeReport:
+    def merge(
+        self, table: str | None = None, *, until_quiet: bool = True, workers: int = 1
+    ) -> LocalMergeReport:
         return merge_locally(
-            meta=self.meta, worker=self.worker, table=table, until_quiet=until_quiet
+            meta=self.meta,
+            worker=self.worker,
+            table=table,
+            until_quiet=until_quiet,
+            workers=workers,
         )
 
     def rows(self, sql: str, *, snapshot_id: int | None = None) -> list[dict[str, object]]:

@@ -43,6 +43,7 @@ def merge_command(lake: Lake, args: argparse.Namespace, out: TextIO) -> int:
             worker=worker,
             table=args.name,
             until_quiet=args.wait,
+            workers=lake.settings.merge.local_workers,
             on_round=round_planned,
             on_outcome=lambda _: bars[-1].advance(),
         )

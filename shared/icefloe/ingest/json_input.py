@@ -367,6 +367,10 @@ def _read_known(
     JSON column's values change shape between records (an object, then a string), inference
     fails; the fields are then skipped and DuckDB checks that none is unknown."""
     typed_names = [c.name for c in spec.columns if c.type != "JSON"]
+    if threads and _json_count(spec):
+        shaped = _read_shaped(path, spec)
+        if shaped is not None:
+            return shaped
     inferred = read_typed(path, spec, infer_rest=True, threads=threads)
     if inferred is not None:
         if len(inferred.column_names) > len(typed_names) + _json_count(spec):
@@ -381,6 +385,52 @@ def _read_known(
     if skipped is None or not duck.only_known_fields():
         return None
     return skipped
+
+
+# The lines whose JSON columns' shapes stand for the batch's: about the first 64 KiB.
+_SHAPE_SAMPLE_BYTES = 1 << 16
+
+
+def _read_shaped(path: Path, spec: TableSpec) -> pa.Table | None:
+    """The typed columns, read with each JSON column declared in the shape its values have
+    in the first lines, and any other field an error; None when the sample has no shape to
+    declare or a record does not fit it (a field the table lacks, a JSON value of another
+    shape), and :func:`_read_known` goes on as without this.
+
+    Inferring every field of every record doubles pyarrow's parse when a JSON column holds
+    objects; events' JSON columns (properties, context) mostly keep one shape through a
+    batch, so the inference runs on a sample and the whole file is parsed to a known schema.
+    The JSON columns' values still come from DuckDB; the shape only lets pyarrow tell a field
+    the table lacks (which it refuses here) from one of a JSON column."""
+    with path.open("rb") as file:
+        sample = file.read(_SHAPE_SAMPLE_BYTES)
+    end = sample.rfind(b"\n")
+    if end <= 0:
+        return None
+    try:
+        inferred = pj.read_json(
+            pa.BufferReader(sample[: end + 1]),
+            read_options=pj.ReadOptions(use_threads=False),
+            parse_options=pj.ParseOptions(unexpected_field_behavior="infer"),
+        )
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None
+    fields = [pa.field(c.name, _READ_TYPES[c.type]) for c in spec.columns if c.type != "JSON"]
+    for column in spec.columns:
+        if column.type != "JSON":
+            continue
+        index = inferred.schema.get_field_index(column.name)
+        if index < 0:
+            return None  # no value in the sample to take a shape from
+        fields.append(pa.field(column.name, inferred.schema.field(index).type))
+    options = pj.ParseOptions(explicit_schema=pa.schema(fields), unexpected_field_behavior="error")
+    try:
+        read = pj.read_json(
+            str(path), read_options=pj.ReadOptions(use_threads=True), parse_options=options
+        )
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None
+    return read.drop_columns([c.name for c in spec.columns if c.type == "JSON"])
 
 
 def _json_count(spec: TableSpec) -> int:

@@ -7,6 +7,7 @@ merge-worker function runs.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,20 +38,25 @@ def merge_locally(
     table: str | None = None,
     until_quiet: bool = False,
     max_rounds: int = 100,
+    workers: int = 1,
     on_round: Callable[[OrchestratorSummary], None] | None = None,
     on_outcome: Callable[[MergeOutcome], None] | None = None,
 ) -> LocalMergeReport:
     """One orchestration round (or rounds until nothing is planned), each drained at once.
     Claims are made with the worker's lease, as the worker renews them. ``on_round`` sees
-    each round's plan before its merges run, ``on_outcome`` each merge's end (progress)."""
+    each round's plan before its merges run, ``on_outcome`` each merge's end (progress).
+    ``workers`` merges run at once (threads sharing ``worker``, as that many merge-worker
+    Lambdas would share the queue)."""
     queue = InProcessQueue()
     orchestrator = MergeOrchestrator(meta=meta, sender=queue, lease=worker.lease)
     outcomes: list[MergeOutcome] = []
+    recording = threading.Lock()  # workers' outcomes reach on_outcome one at a time
 
     def record(outcome: MergeOutcome) -> None:
-        outcomes.append(outcome)
-        if on_outcome is not None:
-            on_outcome(outcome)
+        with recording:
+            outcomes.append(outcome)
+            if on_outcome is not None:
+                on_outcome(outcome)
 
     def handle(event: Mapping[str, Any]) -> Mapping[str, Any]:
         return process_merge_records(event, worker=worker, on_outcome=record).response()
@@ -61,7 +67,7 @@ def merge_locally(
         rounds.append(summary)
         if on_round is not None:
             on_round(summary)
-        queue.drain(handle)
+        queue.drain(handle, workers=workers)
         if summary.groups_sent == 0:
             break
     return LocalMergeReport(

@@ -12,7 +12,9 @@ import logging
 import uuid
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 if TYPE_CHECKING:
@@ -112,31 +114,48 @@ class InProcessQueue:
         self._messages.append(message)
         return message.message_id
 
-    def drain(self, handler: BatchHandler) -> DrainReport:
+    def drain(self, handler: BatchHandler, *, workers: int = 1) -> DrainReport:
         """Deliver until the queue is empty; failed messages are redelivered, up to
-        ``max_receives`` deliveries each, then dead-lettered."""
+        ``max_receives`` deliveries each, then dead-lettered.
+
+        ``workers`` handlers run at once in threads, as that many worker Lambdas would: each
+        wave takes up to ``workers`` batches' worth of messages and deals them out evenly (so
+        twelve tasks on two workers are two batches of six, not one of ten and one of two)."""
+        if workers < 1:
+            raise ValueError(f"workers must be at least 1, not {workers}")
         deliveries = acknowledged = 0
         dead: list[str] = []
-        while self._messages:
-            batch = [
-                self._messages.popleft() for _ in range(min(self.batch_size, len(self._messages)))
-            ]
-            for message in batch:
-                message.receives += 1
-            response = handler({"Records": [_record(m) for m in batch]})
-            deliveries += 1
-            failed = {item["itemIdentifier"] for item in response.get("batchItemFailures", [])}
-            for message in batch:
-                if message.message_id not in failed:
-                    acknowledged += 1
-                elif message.receives >= self.max_receives:
-                    dead.append(message.body)
-                else:
-                    self._messages.append(message)
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="merge-worker") as pool:
+            while self._messages:
+                wave = [
+                    self._messages.popleft()
+                    for _ in range(min(self.batch_size * workers, len(self._messages)))
+                ]
+                for message in wave:
+                    message.receives += 1
+                batches = [wave[i::workers] for i in range(min(workers, len(wave)))]
+                deliver = partial(_deliver, handler)
+                responses = map(deliver, batches) if workers == 1 else pool.map(deliver, batches)
+                for batch, response in zip(batches, responses, strict=True):
+                    deliveries += 1
+                    failed = {
+                        item["itemIdentifier"] for item in response.get("batchItemFailures", [])
+                    }
+                    for message in batch:
+                        if message.message_id not in failed:
+                            acknowledged += 1
+                        elif message.receives >= self.max_receives:
+                            dead.append(message.body)
+                        else:
+                            self._messages.append(message)
         self.dead_letters.extend(dead)
         return DrainReport(
             deliveries=deliveries, acknowledged=acknowledged, dead_letters=tuple(dead)
         )
+
+
+def _deliver(handler: BatchHandler, batch: Sequence[_Message]) -> Mapping[str, Any]:
+    return handler({"Records": [_record(m) for m in batch]})
 
 
 def _record(message: _Message) -> dict[str, Any]:

@@ -83,7 +83,7 @@ class RollingParquetWriter:
         if self._writer is None:
             self._path = self._directory / f"{uuid.uuid4().hex}.parquet"
             self._sink = pa.OSFile(str(self._path), "wb")
-            self._writer = parquet_writer(self._sink, schema)
+            self._writer = parquet_writer(self._sink, schema, sample=group)
         self._writer.write_table(group, row_group_size=group.num_rows)
         self._collect_keys(group)
         self._rows += group.num_rows

@@ -277,7 +277,16 @@ def _merge_settings(read: _Reading, container: LambdaContainer) -> MergeSettings
             temp_directory=Path(tempfile.gettempdir()) / "icefloe-merge",
         ),
         lease=read.optional("ICEFLOE_MERGE_LEASE_SECONDS", _lease) or DEFAULT_LEASE,
+        local_workers=read.optional("ICEFLOE_MERGE_LOCAL_WORKERS", _positive_int)
+        or default_local_merge_workers(),
     )
+
+
+def default_local_merge_workers() -> int:
+    """One merge at a time per core, at most four: a merge's DuckDB has two threads, and half
+    of a small merge's time is Python and meta store round trips, which another merge's
+    work fills."""
+    return max(1, min(4, os.cpu_count() or 1))
 
 
 def _insert_settings(read: _Reading, container: LambdaContainer) -> InsertSettings:

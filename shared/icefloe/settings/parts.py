@@ -35,10 +35,13 @@ class LambdaContainer:
 @dataclass(frozen=True, slots=True)
 class MergeSettings:
     """What one merge (or delete part) may use, and how long a claim on its files holds. The
-    orchestrator claims with ``lease`` and the worker renews with it, so both read it here."""
+    orchestrator claims with ``lease`` and the worker renews with it, so both read it here.
+    ``local_workers``: how many merges one machine runs at once (``icefloe merge``,
+    ``lake.merge()``), as that many worker Lambdas would."""
 
     limits: MergeLimits
     lease: timedelta
+    local_workers: int = 1
 
 
 @dataclass(frozen=True, slots=True)

@@ -151,6 +151,12 @@ VARIABLES: tuple[Variable, ...] = (
         _CLI_AND_FUNCTIONS,
     ),
     Variable(
+        "ICEFLOE_MERGE_LOCAL_WORKERS",
+        "one per core, at most 4",
+        "how many merges `icefloe merge` and `lake.merge()` run at once on one machine",
+        ("cli",),
+    ),
+    Variable(
         "ICEFLOE_MERGE_LEASE_SECONDS",
         f"{int(DEFAULT_LEASE.total_seconds())}",
         "how long a claim on a merge group holds; must outlast the merge worker's timeout",

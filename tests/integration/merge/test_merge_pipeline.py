@@ -10,6 +10,7 @@ import pytest
 
 from icefloe.merge import InProcessQueue, MergeOrchestrator, MergeWorker, merge_locally
 from icefloe.metastore.models import LiveFile
+from icefloe.spec import SizeTargets
 from support.merge_lake import Lake
 
 pytestmark = pytest.mark.integration
@@ -52,6 +53,31 @@ def test_many_small_inserts_merge_to_the_planners_floor_keeping_every_row(lake: 
         == answer_before
     )
     assert row_ids(lake, "events", snapshot_id=before) == ids_before
+
+
+def test_merges_run_at_once_commit_every_group_and_keep_every_row(lake: Lake) -> None:
+    # Given 24 small inserts into 2 day partitions, with groups of at most 4 files: several
+    # groups of the same partition to merge in each round
+    lake.create(sizes=SizeTargets(min_files_to_merge=2, max_files_per_merge=4))
+    lake.insert_batches("events", batches=24, rows=200, days=2)
+    ids_before = row_ids(lake, "events")
+    answer_sql = "SELECT event, count(*) AS n, max(ts) AS last FROM events GROUP BY 1 ORDER BY 1"
+    answer_before = lake.rows(answer_sql)
+
+    # When three workers merge at once until the orchestrator plans nothing
+    report = lake.merge("events", workers=3)
+
+    # Then every planned group committed (groups of one partition side by side), nothing was
+    # dead-lettered, the planner is quiet, and no row was lost or doubled
+    sent = sum(r.groups_sent for r in report.rounds)
+    assert sent >= 12 and report.count("committed") == sent and not report.dead_letters
+    assert MergeOrchestrator(meta=lake.meta, sender=InProcessQueue()).plan("events") == []
+    assert row_ids(lake, "events") == ids_before
+    assert lake.rows(answer_sql) == answer_before
+    # And every commit got its own snapshot, in order and without gaps
+    replaces = [s.snapshot_id for s in lake.meta.snapshots("events") if s.operation == "replace"]
+    assert len(replaces) == sent
+    assert sorted(replaces) == list(range(min(replaces), min(replaces) + sent))
 
 
 def test_merged_files_are_sorted_by_the_file_sort_keys(lake: Lake) -> None:

@@ -162,6 +162,44 @@ def test_one_parse_gives_what_the_duckdb_conversion_gives(
     assert answered > BATCHES // 3 and refused > BATCHES // 6, (answered, refused)
 
 
+@pytest.mark.parametrize("unknown", [False, True], ids=["known-fields", "an-unknown-field"])
+def test_a_batch_over_a_megabyte_with_one_json_shape_loads_as_the_conversion_does(
+    unknown: bool, con: duckdb.DuckDBPyConnection, tmp_path: Path
+) -> None:
+    # Given 12,000 records (about 1.4 MB: the parsers run in threads, and JSON objects of one
+    # shape let pyarrow parse to a declared schema), one of them late with a field the table
+    # lacks when ``unknown``
+    rng = random.Random(SEED)
+    lines = []
+    for number in range(12_000):
+        record = {
+            "ts": good_value("ts", rng),
+            "n": rng.randint(-1000, 1000),
+            "s": f"s{number % 97}",
+            "j": {"price": rng.randint(1, 500), "tags": ["a", "b"][: number % 3]},
+        }
+        if unknown and number == 11_000:
+            record["surprise"] = 1
+        lines.append(json.dumps(record))
+    path = tmp_path / "big.ndjson"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    assert path.stat().st_size > json_input._CONCURRENT_FROM_BYTES
+
+    # When it is loaded by the one parse and by the DuckDB conversion
+    fast = load(con, path, fast=True)
+    slow = load(con, path, fast=False)
+
+    # Then both give the same table, or the same refusal naming the field
+    if unknown:
+        assert isinstance(slow, str) and "surprise" in slow
+        assert fast == slow
+    else:
+        assert isinstance(fast, pa.Table) and isinstance(slow, pa.Table)
+        assert answered_fast(con, path)
+        assert fast.schema == slow.schema
+        assert fast.to_pylist() == slow.to_pylist()
+
+
 @pytest.mark.parametrize(
     "line",
     [

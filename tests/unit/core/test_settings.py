@@ -76,6 +76,7 @@ GOOD: dict[str, tuple[str, Callable[[IcefloeSettings], Any], Any]] = {
     "ICEFLOE_MERGE_MEMORY_LIMIT": ("2GiB", lambda s: s.merge.limits.memory_limit, "2GiB"),
     "ICEFLOE_MERGE_THREADS": ("4", lambda s: s.merge.limits.threads, 4),
     "ICEFLOE_MERGE_LEASE_SECONDS": ("960", lambda s: s.merge.lease, timedelta(seconds=960)),
+    "ICEFLOE_MERGE_LOCAL_WORKERS": ("3", lambda s: s.merge.local_workers, 3),
     "ICEFLOE_MERGE_QUEUE_URL": (
         "https://sqs.us-east-1.amazonaws.com/123456789012/merge",
         lambda s: s.merge_queue_url,
@@ -126,6 +127,7 @@ BAD: dict[str, tuple[str, str]] = {
     "ICEFLOE_MERGE_MEMORY_LIMIT": ("1 gig", "memory size"),
     "ICEFLOE_MERGE_THREADS": ("0", "positive whole number"),
     "ICEFLOE_MERGE_LEASE_SECONDS": ("-5", "positive whole number"),
+    "ICEFLOE_MERGE_LOCAL_WORKERS": ("0", "positive whole number"),
     "ICEFLOE_EMR_JOB_TIMEOUT_MINUTES": ("360", "must stay below the compaction lease"),
     "ICEFLOE_ICEBERG_CATALOG": ("hive", "must be sql or glue"),
     "ICEFLOE_ICEBERG_NAMESPACE": ("my-db", "plain identifier"),

@@ -1,0 +1,517 @@
+"""icefloe beside its peers (issue 37): DuckLake, delta-rs and pyiceberg, in one run, on the
+local filesystem, each at its defaults.
+
+The same Segment-like events (a flat table: message id, time, type, event, user, anonymous id,
+page url, JSON properties) go through four phases:
+
+- **W1**: ``w1_commits`` commits of ``w1_rows`` rows each, from Arrow; rows per second over
+  the whole phase, and the median commit.
+- **W2**: ``w2_rows`` rows in one commit, from Arrow; the median of ``w2_repeat`` fresh tables.
+- **W3**: compacting W1's table (icefloe ``lake.merge()``, DuckLake
+  ``ducklake_merge_adjacent_files``, delta-rs ``optimize.compact()``; pyiceberg 0.12 has no
+  compaction). icefloe's time includes planning, claims and its commits.
+- **Queries** over W1's table before and after W3, all through DuckDB: a full-range
+  aggregate, a point lookup by message id, and one day of events. icefloe answers through
+  ``lake.query`` in process (pinning, pruning); DuckLake through its catalog; delta-rs through
+  ``delta_scan``; Iceberg through ``iceberg_scan``. Every system must give the same answers.
+
+Every table is partitioned by day of ``ts``. Delta partitions by a column, so its input carries
+a ``day`` column computed before the clock starts. The peers are optional: ``pip install
+-e '.[peers]'`` (``make bench`` installs them); a peer that is not installed is skipped and
+listed as such.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import shutil
+import statistics
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any, Protocol
+
+import duckdb
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from benchmarks.common import benchmark_postgres, write_results
+from icefloe import duck
+
+SCALES: dict[str, dict[str, int]] = {
+    "small": {"w1_commits": 40, "w1_rows": 1_000, "w2_rows": 100_000, "w2_repeat": 3, "repeat": 7},
+    "full": {
+        "w1_commits": 200,
+        "w1_rows": 1_000,
+        "w2_rows": 1_000_000,
+        "w2_repeat": 3,
+        "repeat": 11,
+    },
+}
+DAYS = 7
+START = datetime(2026, 11, 1)
+EVENTS = ("page", "track:Product Viewed", "track:Checkout Started", "identify", "screen")
+URLS = tuple(
+    f"https://shop.example/{p}" for p in ("", "pricing", "docs", "cart", "blog/a", "blog/b")
+)
+SCHEMA_SQL = (
+    "message_id VARCHAR NOT NULL, ts TIMESTAMP NOT NULL, type VARCHAR NOT NULL, event VARCHAR,"
+    " user_id VARCHAR, anonymous_id VARCHAR, page_url VARCHAR, properties JSON"
+)
+ARROW_SCHEMA = pa.schema(
+    [
+        pa.field("message_id", pa.string(), nullable=False),
+        pa.field("ts", pa.timestamp("us"), nullable=False),
+        pa.field("type", pa.string(), nullable=False),
+        pa.field("event", pa.string()),
+        pa.field("user_id", pa.string()),
+        pa.field("anonymous_id", pa.string()),
+        pa.field("page_url", pa.string()),
+        pa.field("properties", pa.string()),
+    ]
+)
+
+
+def events(rows: int, *, seed: int, spread: int = DAYS) -> pa.Table:
+    """``rows`` Segment-like events over ``spread`` days from :data:`START`, in time order,
+    reproducible."""
+    rng = random.Random(seed)
+    span = spread * 86_400
+    columns: dict[str, list[Any]] = {name: [] for name in ARROW_SCHEMA.names}
+    for i in range(rows):
+        kind = rng.choice(EVENTS)
+        user = rng.randrange(20_000)
+        columns["message_id"].append(f"m-{seed}-{i}-{rng.getrandbits(40):010x}")
+        columns["ts"].append(START + timedelta(seconds=(i * span) // rows + rng.random()))
+        columns["type"].append(kind.split(":")[0])
+        columns["event"].append(kind.split(":")[1] if ":" in kind else None)
+        columns["user_id"].append(f"u{user}" if user % 5 else None)
+        columns["anonymous_id"].append(f"a{rng.getrandbits(32):08x}")
+        columns["page_url"].append(rng.choice(URLS))
+        columns["properties"].append(
+            json.dumps({"price": rng.randrange(1, 500), "qty": rng.randrange(1, 5)})
+        )
+    return pa.table(columns, schema=ARROW_SCHEMA)
+
+
+def queries(sample_id: str) -> dict[str, str]:
+    """Per kind, the SQL, where ``{t}`` stands for the table."""
+    return {
+        "full_range": (
+            "SELECT type, count(*) AS n, count(DISTINCT user_id) AS users,"
+            " sum(length(page_url)) AS url_chars FROM {t} GROUP BY type ORDER BY type"
+        ),
+        "point": "SELECT message_id, ts, type, user_id FROM {t} WHERE message_id = "
+        + f"'{sample_id}'",
+        "one_day": (
+            "SELECT event, count(*) AS n FROM {t} WHERE ts >= TIMESTAMP '2026-11-03'"
+            " AND ts < TIMESTAMP '2026-11-04' GROUP BY event ORDER BY event NULLS FIRST"
+        ),
+    }
+
+
+class System(Protocol):
+    name: str
+
+    def create(self, table: str) -> None: ...
+    def append(self, table: str, data: pa.Table) -> None: ...
+    def append_ndjson(self, table: str, path: Path) -> None: ...
+    def compact(self, table: str) -> None: ...
+    def query(self, table: str, sql: str) -> list[tuple[Any, ...]]: ...
+    def files(self, table: str) -> int: ...
+    def close(self) -> None: ...
+
+
+class Icefloe:
+    name = "icefloe"
+
+    def __init__(self, root: Path, dsn: str) -> None:
+        import icefloe
+
+        self.lake = icefloe.connect(
+            home=root / "icefloe",
+            warehouse=str(root / "icefloe" / "warehouse"),
+            database_url=dsn,
+            database_schema=f"peers_{uuid.uuid4().hex[:8]}",
+            query_isolation="in_process",
+        )
+
+    def create(self, table: str) -> None:
+        self.lake.create_table(table, schema=SCHEMA_SQL, partition_by="day(ts)", sort_by="type, ts")
+
+    def append(self, table: str, data: pa.Table) -> None:
+        self.lake.insert(table, data)
+
+    def append_ndjson(self, table: str, path: Path) -> None:
+        self.lake.insert(table, path)
+
+    def compact(self, table: str) -> None:
+        self.lake.merge(table)
+
+    def query(self, table: str, sql: str) -> list[tuple[Any, ...]]:
+        rows = self.lake.query(sql.format(t=table))
+        return [tuple(r.values()) for r in rows.to_pylist()]
+
+    def files(self, table: str) -> int:
+        return len(self.lake.meta.files(table))
+
+    def close(self) -> None:
+        self.lake.close()
+
+
+def _load(con: duckdb.DuckDBPyConnection, package: str, extension: str) -> None:
+    module = __import__(package)
+    home = Path(str(module.__file__)).parent
+    found = sorted(home.glob(f"extensions/*/{extension}.duckdb_extension"))
+    con.execute(f"LOAD '{found[-1]}'")
+
+
+class DuckLake:
+    def __init__(self, root: Path, *, catalog: str, dsn: str) -> None:
+        self.name = f"ducklake_{catalog}"
+        self.con = duck.connect()
+        _load(self.con, "duckdb_extension_ducklake", "ducklake")
+        data = root / self.name
+        data.mkdir()
+        if catalog == "postgres":
+            _load(self.con, "duckdb_extension_postgres_scanner", "postgres_scanner")
+            schema = f"ducklake_{uuid.uuid4().hex[:8]}"
+            with duckdb.connect() as setup:
+                _load(setup, "duckdb_extension_postgres_scanner", "postgres_scanner")
+                setup.execute(f"ATTACH '{dsn}' AS pg (TYPE postgres)")
+                setup.execute(f"CALL postgres_execute('pg', 'CREATE SCHEMA {schema}')")
+            target = f"ducklake:postgres:{dsn}"
+            options = f"DATA_PATH '{data}/', METADATA_SCHEMA '{schema}'"
+        else:
+            target = f"ducklake:{root / 'ducklake.db'}"
+            options = f"DATA_PATH '{data}/'"
+        self.con.execute(f"ATTACH '{target}' AS lake ({options})")
+
+    def create(self, table: str) -> None:
+        self.con.execute(f"CREATE TABLE lake.{table} ({SCHEMA_SQL})")
+        self.con.execute(
+            f"ALTER TABLE lake.{table} SET PARTITIONED BY (year(ts), month(ts), day(ts))"
+        )
+
+    def append(self, table: str, data: pa.Table) -> None:
+        self.con.register("incoming", data)
+        self.con.execute(f"INSERT INTO lake.{table} SELECT * FROM incoming")
+        self.con.unregister("incoming")
+
+    def append_ndjson(self, table: str, path: Path) -> None:
+        self.con.execute(
+            f"INSERT INTO lake.{table} SELECT * FROM read_json('{path}',"
+            f" format = 'newline_delimited', columns = {JSON_COLUMNS})"
+        )
+
+    def compact(self, table: str) -> None:
+        self.con.execute(f"CALL ducklake_merge_adjacent_files('lake', '{table}')")
+
+    def query(self, table: str, sql: str) -> list[tuple[Any, ...]]:
+        return self.con.execute(sql.format(t=f"lake.{table}")).fetchall()
+
+    def files(self, table: str) -> int:
+        found = self.con.execute(f"SELECT count(*) FROM ducklake_list_files('lake', '{table}')")
+        return int(found.fetchone()[0])  # type: ignore[index]
+
+    def close(self) -> None:
+        self.con.close()
+
+
+class Delta:
+    name = "delta_rs"
+
+    def __init__(self, root: Path) -> None:
+        import deltalake  # noqa: F401
+
+        self.root = root / "delta"
+        self.root.mkdir()
+        self.con = duck.connect()
+        _load(self.con, "duckdb_extension_delta", "delta")
+
+    def create(self, table: str) -> None:
+        pass
+
+    def append(self, table: str, data: pa.Table) -> None:
+        from deltalake import write_deltalake
+
+        write_deltalake(self.root / table, data, mode="append", partition_by=["day"])
+
+    def append_ndjson(self, table: str, path: Path) -> None:
+        self.append(table, with_day(read_ndjson(path)))
+
+    def compact(self, table: str) -> None:
+        from deltalake import DeltaTable
+
+        DeltaTable(self.root / table).optimize.compact()
+
+    def query(self, table: str, sql: str) -> list[tuple[Any, ...]]:
+        return self.con.execute(sql.format(t=f"delta_scan('{self.root / table}')")).fetchall()
+
+    def files(self, table: str) -> int:
+        from deltalake import DeltaTable
+
+        return len(DeltaTable(self.root / table).file_uris())
+
+    def close(self) -> None:
+        self.con.close()
+
+
+class Iceberg:
+    name = "pyiceberg"
+
+    def __init__(self, root: Path) -> None:
+        from pyiceberg.catalog.sql import SqlCatalog
+
+        warehouse = root / "iceberg"
+        warehouse.mkdir()
+        self.catalog = SqlCatalog(
+            "bench", uri=f"sqlite:///{warehouse}/catalog.db", warehouse=f"file://{warehouse}"
+        )
+        self.catalog.create_namespace("bench")
+        self.con = duck.connect()
+        _load(self.con, "duckdb_extension_avro", "avro")
+        _load(self.con, "duckdb_extension_iceberg", "iceberg")
+
+    def create(self, table: str) -> None:
+        from pyiceberg.transforms import DayTransform
+
+        created = self.catalog.create_table(f"bench.{table}", schema=ARROW_SCHEMA)
+        with created.update_spec() as update:
+            update.add_field("ts", DayTransform(), "ts_day")
+
+    def append(self, table: str, data: pa.Table) -> None:
+        self.catalog.load_table(f"bench.{table}").append(data)
+
+    def append_ndjson(self, table: str, path: Path) -> None:
+        self.append(table, read_ndjson(path))
+
+    def compact(self, table: str) -> None:
+        raise NotImplementedError("pyiceberg 0.12 has no compaction")
+
+    def query(self, table: str, sql: str) -> list[tuple[Any, ...]]:
+        location = self.catalog.load_table(f"bench.{table}").metadata_location
+        return self.con.execute(sql.format(t=f"iceberg_scan('{location}')")).fetchall()
+
+    def files(self, table: str) -> int:
+        return len(list(self.catalog.load_table(f"bench.{table}").scan().plan_files()))
+
+    def close(self) -> None:
+        self.con.close()
+
+
+JSON_COLUMNS = (
+    "{'message_id': 'VARCHAR', 'ts': 'TIMESTAMP', 'type': 'VARCHAR', 'event': 'VARCHAR',"
+    " 'user_id': 'VARCHAR', 'anonymous_id': 'VARCHAR', 'page_url': 'VARCHAR',"
+    " 'properties': 'JSON'}"
+)
+
+
+def read_ndjson(path: Path) -> pa.Table:
+    """How a delta-rs or pyiceberg user reads NDJSON whose ``properties`` are objects:
+    DuckDB's reader (pyarrow's cannot read an object into a string column), into Arrow."""
+    with duck.connect() as con:
+        rows = con.execute(
+            f"SELECT * REPLACE (CAST(properties AS VARCHAR) AS properties) FROM read_json("
+            f"'{path}', format = 'newline_delimited', columns = {JSON_COLUMNS})"
+        ).to_arrow_table()
+    return rows.cast(ARROW_SCHEMA)
+
+
+def write_ndjson(data: pa.Table, path: Path) -> None:
+    """The rows as NDJSON, ``properties`` as a nested object (as events arrive)."""
+    with path.open("wb") as out:
+        for row in data.to_pylist():
+            row["ts"] = row["ts"].isoformat()
+            row["properties"] = json.loads(row["properties"])
+            out.write(json.dumps(row).encode() + b"\n")
+
+
+def with_day(data: pa.Table) -> pa.Table:
+    return data.append_column("day", pc.strftime(data["ts"], format="%Y-%m-%d"))
+
+
+def open_systems(root: Path, dsn: str) -> tuple[list[System], list[str]]:
+    """Every system that can run here, and the names of the peers that are not installed."""
+    makers: dict[str, Callable[[], System]] = {
+        "icefloe": lambda: Icefloe(root, dsn),
+        "ducklake_duckdb": lambda: DuckLake(root, catalog="duckdb", dsn=dsn),
+        "ducklake_postgres": lambda: DuckLake(root, catalog="postgres", dsn=dsn),
+        "delta_rs": lambda: Delta(root),
+        "pyiceberg": lambda: Iceberg(root),
+    }
+    systems, missing = [], []
+    for name, make in makers.items():
+        try:
+            systems.append(make())
+        except (ImportError, IndexError) as exc:  # IndexError: an extension wheel is missing
+            missing.append(f"{name}: {exc!r}")
+    return systems, missing
+
+
+def input_for(system: System, data: pa.Table) -> pa.Table:
+    return with_day(data) if system.name == "delta_rs" else data
+
+
+def w1(systems: list[System], scale: dict[str, int]) -> dict[str, Any]:
+    """Small commits, the systems in rotation commit by commit."""
+    stream = events(scale["w1_commits"] * scale["w1_rows"], seed=1)
+    batches = [
+        stream.slice(n * scale["w1_rows"], scale["w1_rows"]) for n in range(scale["w1_commits"])
+    ]
+    inputs = {s.name: [input_for(s, b) for b in batches] for s in systems}
+    samples: dict[str, list[float]] = {s.name: [] for s in systems}
+    for system in systems:
+        system.create("w1")
+    for n in range(scale["w1_commits"]):
+        for system in systems[n % len(systems) :] + systems[: n % len(systems)]:
+            started = time.perf_counter()
+            system.append("w1", inputs[system.name][n])
+            samples[system.name].append(time.perf_counter() - started)
+    rows = scale["w1_commits"] * scale["w1_rows"]
+    return {
+        name: {
+            "rows_per_s": round(rows / sum(times)),
+            "commit_p50_ms": round(statistics.median(times) * 1000, 2),
+            "commit_p90_ms": round(statistics.quantiles(times, n=10)[-1] * 1000, 2),
+        }
+        for name, times in samples.items()
+    }
+
+
+def w2(
+    systems: list[System], scale: dict[str, int], *, ndjson: Path | None = None
+) -> dict[str, Any]:
+    """One big commit from Arrow, or with ``ndjson`` from that file of the same rows."""
+    data = events(scale["w2_rows"], seed=2)
+    inputs = {s.name: input_for(s, data) for s in systems}
+    if ndjson is not None:
+        write_ndjson(data, ndjson)
+    samples: dict[str, list[float]] = {s.name: [] for s in systems}
+    for attempt in range(scale["w2_repeat"]):
+        for system in systems:
+            table = f"w2_{'ndjson' if ndjson else 'arrow'}_{attempt}"
+            system.create(table)
+            started = time.perf_counter()
+            if ndjson is None:
+                system.append(table, inputs[system.name])
+            else:
+                system.append_ndjson(table, ndjson)
+            samples[system.name].append(time.perf_counter() - started)
+            if attempt == 0:
+                rows = system.query(table, "SELECT count(*) FROM {t}")
+                if rows != [(scale["w2_rows"],)]:
+                    raise AssertionError(f"{system.name} holds {rows} rows after W2")
+    return {
+        name: {
+            "median_s": round(statistics.median(times), 3),
+            "rows_per_s": round(scale["w2_rows"] / statistics.median(times)),
+        }
+        for name, times in samples.items()
+    }
+
+
+def ask(systems: list[System], sqls: dict[str, str], repeat: int) -> dict[str, Any]:
+    """Each query on each system: answers checked equal, then the median of ``repeat`` rounds
+    in rotation after one warm-up round."""
+    answers = {kind: {s.name: s.query("w1", sql) for s in systems} for kind, sql in sqls.items()}
+    for kind, by_system in answers.items():
+        first = next(iter(by_system.values()))
+        for name, rows in by_system.items():
+            if rows != first:
+                raise AssertionError(f"{kind}: {name} answered {rows[:3]} ... not {first[:3]}")
+    samples: dict[str, dict[str, list[float]]] = {k: {s.name: [] for s in systems} for k in sqls}
+    for n in range(repeat):
+        for system in systems[n % len(systems) :] + systems[: n % len(systems)]:
+            for kind, sql in sqls.items():
+                started = time.perf_counter()
+                system.query("w1", sql)
+                samples[kind][system.name].append(time.perf_counter() - started)
+    return {
+        kind: {name: round(statistics.median(t) * 1000, 2) for name, t in by_name.items()}
+        for kind, by_name in samples.items()
+    }
+
+
+def w3(systems: list[System]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for system in systems:
+        before = system.files("w1")
+        started = time.perf_counter()
+        try:
+            system.compact("w1")
+        except NotImplementedError as exc:
+            out[system.name] = {"skipped": str(exc), "files": before}
+            continue
+        out[system.name] = {
+            "seconds": round(time.perf_counter() - started, 3),
+            "files_before": before,
+            "files_after": system.files("w1"),
+        }
+    return out
+
+
+def ratios(result: dict[str, Any]) -> dict[str, Any]:
+    """icefloe against the best peer of each phase (above 1: icefloe is faster)."""
+
+    def best(values: dict[str, float], *, higher: bool) -> tuple[str, float]:
+        peers = {k: v for k, v in values.items() if k != "icefloe"}
+        name = (max if higher else min)(peers, key=peers.__getitem__)
+        return name, peers[name]
+
+    out: dict[str, Any] = {}
+    for phase in ("w1", "w2", "w2_ndjson"):
+        speeds = {k: v["rows_per_s"] for k, v in result[phase].items()}
+        peer, value = best(speeds, higher=True)
+        out[phase] = {"best_peer": peer, "icefloe_vs_peer": round(speeds["icefloe"] / value, 2)}
+    merged = {k: v["seconds"] for k, v in result["w3"].items() if "seconds" in v}
+    peer, value = best(merged, higher=False)
+    out["w3"] = {"best_peer": peer, "icefloe_vs_peer": round(value / merged["icefloe"], 2)}
+    for stage in ("queries_before_compaction", "queries_after_compaction"):
+        for kind, times in result[stage].items():
+            peer, value = best(times, higher=False)
+            out[f"{stage}.{kind}"] = {
+                "best_peer": peer,
+                "icefloe_vs_peer": round(value / times["icefloe"], 2),
+            }
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--scale", choices=sorted(SCALES), default="full")
+    args = parser.parse_args()
+    scale = SCALES[args.scale]
+    root = Path(tempfile.mkdtemp(prefix="icefloe-peers-"))
+    try:
+        with benchmark_postgres() as dsn:
+            systems, missing = open_systems(root, dsn)
+            try:
+                result: dict[str, Any] = {"scale": args.scale, **scale, "not_installed": missing}
+                result["w1"] = w1(systems, scale)
+                w1_rows = scale["w1_commits"] * scale["w1_rows"]
+                sample_id = str(events(w1_rows, seed=1)["message_id"][w1_rows // 2])
+                sqls = queries(sample_id)
+                result["queries_before_compaction"] = ask(systems, sqls, scale["repeat"])
+                result["w3"] = w3(systems)
+                result["queries_after_compaction"] = ask(systems, sqls, scale["repeat"])
+                result["w2"] = w2(systems, scale)
+                result["w2_ndjson"] = w2(systems, scale, ndjson=root / "w2.ndjson")
+            finally:
+                for system in systems:
+                    system.close()
+        result["icefloe_vs_best_peer"] = ratios(result)
+        print(json.dumps(result["icefloe_vs_best_peer"], indent=1), flush=True)
+        path = write_results(f"peers_bench-{args.scale}", result)
+        print(f"wrote {path}")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
