@@ -10,7 +10,7 @@ ICEFLOE_HOME ?= $(CURDIR)/.icefloe
 export ICEFLOE_HOME
 
 .PHONY: venv test test-unit test-integration lint validate package build-CoreLayer \
-	build-PublisherCoreLayer build-IcebergLayer demo bench fuzz soak clean stop
+	build-PublisherCoreLayer build-IcebergLayer demo bench bench-cost fuzz soak clean stop
 
 # The SAM CLI lives in a venv of its own: its pins (boto3, click, cfn-lint) are not the project's.
 SAM_CLI_VERSION := 1.170.0
@@ -139,6 +139,13 @@ bench: venv $(PEERS_STAMP)
 	$(PY) -m benchmarks.nested_bench --scale $(BENCH_SCALE)
 	$(PY) -m benchmarks.generated_bench --scale $(BENCH_SCALE)
 	$(PY) -m benchmarks.changes_bench --scale $(BENCH_SCALE)
+	$(PY) -m benchmarks.cost_bench --scale $(BENCH_SCALE)
+
+# What a million events cost, measured under moto (benchmarks/cost_bench.py):
+# COST_SCALE=tiny|small|full.
+COST_SCALE ?= full
+bench-cost: venv
+	$(PY) -m benchmarks.cost_bench --scale $(COST_SCALE)
 
 stop: venv
 	$(BIN)/icefloe db stop

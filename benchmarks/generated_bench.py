@@ -22,8 +22,6 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from tests.support.segment_corpus import segment_events
-
 from benchmarks.common import (
     ask_alternately,
     insert_alternately,
@@ -37,6 +35,7 @@ from icefloe.query import QueryEngine
 from icefloe.spec.presets import SEGMENT_CONTEXT, SEGMENT_SCHEMA
 from icefloe.spec.table_spec import TableSpec
 from icefloe.storage import LocalObjectStore
+from support.segment_corpus import segment_events
 
 SCALES = {
     "small": {"batches": 20, "events_per_batch": 5000, "repeat": 7},

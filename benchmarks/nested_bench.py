@@ -18,8 +18,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tests.support.segment_corpus import segment_events
-
 from benchmarks.common import (
     ask_alternately,
     insert_alternately,
@@ -33,6 +31,7 @@ from icefloe.query import QueryEngine
 from icefloe.spec.presets import SEGMENT_CONTEXT, SEGMENT_SCHEMA, segment
 from icefloe.spec.table_spec import TableSpec
 from icefloe.storage import LocalObjectStore
+from support.segment_corpus import segment_events
 
 SCALES = {
     "small": {"batches": 12, "events_per_batch": 1000, "repeat": 7},

@@ -28,12 +28,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 from moto.server import ThreadedMotoServer
-from tests.support.byte_counter import CountingProxy  # the counter the tests use
 
 from benchmarks.common import write_results
 from icefloe.datafiles import encode_parquet, with_json_columns
 from icefloe.query.s3_access import S3Credentials, configure_s3, pyarrow_s3_filesystem
 from icefloe.spec import TableSpec
+from support.byte_counter import CountingProxy  # the counter the tests use
 
 SCALES = {"small": {"files": 4, "rows": 200_000}, "full": {"files": 20, "rows": 200_000}}
 ROW_GROUP_ROWS = 100_000

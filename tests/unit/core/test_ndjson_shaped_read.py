@@ -61,7 +61,7 @@ def _batch(rng: random.Random) -> tuple[list[str], bool]:
     """Lines of a batch, and whether one of them has a field the table lacks."""
     shapes = {"j": _shape(rng), "props": _shape(rng)}
     odd = rng.choice((0.0, 0.0, 0.002, 0.05))
-    count = rng.choice((5, 200, 3000))
+    count = rng.choice((5, 100, 900))
     unknown_at = rng.randrange(count) if rng.random() < 0.2 else None
     lines = []
     for number in range(count):
