@@ -140,12 +140,14 @@ bench: venv $(PEERS_STAMP)
 	$(PY) -m benchmarks.generated_bench --scale $(BENCH_SCALE)
 	$(PY) -m benchmarks.changes_bench --scale $(BENCH_SCALE)
 	$(PY) -m benchmarks.cost_bench --scale $(BENCH_SCALE)
+	$(PY) -m benchmarks.cost_bench --scale small --knobs
 
 # What a million events cost, measured under moto (benchmarks/cost_bench.py):
-# COST_SCALE=tiny|small|full.
+# COST_SCALE=tiny|small|full; then what each knob does to it, at small scale.
 COST_SCALE ?= full
 bench-cost: venv
 	$(PY) -m benchmarks.cost_bench --scale $(COST_SCALE)
+	$(PY) -m benchmarks.cost_bench --scale small --knobs
 
 stop: venv
 	$(BIN)/icefloe db stop

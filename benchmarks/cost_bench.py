@@ -4,15 +4,16 @@ The deployed functions' handlers run as the stack wires them, with their environ
 from ``template.yaml``, against one moto server (S3 and SQS over HTTP, so DuckDB's and boto3's
 requests alike reach it) and a real Postgres:
 
-1. **ingest**: events are sent to the insert queue in envelopes of ``envelope`` events (ten
-   messages per ``SendMessageBatch``), and the insert function is invoked as its event source
-   mapping would: each invocation gets what the batching window gathers (``gathered``
-   messages), then the messages it did not fail are deleted;
-2. **merge**: the scheduled orchestrator runs, the merge worker is invoked once per task (its
-   batch size is one), until the orchestrator plans nothing;
-3. **janitor**: one scheduled run;
-4. **queries**: ``queries`` invocations of the query function, a mix of a one-day aggregate, a
-   point lookup and a full-range aggregate.
+1. **ingest and merge**: one day of sample events is sent to the insert queue in envelopes of
+   ``envelope`` events (ten messages per ``SendMessageBatch``), a batching window's worth at a
+   time, and the insert function is invoked as its event source mapping would: each invocation
+   gets what the window gathered (``gathered`` messages), then the messages it did not fail
+   are deleted. Every ``merge_every`` invocations the scheduled orchestrator runs and the merge
+   worker is invoked once per task (its batch size is one), as the 5-minute schedule would
+   with a 30-second window; at the end, merges run until the orchestrator plans nothing;
+2. **janitor**: one scheduled run;
+3. **queries**: ``queries`` invocations of the query function, a mix of a one-hour aggregate,
+   one user's events and a full-range aggregate.
 
 A WSGI layer in front of moto counts every request by service and operation. Each
 invocation's duration times its function's configured memory gives its GB-seconds. Priced at
@@ -21,7 +22,7 @@ ingested and merged, per thousand queries, and per GB-month stored. The meta sto
 fixed monthly cost, listed apart. ``benchmarks/results/cost.json`` (``cost-small.json`` at
 small scale).
 
-A test (tests/lambda/test_cost_bench.py) runs the small scenario with moto's own request
+A test (tests/lambda/test_cost_bench.py) runs the tiny scenario with moto's own request
 recorder on and checks these counts against moto's log.
 """
 
@@ -49,6 +50,8 @@ import pytest
 from benchmarks.common import benchmark_postgres, write_results
 from icefloe.metastore.store import MetaStore
 from icefloe.sample_events import iter_sample_events, sample_events_spec
+from icefloe.spec import TableSpec
+from icefloe.spec.presets import segment
 from support.aws import (
     CreatedQueue,
     create_bucket,
@@ -65,12 +68,19 @@ from support.lambda_stack import (
     schedule_event,
     use_fake_aws,
 )
+from support.segment_corpus import segment_events
 from support.template import FunctionDecl, import_handler_module
 
 SCALES: dict[str, dict[str, int]] = {
-    "tiny": {"events": 6_000, "envelope": 100, "gathered": 10, "queries": 6},
-    "small": {"events": 100_000, "envelope": 100, "gathered": 35, "queries": 30},
-    "full": {"events": 1_000_000, "envelope": 100, "gathered": 35, "queries": 100},
+    "tiny": {"events": 6_000, "envelope": 100, "gathered": 10, "merge_every": 3, "queries": 6},
+    "small": {"events": 100_000, "envelope": 100, "gathered": 35, "merge_every": 10, "queries": 30},
+    "full": {
+        "events": 1_000_000,
+        "envelope": 100,
+        "gathered": 35,
+        "merge_every": 10,
+        "queries": 100,
+    },
 }
 
 # us-east-1 list prices, November 2026 (the README's cost section uses the same).
@@ -119,17 +129,18 @@ def classify(method: str, path: str, query: str, headers: Mapping[str, str]) -> 
 
 
 class CountingMoto:
-    """A moto server whose every request is counted by :func:`classify` (thread-safe: the
-    server handles one request at a time per thread, and Counter updates hold the GIL)."""
+    """A moto server whose every request is counted by :func:`classify`, under the phase
+    the driver is in (``phase``)."""
 
     def __init__(self) -> None:
         from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
         from werkzeug.serving import make_server
 
-        self.counts: Counter[tuple[str, str]] = Counter()
-        self.payload_chunks: Counter[str] = Counter()  # SQS: 64 KiB chunks per request
+        self.phase = "setup"
+        self.counts: Counter[tuple[str, str, str]] = Counter()  # phase, service, operation
+        self.payload_chunks: Counter[str] = Counter()  # per phase: SQS's 64 KiB chunks
         moto_app = DomainDispatcherApplication(create_backend_app)
-        counts, chunks = self.counts, self.payload_chunks
+        counts, chunks, lock = self.counts, self.payload_chunks, threading.Lock()
 
         def counted(environ: dict[str, Any], start_response: Any) -> Any:
             path = environ.get("PATH_INFO", "")
@@ -143,12 +154,14 @@ class CountingMoto:
             service, operation = classify(
                 environ["REQUEST_METHOD"], path, environ.get("QUERY_STRING", ""), headers
             )
-            counts[(service, operation)] += 1
+            phase = self.phase
             body = b"".join(moto_app(environ, start_response))
-            if service == "sqs":
-                # SQS bills each 64 KiB of a request's payload (sent or received) as a request.
-                size = max(int(environ.get("CONTENT_LENGTH") or 0), len(body))
-                chunks[operation] += max(1, -(-size // (64 * 1024)))
+            with lock:
+                counts[(phase, service, operation)] += 1
+                if service == "sqs":
+                    # SQS bills each 64 KiB of a payload (sent or received) as a request.
+                    size = max(int(environ.get("CONTENT_LENGTH") or 0), len(body))
+                    chunks[phase] += max(1, -(-size // (64 * 1024)))
             return [body]
 
         self._server = make_server("127.0.0.1", 0, counted, threaded=True)
@@ -160,8 +173,12 @@ class CountingMoto:
         host, port = self._server.server_address[:2]
         return f"http://{host!s}:{port}"
 
-    def snapshot(self) -> Counter[tuple[str, str]]:
-        return Counter(self.counts)
+    def totals(self) -> Counter[tuple[str, str]]:
+        """Requests by service and operation, every phase together."""
+        out: Counter[tuple[str, str]] = Counter()
+        for (_, service, operation), n in self.counts.items():
+            out[(service, operation)] += n
+        return out
 
     def stop(self) -> None:
         self._server.shutdown()
@@ -178,8 +195,16 @@ class Stack(DeployedFunctions):
     sqs: Any = None
     queues: dict[str, CreatedQueue] = field(default_factory=dict)
     apps: dict[str, ModuleType] = field(default_factory=dict)
-    gb_seconds: dict[str, float] = field(default_factory=dict)
-    invocations: Counter[str] = field(default_factory=Counter)
+    moto: CountingMoto | None = None
+    phase: str = "setup"
+    gb_seconds: dict[tuple[str, str], float] = field(default_factory=dict)  # phase, function
+    invocations: Counter[tuple[str, str]] = field(default_factory=Counter)
+
+    def enter(self, phase: str) -> None:
+        """Charge what follows (requests, invocations) to ``phase``."""
+        self.phase = phase
+        if self.moto is not None:
+            self.moto.phase = phase
 
     def call(self, function: FunctionDecl, event: object) -> dict[str, Any]:
         """Invoke ``function`` and charge its duration times its memory."""
@@ -189,9 +214,10 @@ class Stack(DeployedFunctions):
         started = time.perf_counter()
         response = self.invoke(app, function, event)
         seconds = time.perf_counter() - started
+        key = (self.phase, function.logical_id)
         gb = seconds * (function.memory_size or 128) / 1024
-        self.gb_seconds[function.logical_id] = self.gb_seconds.get(function.logical_id, 0.0) + gb
-        self.invocations[function.logical_id] += 1
+        self.gb_seconds[key] = self.gb_seconds.get(key, 0.0) + gb
+        self.invocations[key] += 1
         return response
 
     def queue_of(self, function: FunctionDecl) -> CreatedQueue:
@@ -201,7 +227,13 @@ class Stack(DeployedFunctions):
 
 @contextmanager
 def deployed(
-    moto: CountingMoto, dsn: str, schema: str, home: Path, monkeypatch: pytest.MonkeyPatch
+    moto: CountingMoto,
+    dsn: str,
+    schema: str,
+    home: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    *,
+    spec: TableSpec,
 ) -> Iterator[Stack]:
     use_fake_aws(monkeypatch, session_token=False)
     monkeypatch.setenv("AWS_ENDPOINT_URL_SQS", moto.endpoint)
@@ -215,7 +247,7 @@ def deployed(
     resources = {"DataBucket": bucket, **{name: q.url for name, q in queues.items()}}
     with MetaStore(dsn, schema=schema) as meta:
         meta.migrate()
-        meta.create_table(sample_events_spec(TABLE))
+        meta.create_table(spec)
     deployment = Deployment(postgres_dsn=dsn, schema_name=schema, home=home)
     environments = {
         f.logical_id: deployment.environment(
@@ -225,60 +257,99 @@ def deployed(
     }
     for environment in environments.values():
         environment["POWERTOOLS_LOG_LEVEL"] = "WARNING"
-    with Stack(environments=environments, monkeypatch=monkeypatch, sqs=sqs, queues=queues) as stack:
+    with Stack(
+        environments=environments, monkeypatch=monkeypatch, sqs=sqs, queues=queues, moto=moto
+    ) as stack:
         yield stack
 
 
 # -- the phases --------------------------------------------------------------------------------
 
 
-def ingest(stack: Stack, scale: Mapping[str, int]) -> int:
+def table_spec(scale: Mapping[str, int]) -> TableSpec:
+    """The sample events' table, or with ``segment`` the Segment preset's."""
+    return segment(TABLE) if scale.get("segment") else sample_events_spec(TABLE)
+
+
+def event_stream(scale: Mapping[str, int]) -> Iterator[Mapping[str, object]]:
+    """One day of sample events in time order, or with ``segment`` Segment Spec events (with
+    their context objects, properties and traits; over three days, out of order)."""
+    if not scale.get("segment"):
+        yield from iter_sample_events(scale["events"], days=1)
+        return
+    for seed in range(-(-scale["events"] // 1000)):
+        yield from segment_events(seed, min(1000, scale["events"] - seed * 1000))
+
+
+def ingest(stack: Stack, scale: Mapping[str, int]) -> tuple[int, int, int]:
     """Send every event in envelopes, then drain the insert queue as the event source mapping
-    would; returns the events committed."""
+    would, the scheduled merges running after every ``merge_every`` insert invocations (0:
+    only once the queue is empty), then until quiet; returns the events committed and the
+    merges, and the bytes of JSON sent."""
     queue = stack.queue_of(INSERT)
     envelope, events = scale["envelope"], scale["events"]
-    rows: list[dict[str, object]] = []
+    rows: list[Mapping[str, object]] = []
     bodies = []
-    for event in iter_sample_events(events, days=1):
+    for event in event_stream(scale):
         rows.append(event)
         if len(rows) == envelope:
             bodies.append(json.dumps({"table": TABLE, "rows": rows}, default=str))
             rows = []
     if rows:
         bodies.append(json.dumps({"table": TABLE, "rows": rows}, default=str))
-    send_messages(stack.sqs, queue.url, bodies)
-    while True:
-        messages = receive(stack.sqs, queue.url, limit=scale["gathered"])
-        if not messages:
-            break
+    stack.enter("ingest")
+    merges = inserts = 0
+    gathered = scale["gathered"]
+    # Events arrive as the window gathers them: the queue never holds more than one window's
+    # messages (moto's SQS slows down with every message a queue holds).
+    windows = [bodies[start : start + gathered] for start in range(0, len(bodies), gathered)]
+    while windows or (messages := receive(stack.sqs, queue.url, limit=gathered)):
+        if windows:
+            send_messages(stack.sqs, queue.url, windows.pop(0))
+            messages = receive(stack.sqs, queue.url, limit=gathered)
         response = stack.call(INSERT, sqs_event(messages, queue))
         delete_succeeded(stack.sqs, queue.url, messages, response)
         if response["batchItemFailures"]:
             raise RuntimeError(f"insert failed messages: {response['batchItemFailures']}")
-    return events
+        inserts += 1
+        if scale["merge_every"] and inserts % scale["merge_every"] == 0:
+            stack.enter("merge")
+            merges += merge_round(stack)
+            stack.enter("ingest")
+    stack.enter("merge")
+    merges += merge(stack)
+    return events, merges, sum(len(body) for body in bodies)
+
+
+def merge_round(stack: Stack) -> int:
+    """One scheduled orchestrator run, and a worker invocation per task it sent (the worker's
+    batch size is one); returns the merges."""
+    queue = stack.queue_of(WORKER)
+    stack.call(ORCHESTRATOR, schedule_event(ORCHESTRATOR))
+    merges = 0
+    while messages := receive(stack.sqs, queue.url, limit=1):
+        response = stack.call(WORKER, sqs_event(messages, queue))
+        delete_succeeded(stack.sqs, queue.url, messages, response)
+        if response["batchItemFailures"]:
+            raise RuntimeError(f"a merge failed: {response['batchItemFailures']}")
+        merges += 1
+    return merges
 
 
 def merge(stack: Stack) -> int:
-    """Orchestrate and work the merge queue until nothing is planned; returns the merges."""
-    queue = stack.queue_of(WORKER)
+    """Merge rounds until the orchestrator plans nothing; returns the merges."""
     merges = 0
     for _ in range(20):
-        summary = stack.call(ORCHESTRATOR, schedule_event(ORCHESTRATOR))
-        sent = 0
-        while messages := receive(stack.sqs, queue.url, limit=1):
-            response = stack.call(WORKER, sqs_event(messages, queue))
-            delete_succeeded(stack.sqs, queue.url, messages, response)
-            sent += 1
-        merges += sent
+        sent = merge_round(stack)
         if not sent:
             return merges
-        del summary
+        merges += sent
     raise RuntimeError("merging did not settle in 20 rounds")
 
 
 QUERY_MIX = (
-    "SELECT event, count(*) AS n FROM events WHERE ts >= TIMESTAMP '2026-11-02'"
-    " AND ts < TIMESTAMP '2026-11-03' GROUP BY event ORDER BY event",
+    "SELECT event, count(*) AS n FROM events WHERE ts >= TIMESTAMP '2026-11-01 09:00'"
+    " AND ts < TIMESTAMP '2026-11-01 10:00' GROUP BY event ORDER BY event",
     "SELECT ts, event FROM events WHERE user_id = 'u42' ORDER BY ts LIMIT 20",
     "SELECT event, count(*) AS n, count(DISTINCT user_id) AS users FROM events GROUP BY event"
     " ORDER BY event",
@@ -296,7 +367,7 @@ def query(stack: Stack, count: int) -> None:
 
 
 def price(
-    counts: Mapping[tuple[str, str], int], chunks: Mapping[str, int], gb_s: float, calls: int
+    counts: Mapping[tuple[str, str], int], sqs_chunks: int, gb_s: float, calls: int
 ) -> dict[str, float]:
     s3_tier1 = sum(
         n
@@ -313,7 +384,7 @@ def price(
         "lambda": gb_s * PRICES["lambda_gb_second"] + calls * PRICES["lambda_request"],
         "s3_requests": s3_tier1 * PRICES["s3_tier1_request"]
         + s3_tier2 * PRICES["s3_tier2_request"],
-        "sqs": sum(chunks.values()) * PRICES["sqs_request"],
+        "sqs": sqs_chunks * PRICES["sqs_request"],
         "secrets_manager": secrets * PRICES["secrets_manager_call"],
     }
     parts["total"] = sum(parts.values())
@@ -324,7 +395,7 @@ def price(
 class Phase:
     name: str
     requests: Counter[tuple[str, str]]
-    sqs_chunks: Counter[str]
+    sqs_chunks: int
     gb_seconds: dict[str, float]
     invocations: dict[str, int]
 
@@ -339,7 +410,7 @@ class Phase:
     def to_json(self) -> dict[str, Any]:
         return {
             "requests": {f"{s}:{o}": n for (s, o), n in sorted(self.requests.items())},
-            "sqs_64k_chunks": sum(self.sqs_chunks.values()),
+            "sqs_64k_chunks": self.sqs_chunks,
             "gb_seconds": {k: round(v, 3) for k, v in self.gb_seconds.items()},
             "invocations": dict(self.invocations),
             "cost_usd": self.cost(),
@@ -348,38 +419,39 @@ class Phase:
 
 def run(scale: Mapping[str, int], *, dsn: str, home: Path, moto: CountingMoto) -> dict[str, Any]:
     """Every phase against ``moto``; per phase its requests, GB-seconds and cost."""
-    phases: list[Phase] = []
     schema = f"cost_{uuid.uuid4().hex[:8]}"
+    counted_before, chunks_before = Counter(moto.counts), Counter(moto.payload_chunks)
     with (
         pytest.MonkeyPatch.context() as monkeypatch,
-        deployed(moto, dsn, schema, home, monkeypatch) as stack,
+        deployed(moto, dsn, schema, home, monkeypatch, spec=table_spec(scale)) as stack,
     ):
-
-        def measured(name: str, work: Any) -> Any:
-            requests, chunks = moto.snapshot(), Counter(moto.payload_chunks)
-            gb, calls = dict(stack.gb_seconds), Counter(stack.invocations)
-            out = work()
-            phases.append(
-                Phase(
-                    name=name,
-                    requests=moto.snapshot() - requests,
-                    sqs_chunks=Counter(moto.payload_chunks) - chunks,
-                    gb_seconds={
-                        name: total - gb.get(name, 0.0)
-                        for name, total in stack.gb_seconds.items()
-                        if total > gb.get(name, 0.0)
-                    },
-                    invocations=dict(Counter(stack.invocations) - calls),
-                )
+        events, merges, sent_bytes = ingest(stack, scale)
+        stack.enter("janitor")
+        stack.call(JANITOR, schedule_event(JANITOR))
+        stack.enter("queries")
+        query(stack, scale["queries"])
+        stack.enter("setup")
+        phases = [
+            Phase(
+                name=name,
+                requests=Counter(
+                    {
+                        (s, o): n - counted_before[(p, s, o)]
+                        for (p, s, o), n in moto.counts.items()
+                        if p == name and n > counted_before[(p, s, o)]
+                    }
+                ),
+                sqs_chunks=moto.payload_chunks[name] - chunks_before[name],
+                gb_seconds={f: v for (p, f), v in stack.gb_seconds.items() if p == name},
+                invocations={f: n for (p, f), n in stack.invocations.items() if p == name},
             )
-            return out
-
-        events = measured("ingest", lambda: ingest(stack, scale))
-        merges = measured("merge", lambda: merge(stack))
-        measured("janitor", lambda: stack.call(JANITOR, schedule_event(JANITOR)))
-        measured("queries", lambda: query(stack, scale["queries"]))
+            for name in ("ingest", "merge", "janitor", "queries")
+        ]
     with MetaStore(dsn, schema=schema) as meta:
-        stored_bytes = sum(f.size_bytes for f in meta.files(TABLE))
+        live = meta.files(TABLE)
+    if sum(f.row_count for f in live) != events:
+        raise RuntimeError(f"{sum(f.row_count for f in live)} rows live, {events} events sent")
+    stored_bytes = sum(f.size_bytes for f in live)
     by_name = {p.name: p for p in phases}
     per_million = 1e6 / events
     ingest_and_merge = {
@@ -388,6 +460,7 @@ def run(scale: Mapping[str, int], *, dsn: str, home: Path, moto: CountingMoto) -
     }
     return {
         "events": events,
+        "json_bytes_per_event": round(sent_bytes / events),
         "merges": merges,
         "phases": {p.name: p.to_json() for p in phases},
         "per_million_events_usd": ingest_and_merge,
@@ -403,16 +476,56 @@ def run(scale: Mapping[str, int], *, dsn: str, home: Path, moto: CountingMoto) -
     }
 
 
+# What moves the cost per million events: each knob changed alone from the small scenario.
+KNOBS: dict[str, dict[str, int]] = {
+    "envelopes of 10 events (not 100)": {"envelope": 10},
+    "the batching window gathers 5 messages (not 35)": {"gathered": 5},
+    "the batching window gathers 350 messages": {"gathered": 350},
+    "merges only after the last insert (not every 10 inserts)": {"merge_every": 0},
+    "merges after every 2 inserts": {"merge_every": 2},
+    "Segment Spec events (not the sample events)": {"segment": 1, "queries": 0},
+}
+
+
+def knob_effects(*, dsn: str, home: Path, moto: CountingMoto) -> dict[str, Any]:
+    """Per knob, the cost per million events with it changed (and the events' size), beside
+    the small scenario's."""
+
+    def measured(scale: Mapping[str, int], home: Path) -> dict[str, Any]:
+        result = run(scale, dsn=dsn, home=home, moto=moto)
+        return {
+            "usd": result["per_million_events_usd"],
+            "json_bytes_per_event": result["json_bytes_per_event"],
+        }
+
+    out = {"small scenario": measured(SCALES["small"], home / "base")}
+    for n, (name, change) in enumerate(KNOBS.items()):
+        out[name] = measured({**SCALES["small"], **change}, home / f"knob{n}")
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--scale", choices=sorted(SCALES), default="full")
+    parser.add_argument(
+        "--knobs",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="then run the small scenario with each knob of KNOBS changed, and record the"
+        " cost per million events of each",
+    )
     args = parser.parse_args()
     scale = SCALES[args.scale]
+    knobs = bool(args.knobs)
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
     moto = CountingMoto()
     try:
         with benchmark_postgres() as dsn, tempfile.TemporaryDirectory() as tmp:
-            result = run(scale, dsn=dsn, home=Path(tmp), moto=moto)
+            result = run(scale, dsn=dsn, home=Path(tmp) / "run", moto=moto)
+            if knobs:
+                result["knobs_per_million_events_usd"] = knob_effects(
+                    dsn=dsn, home=Path(tmp), moto=moto
+                )
     finally:
         moto.stop()
     name = "cost" if args.scale == "full" else f"cost-{args.scale}"
