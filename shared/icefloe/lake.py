@@ -94,9 +94,10 @@ def connect(
     }
     environ = process_environment()
     environ.update({_VARIABLES[k]: str(v) for k, v in given.items() if v is not None})
-    lake = Lake.open(
-        IcefloeSettings.from_environ(environ), max_connections=4, query_isolation=query_isolation
-    )
+    settings = IcefloeSettings.from_environ(environ)
+    # Four connections, or one more than the merges lake.merge() may run at once.
+    connections = max(4, settings.merge.local_workers + 1)
+    lake = Lake.open(settings, max_connections=connections, query_isolation=query_isolation)
     try:
         lake.meta.migrate()
     except BaseException:

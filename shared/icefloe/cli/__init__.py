@@ -62,7 +62,9 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
                 args.settings.core, secret_arn=args.settings.database_secret_arn
             )
             return db_command(settings, args, out)
-        with Lake.open(args.settings, max_connections=2) as lake:
+        # Two connections, and one more for each merge `icefloe merge` may run at once.
+        connections = 2 + args.settings.merge.local_workers
+        with Lake.open(args.settings, max_connections=connections) as lake:
             return run_command(lake, args, out)
     except IcefloeError as e:
         print(f"icefloe: error: {e}", file=sys.stderr)
