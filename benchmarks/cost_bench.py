@@ -234,11 +234,14 @@ def deployed(
     monkeypatch: pytest.MonkeyPatch,
     *,
     spec: TableSpec,
+    quiet: bool,
 ) -> Iterator[Stack]:
     use_fake_aws(monkeypatch, session_token=False)
     monkeypatch.setenv("AWS_ENDPOINT_URL_SQS", moto.endpoint)
-    # Read when a handler module is imported (its Logger), before any invocation's environment.
-    monkeypatch.setenv("POWERTOOLS_LOG_LEVEL", "WARNING")
+    if quiet:
+        # Read when a handler module is imported (its Logger), before any invocation's
+        # environment; it sets the level of the core's logger for the rest of the process.
+        monkeypatch.setenv("POWERTOOLS_LOG_LEVEL", "WARNING")
     s3 = boto3.client("s3", endpoint_url=moto.endpoint, region_name="us-east-1")
     sqs = boto3.client("sqs", endpoint_url=moto.endpoint, region_name="us-east-1")
     unique = uuid.uuid4().hex[:8]
@@ -256,7 +259,8 @@ def deployed(
         for f in (INSERT, ORCHESTRATOR, WORKER, JANITOR, QUERY)
     }
     for environment in environments.values():
-        environment["POWERTOOLS_LOG_LEVEL"] = "WARNING"
+        if quiet:
+            environment["POWERTOOLS_LOG_LEVEL"] = "WARNING"
     with Stack(
         environments=environments, monkeypatch=monkeypatch, sqs=sqs, queues=queues, moto=moto
     ) as stack:
@@ -417,13 +421,19 @@ class Phase:
         }
 
 
-def run(scale: Mapping[str, int], *, dsn: str, home: Path, moto: CountingMoto) -> dict[str, Any]:
-    """Every phase against ``moto``; per phase its requests, GB-seconds and cost."""
+def run(
+    scale: Mapping[str, int], *, dsn: str, home: Path, moto: CountingMoto, quiet: bool = False
+) -> dict[str, Any]:
+    """Every phase against ``moto``; per phase its requests, GB-seconds and cost. ``quiet``:
+    the functions log warnings only (for the command line; it changes the process's logging
+    for good)."""
     schema = f"cost_{uuid.uuid4().hex[:8]}"
     counted_before, chunks_before = Counter(moto.counts), Counter(moto.payload_chunks)
     with (
         pytest.MonkeyPatch.context() as monkeypatch,
-        deployed(moto, dsn, schema, home, monkeypatch, spec=table_spec(scale)) as stack,
+        deployed(
+            moto, dsn, schema, home, monkeypatch, spec=table_spec(scale), quiet=quiet
+        ) as stack,
     ):
         events, merges, sent_bytes = ingest(stack, scale)
         stack.enter("janitor")
@@ -492,7 +502,7 @@ def knob_effects(*, dsn: str, home: Path, moto: CountingMoto) -> dict[str, Any]:
     the small scenario's."""
 
     def measured(scale: Mapping[str, int], home: Path) -> dict[str, Any]:
-        result = run(scale, dsn=dsn, home=home, moto=moto)
+        result = run(scale, dsn=dsn, home=home, moto=moto, quiet=True)
         return {
             "usd": result["per_million_events_usd"],
             "json_bytes_per_event": result["json_bytes_per_event"],
@@ -521,7 +531,7 @@ def main() -> None:
     moto = CountingMoto()
     try:
         with benchmark_postgres() as dsn, tempfile.TemporaryDirectory() as tmp:
-            result = run(scale, dsn=dsn, home=Path(tmp) / "run", moto=moto)
+            result = run(scale, dsn=dsn, home=Path(tmp) / "run", moto=moto, quiet=True)
             if knobs:
                 result["knobs_per_million_events_usd"] = knob_effects(
                     dsn=dsn, home=Path(tmp), moto=moto

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+from icefloe.errors import InvalidArgumentError
+
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
 
@@ -122,7 +124,7 @@ class InProcessQueue:
         wave takes up to ``workers`` batches' worth of messages and deals them out evenly (so
         twelve tasks on two workers are two batches of six, not one of ten and one of two)."""
         if workers < 1:
-            raise ValueError(f"workers must be at least 1, not {workers}")
+            raise InvalidArgumentError(f"workers must be at least 1, not {workers}")
         deliveries = acknowledged = 0
         dead: list[str] = []
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="merge-worker") as pool:

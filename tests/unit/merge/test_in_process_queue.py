@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from icefloe.errors import InvalidArgumentError
 from icefloe.merge import InProcessQueue
 
 
@@ -94,5 +95,5 @@ def test_failed_messages_come_back_until_their_last_receive() -> None:
 
 @pytest.mark.parametrize("workers", [0, -1])
 def test_fewer_than_one_worker_is_refused(workers: int) -> None:
-    with pytest.raises(ValueError, match="at least 1"):
+    with pytest.raises(InvalidArgumentError, match="at least 1"):
         InProcessQueue().drain(Recorder(), workers=workers)
