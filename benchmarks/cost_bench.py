@@ -87,12 +87,14 @@ SCALES: dict[str, dict[str, int]] = {
 PRICES = {
     "lambda_gb_second": 0.0000166667,
     "lambda_request": 0.20 / 1e6,
-    "s3_tier1_request": 0.005 / 1000,  # PUT, COPY, POST, LIST
-    "s3_tier2_request": 0.0004 / 1000,  # GET, HEAD and the rest but DELETE
+    "s3_tier1_request": 0.005 / 1000,  # S3_TIER1
+    "s3_tier2_request": 0.0004 / 1000,  # GET, HEAD and the rest but DELETE (free)
     "sqs_request": 0.40 / 1e6,  # each 64 KiB of a request's payload counts as one
     "secrets_manager_call": 0.05 / 10_000,
     "s3_gb_month": 0.023,
 }
+# What S3 prices as PUT, COPY, POST and LIST (classify counts a copy as the PUT it is).
+S3_TIER1 = frozenset({"PUT", "POST", "LIST", "DeleteObjects"})
 META_STORE_MONTHLY = 14.0  # RDS db.t4g.micro single-AZ with 20 GB, the README's figure
 TABLE = "events"
 FUNCTIONS = TEMPLATE.functions()
@@ -373,16 +375,9 @@ def query(stack: Stack, count: int) -> None:
 def price(
     counts: Mapping[tuple[str, str], int], sqs_chunks: int, gb_s: float, calls: int
 ) -> dict[str, float]:
-    s3_tier1 = sum(
-        n
-        for (service, op), n in counts.items()
-        if service == "s3" and op in ("PUT", "POST", "LIST", "COPY", "DeleteObjects")
-    )
-    s3_tier2 = sum(
-        n
-        for (service, op), n in counts.items()
-        if service == "s3" and op not in ("PUT", "POST", "LIST", "COPY", "DeleteObjects", "DELETE")
-    )
+    s3 = {op: n for (service, op), n in counts.items() if service == "s3"}
+    s3_tier1 = sum(n for op, n in s3.items() if op in S3_TIER1)
+    s3_tier2 = sum(n for op, n in s3.items() if op not in S3_TIER1 and op != "DELETE")
     secrets = sum(n for (service, _), n in counts.items() if service == "secretsmanager")
     parts = {
         "lambda": gb_s * PRICES["lambda_gb_second"] + calls * PRICES["lambda_request"],

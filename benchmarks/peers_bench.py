@@ -42,6 +42,7 @@ import pyarrow.compute as pc
 
 from benchmarks.common import benchmark_postgres, write_results
 from icefloe import duck
+from support.engines import load_offline_extension
 
 SCALES: dict[str, dict[str, int]] = {
     "small": {"w1_commits": 40, "w1_rows": 1_000, "w2_rows": 100_000, "w2_repeat": 3, "repeat": 7},
@@ -59,22 +60,21 @@ EVENTS = ("page", "track:Product Viewed", "track:Checkout Started", "identify", 
 URLS = tuple(
     f"https://shop.example/{p}" for p in ("", "pricing", "docs", "cart", "blog/a", "blog/b")
 )
-SCHEMA_SQL = (
-    "message_id VARCHAR NOT NULL, ts TIMESTAMP NOT NULL, type VARCHAR NOT NULL, event VARCHAR,"
-    " user_id VARCHAR, anonymous_id VARCHAR, page_url VARCHAR, properties JSON"
+# The events' columns: name, DuckDB type, Arrow type, nullable.
+COLUMNS: tuple[tuple[str, str, pa.DataType, bool], ...] = (
+    ("message_id", "VARCHAR", pa.string(), False),
+    ("ts", "TIMESTAMP", pa.timestamp("us"), False),
+    ("type", "VARCHAR", pa.string(), False),
+    ("event", "VARCHAR", pa.string(), True),
+    ("user_id", "VARCHAR", pa.string(), True),
+    ("anonymous_id", "VARCHAR", pa.string(), True),
+    ("page_url", "VARCHAR", pa.string(), True),
+    ("properties", "JSON", pa.string(), True),
 )
-ARROW_SCHEMA = pa.schema(
-    [
-        pa.field("message_id", pa.string(), nullable=False),
-        pa.field("ts", pa.timestamp("us"), nullable=False),
-        pa.field("type", pa.string(), nullable=False),
-        pa.field("event", pa.string()),
-        pa.field("user_id", pa.string()),
-        pa.field("anonymous_id", pa.string()),
-        pa.field("page_url", pa.string()),
-        pa.field("properties", pa.string()),
-    ]
-)
+SCHEMA_SQL = ", ".join(f"{n} {t}{'' if null else ' NOT NULL'}" for n, t, _, null in COLUMNS)
+ARROW_SCHEMA = pa.schema([pa.field(n, a, nullable=null) for n, _, a, null in COLUMNS])
+# read_json's columns: every column at its DuckDB type.
+JSON_COLUMNS = "{" + ", ".join(f"'{n}': '{t}'" for n, t, _, _ in COLUMNS) + "}"
 
 
 def events(rows: int, *, seed: int, spread: int = DAYS) -> pa.Table:
@@ -164,25 +164,18 @@ class Icefloe:
         self.lake.close()
 
 
-def _load(con: duckdb.DuckDBPyConnection, package: str, extension: str) -> None:
-    module = __import__(package)
-    home = Path(str(module.__file__)).parent
-    found = sorted(home.glob(f"extensions/*/{extension}.duckdb_extension"))
-    con.execute(f"LOAD '{found[-1]}'")
-
-
 class DuckLake:
     def __init__(self, root: Path, *, catalog: str, dsn: str) -> None:
         self.name = f"ducklake_{catalog}"
         self.con = duck.connect()
-        _load(self.con, "duckdb_extension_ducklake", "ducklake")
+        load_offline_extension(self.con, "ducklake")
         data = root / self.name
         data.mkdir()
         if catalog == "postgres":
-            _load(self.con, "duckdb_extension_postgres_scanner", "postgres_scanner")
+            load_offline_extension(self.con, "postgres_scanner")
             schema = f"ducklake_{uuid.uuid4().hex[:8]}"
             with duckdb.connect() as setup:
-                _load(setup, "duckdb_extension_postgres_scanner", "postgres_scanner")
+                load_offline_extension(setup, "postgres_scanner")
                 setup.execute(f"ATTACH '{dsn}' AS pg (TYPE postgres)")
                 setup.execute(f"CALL postgres_execute('pg', 'CREATE SCHEMA {schema}')")
             target = f"ducklake:postgres:{dsn}"
@@ -232,7 +225,7 @@ class Delta:
         self.root = root / "delta"
         self.root.mkdir()
         self.con = duck.connect()
-        _load(self.con, "duckdb_extension_delta", "delta")
+        load_offline_extension(self.con, "delta")
 
     def create(self, table: str) -> None:
         pass
@@ -275,8 +268,8 @@ class Iceberg:
         )
         self.catalog.create_namespace("bench")
         self.con = duck.connect()
-        _load(self.con, "duckdb_extension_avro", "avro")
-        _load(self.con, "duckdb_extension_iceberg", "iceberg")
+        load_offline_extension(self.con, "avro")
+        load_offline_extension(self.con, "iceberg")
 
     def create(self, table: str) -> None:
         from pyiceberg.transforms import DayTransform
@@ -303,13 +296,6 @@ class Iceberg:
 
     def close(self) -> None:
         self.con.close()
-
-
-JSON_COLUMNS = (
-    "{'message_id': 'VARCHAR', 'ts': 'TIMESTAMP', 'type': 'VARCHAR', 'event': 'VARCHAR',"
-    " 'user_id': 'VARCHAR', 'anonymous_id': 'VARCHAR', 'page_url': 'VARCHAR',"
-    " 'properties': 'JSON'}"
-)
 
 
 def read_ndjson(path: Path) -> pa.Table:
@@ -349,7 +335,7 @@ def open_systems(root: Path, dsn: str) -> tuple[list[System], list[str]]:
     for name, make in makers.items():
         try:
             systems.append(make())
-        except (ImportError, IndexError) as exc:  # IndexError: an extension wheel is missing
+        except ImportError as exc:
             missing.append(f"{name}: {exc!r}")
     return systems, missing
 
@@ -457,28 +443,25 @@ def w3(systems: list[System]) -> dict[str, Any]:
 
 
 def ratios(result: dict[str, Any]) -> dict[str, Any]:
-    """icefloe against the best peer of each phase (above 1: icefloe is faster)."""
-
-    def best(values: dict[str, float], *, higher: bool) -> tuple[str, float]:
-        peers = {k: v for k, v in values.items() if k != "icefloe"}
-        name = (max if higher else min)(peers, key=peers.__getitem__)
-        return name, peers[name]
-
+    """icefloe against the best peer of each phase (above 1: icefloe is faster); phases no
+    peer ran are left out."""
     out: dict[str, Any] = {}
+
+    def compare(phase: str, values: dict[str, float], *, higher: bool) -> None:
+        peers = {k: v for k, v in values.items() if k != "icefloe"}
+        if not peers:
+            return
+        name = (max if higher else min)(peers, key=peers.__getitem__)
+        ratio = values["icefloe"] / peers[name] if higher else peers[name] / values["icefloe"]
+        out[phase] = {"best_peer": name, "icefloe_vs_peer": round(ratio, 2)}
+
     for phase in ("w1", "w2", "w2_ndjson"):
-        speeds = {k: v["rows_per_s"] for k, v in result[phase].items()}
-        peer, value = best(speeds, higher=True)
-        out[phase] = {"best_peer": peer, "icefloe_vs_peer": round(speeds["icefloe"] / value, 2)}
+        compare(phase, {k: v["rows_per_s"] for k, v in result[phase].items()}, higher=True)
     merged = {k: v["seconds"] for k, v in result["w3"].items() if "seconds" in v}
-    peer, value = best(merged, higher=False)
-    out["w3"] = {"best_peer": peer, "icefloe_vs_peer": round(value / merged["icefloe"], 2)}
+    compare("w3", merged, higher=False)
     for stage in ("queries_before_compaction", "queries_after_compaction"):
         for kind, times in result[stage].items():
-            peer, value = best(times, higher=False)
-            out[f"{stage}.{kind}"] = {
-                "best_peer": peer,
-                "icefloe_vs_peer": round(value / times["icefloe"], 2),
-            }
+            compare(f"{stage}.{kind}", times, higher=False)
     return out
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import subprocess
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -435,6 +436,36 @@ def test_merge_until_quiet_through_the_in_process_queue(cli_env: str, tmp_path: 
     # And a second run finds nothing to do, saying so in one line
     code, text = run("merge")
     assert code == 0 and text.startswith("0 merges in 1 round")
+
+
+def test_merge_runs_as_many_merges_at_once_as_the_settings_say(
+    cli_env: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Given settings that allow two merges at once, and small inserts into three days
+    monkeypatch.setenv("ICEFLOE_MERGE_LOCAL_WORKERS", "2")
+    assert run("init")[0] == 0
+    create_events()
+    for n in range(6):
+        source = tmp_path / f"batch{n}.ndjson"
+        source.write_text(
+            "\n".join(
+                json.dumps({"ts": f"2026-03-0{d}T0{n}:00:00", "event": "e", "user_id": "u"})
+                for d in (1, 2, 3)
+            )
+        )
+        assert run("insert", "events", str(source))[0] == 0
+
+    # When merging with --wait
+    caplog.set_level(logging.INFO, logger="icefloe")
+    code, out = run("merge", "events", "--wait", "--format", "json")
+
+    # Then the three merges ran on two worker threads
+    assert code == 0 and json.loads(out)["merges"] == 3
+    threads = {r.threadName for r in caplog.records if r.getMessage().startswith("merge committed")}
+    assert len(threads) == 2 and all(t.startswith("merge-worker") for t in threads), threads
 
 
 def test_merge_of_an_unknown_table_is_a_one_line_error(

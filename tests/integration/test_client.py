@@ -4,6 +4,7 @@ of its own."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -22,6 +23,7 @@ from icefloe.errors import ConfigError, TableExistsError, TableNotFoundError
 from icefloe.lake import Lake
 from icefloe.query import QueryLimits, QueryTimeoutError, ScanStats
 from icefloe.query.isolation import DEFAULT_MARGIN_BYTES, TIMEOUT_GRACE_S
+from icefloe.spec import SizeTargets
 
 pytestmark = pytest.mark.integration
 
@@ -258,3 +260,35 @@ def test_lake_query_result_says_what_pruning_read_of_each_table(lake: Lake) -> N
     # Pinned to an earlier snapshot, it reports that snapshot and its files
     (first,) = lake.query_result("SELECT count(*) FROM t", snapshot_id=1).stats
     assert (first.snapshot_id, first.files_considered, first.files_scanned) == (1, 1, 1)
+
+
+def test_lake_merge_runs_as_many_merges_at_once_as_the_settings_say(
+    tmp_path: Path,
+    postgres_dsn: str,
+    schema_name: str,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Given a lake whose settings allow three merges at once, and a table with six groups of
+    # four small files to merge
+    monkeypatch.setenv("ICEFLOE_MERGE_LOCAL_WORKERS", "3")
+    with icefloe.connect(
+        home=tmp_path / "home", database_url=postgres_dsn, database_schema=schema_name
+    ) as lake:
+        lake.create_table(
+            "t",
+            schema="ts TIMESTAMP, v INTEGER",
+            partition_by="day(ts)",
+            sizes=SizeTargets(min_files_to_merge=2, max_files_per_merge=4),
+        )
+        for n in range(24):
+            lake.insert("t", [{"ts": f"2026-03-01T00:00:{n:02d}Z", "v": n}])
+
+        # When it merges
+        caplog.set_level(logging.INFO, logger="icefloe")
+        report = lake.merge("t")
+
+    # Then the merges ran on worker threads, several of them, and every row is kept
+    threads = {r.threadName for r in caplog.records if r.getMessage().startswith("merge committed")}
+    assert report.count("committed") >= 6 and not report.dead_letters
+    assert len(threads) >= 2 and all(t.startswith("merge-worker") for t in threads), threads

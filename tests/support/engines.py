@@ -3,6 +3,7 @@ partition, and a DuckDB that reads Iceberg tables."""
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 from typing import Any
 
@@ -30,14 +31,18 @@ def spark_compact(lake: Lake | MergeLake, spark: Any, table: str, **options: Any
     )
 
 
+def load_offline_extension(con: duckdb.DuckDBPyConnection, name: str) -> None:
+    """Load DuckDB extension ``name`` from its wheel (``duckdb-extension-<name>``, for the
+    installed duckdb version); ImportError when the wheel is not installed."""
+    module = importlib.import_module(f"duckdb_extension_{name}")
+    path = Path(str(module.__file__)).parent / "extensions" / f"v{duckdb.__version__}"
+    con.execute(f"LOAD '{path / f'{name}.duckdb_extension'}'")
+
+
 def duckdb_with_iceberg() -> duckdb.DuckDBPyConnection:
     """A DuckDB connection with the offline avro and iceberg extensions loaded, in UTC."""
-    import duckdb_extension_avro
-    import duckdb_extension_iceberg
-
     con = duckdb.connect()
-    for module, name in ((duckdb_extension_avro, "avro"), (duckdb_extension_iceberg, "iceberg")):
-        path = Path(module.__file__).parent / "extensions" / f"v{duckdb.__version__}"
-        con.execute(f"LOAD '{path / f'{name}.duckdb_extension'}'")
+    for name in ("avro", "iceberg"):
+        load_offline_extension(con, name)
     con.execute("SET TimeZone = 'UTC'")
     return con

@@ -363,7 +363,9 @@ def _read_known(
 ) -> pa.Table | None:
     """The typed columns, if no record has a field the table lacks; None otherwise.
 
-    pyarrow infers the other fields first: any that is not a JSON column is unknown. When a
+    A batch big enough for threads is first read with its JSON columns' shape declared
+    (:func:`_read_shaped`). Otherwise, or when that gives up, pyarrow infers the other
+    fields: any that is not a JSON column is unknown. When a
     JSON column's values change shape between records (an object, then a string), inference
     fails; the fields are then skipped and DuckDB checks that none is unknown."""
     typed_names = [c.name for c in spec.columns if c.type != "JSON"]
