@@ -23,12 +23,9 @@ listed as such.
 
 from __future__ import annotations
 
-import argparse
 import json
 import random
-import shutil
 import statistics
-import tempfile
 import time
 import uuid
 from collections.abc import Callable
@@ -40,7 +37,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from benchmarks.common import benchmark_postgres, write_results
+from benchmarks.common import run_scaled
 from icefloe import duck
 from support.engines import load_offline_extension
 
@@ -130,14 +127,14 @@ class System(Protocol):
 class Icefloe:
     name = "icefloe"
 
-    def __init__(self, root: Path, dsn: str) -> None:
+    def __init__(self, root: Path, dsn: str, schema: str) -> None:
         import icefloe
 
         self.lake = icefloe.connect(
             home=root / "icefloe",
             warehouse=str(root / "icefloe" / "warehouse"),
             database_url=dsn,
-            database_schema=f"peers_{uuid.uuid4().hex[:8]}",
+            database_schema=schema,
             query_isolation="in_process",
         )
 
@@ -322,10 +319,10 @@ def with_day(data: pa.Table) -> pa.Table:
     return data.append_column("day", pc.strftime(data["ts"], format="%Y-%m-%d"))
 
 
-def open_systems(root: Path, dsn: str) -> tuple[list[System], list[str]]:
+def open_systems(root: Path, dsn: str, schema: str) -> tuple[list[System], list[str]]:
     """Every system that can run here, and the names of the peers that are not installed."""
     makers: dict[str, Callable[[], System]] = {
-        "icefloe": lambda: Icefloe(root, dsn),
+        "icefloe": lambda: Icefloe(root, dsn, schema),
         "ducklake_duckdb": lambda: DuckLake(root, catalog="duckdb", dsn=dsn),
         "ducklake_postgres": lambda: DuckLake(root, catalog="postgres", dsn=dsn),
         "delta_rs": lambda: Delta(root),
@@ -465,35 +462,30 @@ def ratios(result: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--scale", choices=sorted(SCALES), default="full")
-    args = parser.parse_args()
-    scale = SCALES[args.scale]
-    root = Path(tempfile.mkdtemp(prefix="icefloe-peers-"))
+def bench(dsn: str, schema: str, scale: dict[str, int], root: Path) -> dict[str, Any]:
+    """Every phase on every system installed (icefloe in ``schema``)."""
+    systems, missing = open_systems(root, dsn, schema)
     try:
-        with benchmark_postgres() as dsn:
-            systems, missing = open_systems(root, dsn)
-            try:
-                result: dict[str, Any] = {"scale": args.scale, **scale, "not_installed": missing}
-                result["w1"] = w1(systems, scale)
-                w1_rows = scale["w1_commits"] * scale["w1_rows"]
-                sample_id = str(events(w1_rows, seed=1)["message_id"][w1_rows // 2])
-                sqls = queries(sample_id)
-                result["queries_before_compaction"] = ask(systems, sqls, scale["repeat"])
-                result["w3"] = w3(systems)
-                result["queries_after_compaction"] = ask(systems, sqls, scale["repeat"])
-                result["w2"] = w2(systems, scale)
-                result["w2_ndjson"] = w2(systems, scale, ndjson=root / "w2.ndjson")
-            finally:
-                for system in systems:
-                    system.close()
-        result["icefloe_vs_best_peer"] = ratios(result)
-        print(json.dumps(result["icefloe_vs_best_peer"], indent=1), flush=True)
-        path = write_results(f"peers_bench-{args.scale}", result)
-        print(f"wrote {path}")
+        result: dict[str, Any] = {**scale, "not_installed": missing}
+        result["w1"] = w1(systems, scale)
+        w1_rows = scale["w1_commits"] * scale["w1_rows"]
+        sample_id = str(events(w1_rows, seed=1)["message_id"][w1_rows // 2])
+        sqls = queries(sample_id)
+        result["queries_before_compaction"] = ask(systems, sqls, scale["repeat"])
+        result["w3"] = w3(systems)
+        result["queries_after_compaction"] = ask(systems, sqls, scale["repeat"])
+        result["w2"] = w2(systems, scale)
+        result["w2_ndjson"] = w2(systems, scale, ndjson=root / "w2.ndjson")
     finally:
-        shutil.rmtree(root, ignore_errors=True)
+        for system in systems:
+            system.close()
+    result["icefloe_vs_best_peer"] = ratios(result)
+    print(json.dumps(result["icefloe_vs_best_peer"], indent=1), flush=True)
+    return result
+
+
+def main() -> None:
+    run_scaled("peers_bench", __doc__, SCALES, bench)
 
 
 if __name__ == "__main__":

@@ -52,6 +52,20 @@ def create_events(*extra: str) -> None:
     assert code == 0
 
 
+def insert_batches(tmp_path: Path, *, batches: int, days: tuple[int, ...]) -> None:
+    """``batches`` NDJSON inserts into ``events``, batch n holding one row at hour n of each
+    of ``days`` (of March 2026)."""
+    for n in range(batches):
+        source = tmp_path / f"batch{n}.ndjson"
+        source.write_text(
+            "\n".join(
+                json.dumps({"ts": f"2026-03-0{day}T0{n}:00:00", "event": "e", "user_id": "u"})
+                for day in days
+            )
+        )
+        assert run("insert", "events", str(source))[0] == 0
+
+
 def test_init_create_list_show_and_status(cli_env: str) -> None:
     assert run("init")[0] == 0
     create_events()
@@ -448,15 +462,7 @@ def test_merge_runs_as_many_merges_at_once_as_the_settings_say(
     monkeypatch.setenv("ICEFLOE_MERGE_LOCAL_WORKERS", "2")
     assert run("init")[0] == 0
     create_events()
-    for n in range(6):
-        source = tmp_path / f"batch{n}.ndjson"
-        source.write_text(
-            "\n".join(
-                json.dumps({"ts": f"2026-03-0{d}T0{n}:00:00", "event": "e", "user_id": "u"})
-                for d in (1, 2, 3)
-            )
-        )
-        assert run("insert", "events", str(source))[0] == 0
+    insert_batches(tmp_path, batches=6, days=(1, 2, 3))
 
     # When merging with --wait
     caplog.set_level(logging.INFO, logger="icefloe")
@@ -533,15 +539,7 @@ def test_compact_one_partition_with_either_engine(
         request.getfixturevalue("spark")  # the run's shared session
     assert run("init")[0] == 0
     create_events()
-    for n in range(3):
-        source = tmp_path / f"batch{n}.ndjson"
-        source.write_text(
-            "\n".join(
-                json.dumps({"ts": f"2026-03-0{day}T0{n}:00:00", "event": "e", "user_id": "u"})
-                for day in (1, 2)
-            )
-        )
-        assert run("insert", "events", str(source))[0] == 0
+    insert_batches(tmp_path, batches=3, days=(1, 2))
 
     code, out = run(
         "compact", "events", "--partition", "day=2026-03-01", "--engine", engine, "--format", "json"
