@@ -42,10 +42,12 @@ from icefloe.lifecycle import (
 )
 from icefloe.lifecycle.alter import add_column, check_spec_sql, drop_column, widen_column
 from icefloe.merge import LocalMergeReport, MergeWorker, merge_locally
+from icefloe.merge.worker import merge_database
 from icefloe.metastore.models import Snapshot, TableInfo, TableStatus
 from icefloe.metastore.secrets import SecretDsn, with_database_secret
 from icefloe.query import QueryEngine, QueryLimits
 from icefloe.query.changes import ChangeFeed, read_changes
+from icefloe.query.database import WorkDatabase
 from icefloe.query.engine import Isolation, QueryResult
 from icefloe.query.json_paths import JsonPathReport, json_paths
 from icefloe.query.s3_access import S3Endpoint, configure_s3_from_settings
@@ -157,6 +159,7 @@ class Lake:
         self._inserter: Inserter | None = None
         self._engine: QueryEngine | None = None
         self._merge_worker: MergeWorker | None = None
+        self._work_database: WorkDatabase | None = None
         self._views: NotebookViews | None = None
         self._catalog: Catalog | None = None
 
@@ -223,30 +226,33 @@ class Lake:
             )
         return self._engine
 
+    def work_database(self) -> WorkDatabase:
+        """The warm DuckDB that merges and deletes rewrite files in, within
+        ``ICEFLOE_MERGE_*``'s limits."""
+        if self._work_database is None:
+            limits = self.settings.merge.limits
+            if limits.temp_directory is not None:
+                limits.temp_directory.mkdir(parents=True, exist_ok=True)
+            self._work_database = merge_database(self.objects, limits, self.duckdb_configure)
+        return self._work_database
+
     def merge_worker(self) -> MergeWorker:
         """The merge worker, with ``ICEFLOE_MERGE_*``'s limits and lease."""
         if self._merge_worker is None:
             merge = self.settings.merge
-            if merge.limits.temp_directory is not None:
-                merge.limits.temp_directory.mkdir(parents=True, exist_ok=True)
             self._merge_worker = MergeWorker(
                 meta=self.meta,
                 objects=self.objects,
                 limits=merge.limits,
                 lease=merge.lease,
                 configure=self.duckdb_configure,
+                database=self.work_database(),
             )
         return self._merge_worker
 
     def delete_part_runner(self) -> DeletePartRunner:
-        """What runs a delete job's parts: merges' limits and S3 set-up."""
-        limits = self.settings.merge.limits
-        return DeletePartRunner(
-            meta=self.meta,
-            objects=self.objects,
-            limits=QueryLimits(memory_limit=limits.memory_limit, threads=limits.threads),
-            configure=self.duckdb_configure,
-        )
+        """What runs a delete job's parts: merges' database and S3 set-up."""
+        return DeletePartRunner(meta=self.meta, objects=self.objects, database=self.work_database())
 
     def results_store(self) -> ObjectStore:
         """Where large query results (and EMR query jobs' results) are written."""
@@ -298,6 +304,8 @@ class Lake:
             self._inserter.close()
         if self._engine is not None:
             self._engine.close()
+        if self._work_database is not None:
+            self._work_database.close()
         self.runtime.close()
 
     def __enter__(self) -> Lake:
@@ -490,6 +498,7 @@ class Lake:
             where=where,
             dry_run=dry_run,
             configure=self.duckdb_configure,
+            database=self.work_database(),
         )
 
     def rollback(self, table: str, *, to_snapshot: int) -> RollbackResult:

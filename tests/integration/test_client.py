@@ -292,3 +292,30 @@ def test_lake_merge_runs_as_many_merges_at_once_as_the_settings_say(
     threads = {r.threadName for r in caplog.records if r.getMessage().startswith("merge committed")}
     assert report.count("committed") >= 6 and not report.dead_letters
     assert len(threads) >= 2 and all(t.startswith("merge-worker") for t in threads), threads
+
+
+def test_merges_and_deletes_rewrite_files_in_one_warm_database(
+    tmp_path: Path, postgres_dsn: str, schema_name: str
+) -> None:
+    # Given a table with four days of small files
+    with icefloe.connect(
+        home=tmp_path / "home", database_url=postgres_dsn, database_schema=schema_name
+    ) as lake:
+        lake.create_table(
+            "t",
+            schema="ts TIMESTAMP, v INTEGER",
+            partition_by="day(ts)",
+            sizes=SizeTargets(min_files_to_merge=2),
+        )
+        for n in range(12):
+            lake.insert("t", [{"ts": f"2026-03-0{1 + n % 4}T00:00:{n:02d}Z", "v": n}])
+
+        # When it merges every day and deletes rows of two of them
+        report = lake.merge("t")
+        deleted = lake.delete("t", "v IN (0, 5)")
+
+        # Then four merges and a delete rewrote files, all in one database opened once
+        assert report.count("committed") == 4
+        assert deleted.rows_deleted == 2 and deleted.files_rewritten == 2
+        assert lake.work_database().opened == 1
+        assert lake.query("SELECT sum(v) AS s FROM t").to_pylist() == [{"s": sum(range(12)) - 5}]

@@ -25,7 +25,8 @@ from icefloe.errors import InvalidInputError
 from icefloe.lifecycle import delete_rows, rollback_table
 from icefloe.lifecycle.predicate import PredicateEvaluationError
 from icefloe.metastore.store import MetaStore
-from icefloe.query import QueryEngine
+from icefloe.query import QueryEngine, QueryLimits
+from icefloe.query.database import WorkDatabase
 from icefloe.query.views import parquet_source, view_sql
 from icefloe.storage import LocalObjectStore
 from support.delete_fuzz import PredicateGenerator, fill, table_spec, unstable_functions
@@ -53,6 +54,8 @@ def test_deletes_match_duckdb_delete_over_a_copy(
     # The deletes plan in an engine of their own, kept warm from one case to the next (the
     # answers are read through the other)
     planner = QueryEngine(meta=meta, objects=objects)
+    # and rewrite in a database of their own, kept warm too, as a lake's deletes do
+    database = WorkDatabase(root_uri=objects.root_uri, limits=QueryLimits())
     mismatches: list[str] = []
     counts = {"compared": 0, "partial": 0, "refused_unstable": 0, "undecidable": 0}
     try:
@@ -77,7 +80,12 @@ def test_deletes_match_duckdb_delete_over_a_copy(
                 want_deleted = None  # DuckDB cannot evaluate it over every row
             try:
                 result = delete_rows(
-                    meta=meta, objects=objects, table=name, where=where, engine=planner
+                    meta=meta,
+                    objects=objects,
+                    table=name,
+                    where=where,
+                    engine=planner,
+                    database=database,
                 )
             except InvalidInputError as e:
                 refused = str(e)
@@ -124,6 +132,7 @@ def test_deletes_match_duckdb_delete_over_a_copy(
     finally:
         engine.close()
         planner.close()
+        database.close()
 
     assert not mismatches, (
         f"seed {SEED}, table {number}: {len(mismatches)} of {cases} deletes differ from DuckDB's DELETE:\n"

@@ -9,19 +9,12 @@ from typing import TextIO
 
 from icefloe.cli.output import emit, text_table
 from icefloe.lake import Lake
-from icefloe.lifecycle import delete_rows, rollback_table
+from icefloe.lifecycle import rollback_table
 from icefloe.metastore.deletes import DeleteJobStore
 
 
 def delete_command(lake: Lake, args: argparse.Namespace, out: TextIO) -> int:
-    result = delete_rows(
-        meta=lake.meta,
-        objects=lake.objects,
-        table=args.name,
-        where=args.where,
-        dry_run=args.dry_run,
-        configure=lake.duckdb_configure,
-    )
+    result = lake.delete(args.name, args.where, dry_run=args.dry_run)
 
     def text() -> str:
         counts = (

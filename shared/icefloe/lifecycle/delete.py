@@ -29,7 +29,6 @@ from typing import Any, Literal
 
 import duckdb
 
-from icefloe import duck
 from icefloe.datafiles import membership_column
 from icefloe.duck import ident
 from icefloe.errors import (
@@ -44,9 +43,8 @@ from icefloe.merge.writer import stage_rows, upload_staged
 from icefloe.metastore.models import DataFile, NewFile
 from icefloe.metastore.store import MetaStore
 from icefloe.query import QueryEngine
-from icefloe.query.database import Configure
+from icefloe.query.database import Configure, WorkDatabase
 from icefloe.query.executor import QueryFailedError, QueryReadError
-from icefloe.query.sandbox import lock_down
 from icefloe.query.views import files_source, view_body
 from icefloe.settings.limits import QueryLimits
 from icefloe.spec import TableSpec
@@ -145,6 +143,7 @@ def delete_rows(
     limits: QueryLimits | None = None,
     configure: Configure | None = None,
     engine: QueryEngine | None = None,
+    database: WorkDatabase | None = None,
 ) -> DeleteResult:
     """Delete the rows of ``table`` for which ``where`` is true (NULL is not true).
 
@@ -155,12 +154,18 @@ def delete_rows(
     ``engine`` (over the same meta store and object store) plans the delete, its pruning
     finding the files that may hold a matching row: a caller deleting often passes its warm
     engine, and spares each delete opening and locking down a DuckDB of its own (about
-    20 ms). By default the delete opens one (with ``configure``) and closes it."""
-    limits = limits or QueryLimits()
+    20 ms). By default the delete opens one (with ``configure``) and closes it. The rewrites
+    run in ``database`` (a caller's warm :class:`WorkDatabase` over the same object store), by
+    default one of the delete's own, bounded by ``limits``."""
     conflict: CommitConflictError | None = None
-    owned = engine is None
+    owned_engine = engine is None
     if engine is None:
         engine = QueryEngine(meta=meta, objects=objects, configure=configure)
+    owned_database = database is None
+    if database is None:
+        database = WorkDatabase(
+            root_uri=objects.root_uri, limits=limits or QueryLimits(), configure=configure
+        )
     try:
         planner = DeletePlanner(engine=engine, meta=meta, table=table, where=where)
         for attempt in range(1, MAX_PLANS + 1):
@@ -171,13 +176,7 @@ def delete_rows(
                 continue
             spec, predicate = planner.spec, planner.predicate
             changes, written, added = rewrite_files(
-                objects,
-                spec,
-                predicate,
-                plan.candidates,
-                limits,
-                write=not dry_run,
-                configure=configure,
+                objects, spec, predicate, plan.candidates, database=database, write=not dry_run
             )
             result = DeleteResult(
                 table=table,
@@ -215,8 +214,10 @@ def delete_rows(
                 raise
             return replace(result, snapshot_id=committed.snapshot_id)
     finally:
-        if owned:
+        if owned_engine:
             engine.close()
+        if owned_database:
+            database.close()
     raise CommitConflictError(
         f"delete from {table!r} gave up: {MAX_PLANS} plans in a row lost to merges of the same"
         f" files or to schema changes (try again); the last: {conflict}"
@@ -285,12 +286,12 @@ def rewrite_files(
     spec: TableSpec,
     predicate: str,
     candidates: Sequence[DataFile],
-    limits: QueryLimits,
     *,
+    database: WorkDatabase,
     write: bool,
-    configure: Configure | None = None,
 ) -> tuple[list[FileChange], list[str], list[NewFile]]:
-    """Count each candidate's matches and (``write``) store rewrites of the changed files."""
+    """Count each candidate's matches and (``write``) store rewrites of the changed files,
+    in a session of ``database``."""
     changes: list[FileChange] = []
     written: list[str] = []
     added: list[NewFile] = []
@@ -298,64 +299,87 @@ def rewrite_files(
         return changes, written, added
     uris = [objects.uri(f.path) for f in candidates]
     scratch = Path(tempfile.mkdtemp(prefix="icefloe-delete-"))
-    con = duck.connect()
     try:
-        if configure is not None:
-            configure(con)
-        views = []
-        for number, (uri, f) in enumerate(zip(uris, candidates, strict=True)):
-            view = ident(f"__icefloe_file_{number}")
-            source = files_source(spec, [(uri, f.spec_version)])
-            con.execute(f"CREATE VIEW {view} AS {view_body(spec, source, None)}")
-            views.append(view)
-        lock_down(con, allowed_paths=uris, limits=limits)
-        numbered = list(enumerate(candidates))
-        for group in _decision_groups(numbered):
-            decided = _decide(con, spec, predicate, [(n, views[n]) for n, _ in group])
-            for number, f in group:
-                deleted, rows = decided.get(number, (0, 0))
-                if rows != f.row_count:
-                    raise RowCountMismatchError(
-                        f"delete refused: {f.path} read back {rows} rows, but the meta store"
-                        f" records {f.row_count}; nothing was committed"
-                    )
-                if deleted == 0:
-                    continue
-                action: Literal["rewrite", "remove"] = "remove" if deleted == rows else "rewrite"
-                changes.append(FileChange(f.path, f.partition_path, action, rows, deleted))
-                if not write or action == "remove":
-                    continue
-                kept = ordered_output(
-                    spec,
-                    f"SELECT * EXCLUDE ({_FILE}, {_MATCH}) FROM {_DECIDED}"
-                    f" WHERE {_FILE} = {number} AND NOT {_MATCH}",
-                )
-                reader = con.execute(kept).to_arrow_reader(BATCH_ROWS)
-                staged = stage_rows(
-                    spec, reader, scratch, bytes_per_row=f.size_bytes / max(1, rows)
-                )
-                rewrites = upload_staged(
-                    objects,
-                    staged,
-                    table=spec.name,
-                    partition_path=f.partition_path,
-                    partition_values=f.partition_values,
-                    partition_start=f.partition_start,
-                    written=written,
-                    spec_version=spec.version,
-                    stats_leaves=spec.stats_leaves,
-                    membership_column=membership_column(spec),
-                )
-                check_rows_lost([f], rewrites, reported=deleted)
-                added.extend(rewrites)
-        con.execute(f"DROP TABLE IF EXISTS {_DECIDED}")
+        with database.session() as con:
+            _rewrite(
+                con,
+                objects,
+                spec,
+                predicate,
+                candidates,
+                uris,
+                scratch,
+                write=write,
+                changes=changes,
+                written=written,
+                added=added,
+            )
     except BaseException:
         discard_uncommitted(objects, written)
         raise
     finally:
-        con.close()
         shutil.rmtree(scratch, ignore_errors=True)
     return changes, written, added
+
+
+def _rewrite(
+    con: duckdb.DuckDBPyConnection,
+    objects: ObjectStore,
+    spec: TableSpec,
+    predicate: str,
+    candidates: Sequence[DataFile],
+    uris: Sequence[str],
+    scratch: Path,
+    *,
+    write: bool,
+    changes: list[FileChange],
+    written: list[str],
+    added: list[NewFile],
+) -> None:
+    """:func:`rewrite_files`' work on cursor ``con``, appending to its three lists."""
+    views = []
+    for number, (uri, f) in enumerate(zip(uris, candidates, strict=True)):
+        view = ident(f"__icefloe_file_{number}")
+        source = files_source(spec, [(uri, f.spec_version)])
+        con.execute(f"CREATE TEMP VIEW {view} AS {view_body(spec, source, None)}")
+        views.append(view)
+    numbered = list(enumerate(candidates))
+    for group in _decision_groups(numbered):
+        decided = _decide(con, spec, predicate, [(n, views[n]) for n, _ in group])
+        for number, f in group:
+            deleted, rows = decided.get(number, (0, 0))
+            if rows != f.row_count:
+                raise RowCountMismatchError(
+                    f"delete refused: {f.path} read back {rows} rows, but the meta store"
+                    f" records {f.row_count}; nothing was committed"
+                )
+            if deleted == 0:
+                continue
+            action: Literal["rewrite", "remove"] = "remove" if deleted == rows else "rewrite"
+            changes.append(FileChange(f.path, f.partition_path, action, rows, deleted))
+            if not write or action == "remove":
+                continue
+            kept = ordered_output(
+                spec,
+                f"SELECT * EXCLUDE ({_FILE}, {_MATCH}) FROM {_DECIDED}"
+                f" WHERE {_FILE} = {number} AND NOT {_MATCH}",
+            )
+            reader = con.execute(kept).to_arrow_reader(BATCH_ROWS)
+            staged = stage_rows(spec, reader, scratch, bytes_per_row=f.size_bytes / max(1, rows))
+            rewrites = upload_staged(
+                objects,
+                staged,
+                table=spec.name,
+                partition_path=f.partition_path,
+                partition_values=f.partition_values,
+                partition_start=f.partition_start,
+                written=written,
+                spec_version=spec.version,
+                stats_leaves=spec.stats_leaves,
+                membership_column=membership_column(spec),
+            )
+            check_rows_lost([f], rewrites, reported=deleted)
+            added.extend(rewrites)
 
 
 def check_rows_lost(

@@ -44,7 +44,7 @@ from icefloe.metastore.deletes import DeleteJob, DeleteJobStore, DeletePart
 from icefloe.metastore.models import DataFile
 from icefloe.metastore.store import MetaStore
 from icefloe.query import QueryEngine
-from icefloe.query.database import Configure
+from icefloe.query.database import Configure, WorkDatabase
 from icefloe.settings.limits import QueryLimits
 from icefloe.storage import ObjectStore, discard_uncommitted
 from icefloe.tracing import span
@@ -227,13 +227,22 @@ class DeletePartRunner:
         lease: timedelta = DEFAULT_DELETE_LEASE,
         limits: QueryLimits | None = None,
         configure: Configure | None = None,
+        database: WorkDatabase | None = None,
     ) -> None:
-        self._configure = configure
+        """The parts' rewrites run in ``database`` (by default one of the runner's own,
+        bounded by ``limits``)."""
         self._meta = meta
         self._objects = objects
         self._store = DeleteJobStore(meta)
         self._lease = lease
-        self.limits = limits or QueryLimits()
+        self._database = database or WorkDatabase(
+            root_uri=objects.root_uri, limits=limits or QueryLimits(), configure=configure
+        )
+
+    @property
+    def limits(self) -> QueryLimits:
+        """What the parts' rewrites may use: their database's limits."""
+        return self._database.limits
 
     def run_message(self, body: str) -> MergeOutcome:
         return self.run(DeletePartTask.from_json(body))
@@ -274,13 +283,7 @@ class DeletePartRunner:
         # table's schema is now (the claimed files are of that version or older).
         spec = self._meta.table_spec(job.table, version=job.spec_version)
         changes, written, added = rewrite_files(
-            self._objects,
-            spec,
-            job.predicate,
-            inputs,
-            self.limits,
-            write=True,
-            configure=self._configure,
+            self._objects, spec, job.predicate, inputs, database=self._database, write=True
         )
         changed = {c.path for c in changes}
         recorded = self._store.finish_part(

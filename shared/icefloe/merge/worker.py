@@ -17,6 +17,7 @@ import logging
 import shutil
 import tempfile
 import time
+import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
@@ -42,7 +43,7 @@ from icefloe.merge.tasks import MergeTask
 from icefloe.merge.writer import StagedFile, stage_rows, upload_staged
 from icefloe.metastore.models import DataFile, NewFile
 from icefloe.metastore.store import MetaStore
-from icefloe.query.sandbox import lock_down
+from icefloe.query.database import WorkDatabase
 from icefloe.query.views import files_source, view_sql
 from icefloe.settings.limits import DEFAULT_LEASE, MergeLimits, QueryLimits
 from icefloe.spec import CustomMode, PartitionValue, TableSpec
@@ -91,12 +92,20 @@ class MergeWorker:
         limits: MergeLimits | None = None,
         lease: timedelta = DEFAULT_LEASE,
         configure: Callable[[duckdb.DuckDBPyConnection], None] | None = None,
+        database: WorkDatabase | None = None,
     ) -> None:
+        """Merges run in ``database`` (by default one of the worker's own, see
+        :func:`merge_database`); merges running at once share its limits."""
         self._meta = meta
         self._objects = objects
         self.limits = limits or MergeLimits()
         self._lease = lease
         self._configure = configure
+        self._database = database or merge_database(objects, self.limits, configure)
+
+    def close(self) -> None:
+        """Close the worker's DuckDB (a later merge opens a new one)."""
+        self._database.close()
 
     @property
     def lease(self) -> timedelta:
@@ -111,6 +120,7 @@ class MergeWorker:
             limits=self.limits,
             lease=lease,
             configure=self._configure,
+            database=self._database,
         )
 
     def run(self, task: MergeTask) -> MergeOutcome:
@@ -173,23 +183,11 @@ class MergeWorker:
         self, spec: TableSpec, inputs: Sequence[DataFile], scratch: Path
     ) -> list[StagedFile]:
         uris = [self._objects.uri(f.path) for f in inputs]
-        con = duck.connect()
-        try:
-            con.execute(f"SET temp_directory = {duck.string_literal(str(scratch / 'spill'))}")
-            con.execute("SET preserve_insertion_order = false")
-            if self._configure is not None:
-                self._configure(con)
+        with self._database.session() as con:
             source = files_source(
                 spec, [(uri, f.spec_version) for uri, f in zip(uris, inputs, strict=True)]
             )
-            con.execute(view_sql(spec, source, None))
-            lock_down(
-                con,
-                allowed_paths=uris,
-                limits=QueryLimits(
-                    memory_limit=self.limits.memory_limit, threads=self.limits.threads
-                ),
-            )
+            con.execute(view_sql(spec, source, None, temporary=True))
             try:
                 reader = con.execute(merge_sql(spec)).to_arrow_reader(BATCH_ROWS)
             except duckdb.Error as e:
@@ -197,8 +195,6 @@ class MergeWorker:
                     f"merge of {spec.name!r} ({spec.merge.to_text()}) failed: {e}"
                 ) from e
             return self._write(spec, inputs, reader, scratch)
-        finally:
-            con.close()
 
     def _write(
         self,
@@ -282,6 +278,25 @@ def _naive(value: object) -> object:
     if isinstance(value, datetime) and value.tzinfo is not None:
         return value.replace(tzinfo=None)
     return value
+
+
+def merge_database(
+    objects: ObjectStore,
+    limits: MergeLimits,
+    configure: Callable[[duckdb.DuckDBPyConnection], None] | None = None,
+) -> WorkDatabase:
+    """The DuckDB merges run in: bounded by ``limits``, spilling under its temp directory,
+    free to emit rows in any order (the merge sorts them)."""
+    settings = ["SET GLOBAL preserve_insertion_order = false"]
+    if limits.temp_directory is not None:
+        spill = limits.temp_directory / f"spill-{uuid.uuid4().hex}"
+        settings.append(f"SET GLOBAL temp_directory = {duck.string_literal(str(spill))}")
+    return WorkDatabase(
+        root_uri=objects.root_uri,
+        limits=QueryLimits(memory_limit=limits.memory_limit, threads=limits.threads),
+        configure=configure,
+        settings=settings,
+    )
 
 
 def _merge_outcome(task: MergeTask, outcome: ReplaceOutcome) -> MergeOutcome:

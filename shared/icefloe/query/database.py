@@ -21,6 +21,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 import duckdb
 
@@ -180,18 +181,137 @@ class QueryDatabase:
             self._db.close()
         self._views.clear()
         self._generation += 1
-        db = duck.connect()
-        if self._configure is not None:
-            self._configure(db)
-        db.execute(f"CREATE SCHEMA {VIEW_SCHEMA}")
-        # Objects are never overwritten and their keys never reused, so a footer or a byte
-        # range read once stays true: neither cache needs to look at the file again.
-        # NO_VALIDATION also spares the lock-down one path check per cached file per query.
-        db.execute("SET GLOBAL parquet_metadata_cache = true")
-        db.execute("SET GLOBAL validate_external_file_cache = 'NO_VALIDATION'")
-        lock_down(db, allowed_directories=[self._root], limits=self.limits)
-        self._db = db
+        self._db = open_locked(
+            root_uri=self._root,
+            limits=self.limits,
+            configure=self._configure,
+            settings=(
+                f"CREATE SCHEMA {VIEW_SCHEMA}",
+                # Objects are never overwritten and their keys never reused, so a footer or a
+                # byte range read once stays true: neither cache needs to look at the file
+                # again. NO_VALIDATION also spares the lock-down one path check per cached
+                # file per query.
+                "SET GLOBAL parquet_metadata_cache = true",
+                "SET GLOBAL validate_external_file_cache = 'NO_VALIDATION'",
+            ),
+        )
         self._born = self._clock()
+
+
+class WorkDatabase:
+    """A locked-down DuckDB for icefloe's own work over the warehouse's files (merges, the
+    rewrites of deletes), shared by the jobs of one process: each job runs in a
+    :meth:`session`, a cursor of its own whose TEMP views and tables no other job sees.
+
+    Opening a DuckDB costs about 16 ms of CPU (registering its built-in functions) and closing
+    it 2 ms: more than a small merge spends reading and writing its files. This one is built
+    on first use and rebuilt when older than its age (its ``configure`` may hold temporary
+    credentials) or after a session failed (a DuckDB error can leave a database invalidated).
+    A database being replaced is closed when its last session ends.
+
+    Jobs running at once share its ``limits``: the memory limit and threads bound the process's
+    DuckDB work, not each job's. The lock-down lets it read files under the warehouse root;
+    the SQL it runs is icefloe's own, around expressions checked as a query's are (a delete's
+    predicate, a custom merge query).
+    """
+
+    def __init__(
+        self,
+        *,
+        root_uri: str,
+        limits: QueryLimits,
+        configure: Configure | None = None,
+        settings: Sequence[str] = (),
+        max_age_s: float = DEFAULT_MAX_AGE_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        """``settings`` are statements run once on each new database before it is locked
+        down (``SET GLOBAL temp_directory = ...``)."""
+        self._root = root_uri.rstrip("/") + "/"
+        self.limits = limits
+        self._configure = configure
+        self._settings = tuple(settings)
+        self._max_age_s = max_age_s
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._current: _Built | None = None
+        # How many databases it opened (each an open and a lock-down).
+        self.opened = 0
+
+    @contextmanager
+    def session(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A cursor of the database for one job, closed after it."""
+        with self._lock:
+            built = self._current
+            if built is None or self._clock() - built.born > self._max_age_s:
+                self._retire(built)
+                built = self._current = _Built(
+                    open_locked(
+                        root_uri=self._root,
+                        limits=self.limits,
+                        configure=self._configure,
+                        settings=self._settings,
+                    ),
+                    born=self._clock(),
+                )
+                self.opened += 1
+            built.sessions += 1
+            cursor = built.db.cursor()
+        failed = True
+        try:
+            yield cursor
+            failed = False
+        finally:
+            cursor.close()
+            with self._lock:
+                built.sessions -= 1
+                if failed and built is self._current:
+                    self._retire(built)
+                elif built is not self._current and built.sessions == 0:
+                    built.db.close()
+
+    def close(self) -> None:
+        """Close the database once its sessions end (a later session opens a new one)."""
+        with self._lock:
+            self._retire(self._current)
+
+    def _retire(self, built: _Built | None) -> None:
+        """Stop handing out ``built`` (the lock's holder); close it when no session runs."""
+        if built is None:
+            return
+        if built is self._current:
+            self._current = None
+        if built.sessions == 0:
+            built.db.close()
+
+
+@dataclass(eq=False)
+class _Built:
+    db: duckdb.DuckDBPyConnection
+    born: float
+    sessions: int = 0
+
+
+def open_locked(
+    *,
+    root_uri: str,
+    limits: QueryLimits,
+    configure: Configure | None,
+    settings: Sequence[str] = (),
+) -> duckdb.DuckDBPyConnection:
+    """A new DuckDB: ``configure`` run on it, then ``settings``, then locked down to read
+    files under ``root_uri`` only."""
+    db = duck.connect()
+    try:
+        if configure is not None:
+            configure(db)
+        for statement in settings:
+            db.execute(statement)
+        lock_down(db, allowed_directories=[root_uri.rstrip("/") + "/"], limits=limits)
+    except BaseException:
+        db.close()
+        raise
+    return db
 
 
 def _view_key(body: str) -> str:

@@ -113,9 +113,12 @@ def view_sql(
     *,
     tenant: str | None = None,
     replace: bool = False,
+    temporary: bool = False,
 ) -> str:
-    """``CREATE VIEW <table>`` over ``source`` (see :func:`view_body`)."""
-    create = "CREATE OR REPLACE VIEW" if replace else "CREATE VIEW"
+    """``CREATE VIEW <table>`` over ``source`` (see :func:`view_body`); a ``temporary`` view
+    is the creating cursor's alone."""
+    create = "CREATE OR REPLACE" if replace else "CREATE"
+    create += " TEMP VIEW" if temporary else " VIEW"
     return f"{create} {ident(spec.name)} AS {view_body(spec, source, window, tenant=tenant)}"
 
 

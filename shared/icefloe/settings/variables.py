@@ -141,13 +141,13 @@ VARIABLES: tuple[Variable, ...] = (
     Variable(
         "ICEFLOE_MERGE_MEMORY_LIMIT",
         f"`1GB` (in Lambda: {MERGE_MEMORY_SHARE:.0%} of the function's memory)",
-        "DuckDB's memory for one merge or delete part",
+        "DuckDB's memory for a process's merges and deletes (shared by those running at once)",
         _CLI_AND_FUNCTIONS,
     ),
     Variable(
         "ICEFLOE_MERGE_THREADS",
         "2 (in Lambda: one per vCPU)",
-        "DuckDB's threads for one merge or delete part",
+        "DuckDB's threads for a process's merges and deletes (shared by those running at once)",
         _CLI_AND_FUNCTIONS,
     ),
     Variable(

@@ -1,4 +1,7 @@
-"""The warm database: set up once, rebuilt when old, views shared by definition and evicted."""
+"""The warm databases. The query engine's: set up once, rebuilt when old, views shared by
+definition and evicted. The work database merges and deletes run in: opened once, a cursor
+per job, rebuilt when old or after a failure without breaking the jobs still running on the
+old one, locked down."""
 
 from __future__ import annotations
 
@@ -9,7 +12,7 @@ from typing import Any
 import duckdb
 import pytest
 
-from icefloe.query.database import QueryDatabase
+from icefloe.query.database import QueryDatabase, WorkDatabase
 from icefloe.settings.limits import QueryLimits
 
 
@@ -145,4 +148,96 @@ def test_a_session_past_its_time_limit_is_interrupted_and_not_reused(tmp_path: P
     with _session(database, views) as next_cursor:
         assert next_cursor is not cursor
         assert next_cursor.execute("SELECT x FROM t").fetchall() == [(1,)]
+    database.close()
+
+
+def test_jobs_share_one_database_until_it_is_older_than_its_age(tmp_path: Path) -> None:
+    setups: list[duckdb.DuckDBPyConnection] = []
+    clock = Clock()
+    database = WorkDatabase(
+        root_uri=str(tmp_path),
+        limits=QueryLimits(),
+        configure=setups.append,
+        max_age_s=60,
+        clock=clock,
+    )
+    for _ in range(3):
+        with database.session() as con:
+            assert con.execute("SELECT 42").fetchall() == [(42,)]
+    assert (database.opened, len(setups)) == (1, 1)
+    clock.now = 61
+    with database.session():
+        pass
+    assert (database.opened, len(setups)) == (2, 2)
+    database.close()
+
+
+def test_each_job_sees_only_its_own_temp_views_and_tables(tmp_path: Path) -> None:
+    database = WorkDatabase(root_uri=str(tmp_path), limits=QueryLimits())
+    with database.session() as first, database.session() as second:
+        first.execute("CREATE TEMP VIEW t AS SELECT 1 AS x")
+        second.execute("CREATE TEMP VIEW t AS SELECT 2 AS x")
+        first.execute("CREATE TEMP TABLE decided AS SELECT 10 AS y")
+        assert first.execute("SELECT x FROM t").fetchall() == [(1,)]
+        assert second.execute("SELECT x FROM t").fetchall() == [(2,)]
+        with pytest.raises(duckdb.CatalogException):
+            second.execute("SELECT y FROM decided").fetchall()
+    # A job's TEMP objects end with it.
+    with database.session() as later, pytest.raises(duckdb.CatalogException):
+        later.execute("SELECT x FROM t").fetchall()
+    assert database.opened == 1
+    database.close()
+
+
+def test_a_failed_job_retires_the_database_and_a_running_job_keeps_its_own(
+    tmp_path: Path,
+) -> None:
+    database = WorkDatabase(root_uri=str(tmp_path), limits=QueryLimits())
+    with database.session() as running:
+        running.execute("CREATE TEMP VIEW t AS SELECT 1 AS x")
+        with pytest.raises(duckdb.BinderException), database.session() as failing:
+            failing.execute("SELECT no_such_column FROM range(1)").fetchall()
+        # The next job gets a new database; the running one still reads from the old.
+        with database.session() as after:
+            assert after.execute("SELECT 2").fetchall() == [(2,)]
+        assert database.opened == 2
+        assert running.execute("SELECT x FROM t").fetchall() == [(1,)]
+    # Closing the database waits for nothing: no session runs; a later one opens anew.
+    database.close()
+    with database.session() as reopened:
+        assert reopened.execute("SELECT 3").fetchall() == [(3,)]
+    assert database.opened == 3
+    database.close()
+
+
+def test_a_job_reads_under_the_warehouse_only_and_changes_no_setting(tmp_path: Path) -> None:
+    warehouse = tmp_path / "warehouse"
+    warehouse.mkdir()
+    (warehouse / "inside.csv").write_text("a\n1\n")
+    outside = tmp_path / "outside.csv"
+    outside.write_text("a\n2\n")
+    spill = tmp_path / "spill"
+    database = WorkDatabase(
+        root_uri=str(warehouse),
+        limits=QueryLimits(memory_limit="256MB", threads=1),
+        settings=[f"SET GLOBAL temp_directory = '{spill}'"],
+    )
+    with database.session() as con:
+        assert con.execute(f"SELECT a FROM read_csv('{warehouse}/inside.csv')").fetchall() == [(1,)]
+        with pytest.raises(duckdb.PermissionException):
+            con.execute(f"SELECT a FROM read_csv('{outside}')").fetchall()
+        settings = dict(
+            con.execute(
+                "SELECT name, value FROM duckdb_settings() WHERE name IN ('threads',"
+                " 'temp_directory', 'lock_configuration', 'enable_external_access')"
+            ).fetchall()
+        )
+        assert settings == {
+            "threads": "1",
+            "temp_directory": str(spill),
+            "lock_configuration": "true",
+            "enable_external_access": "false",
+        }
+        with pytest.raises(duckdb.Error, match="lock"):
+            con.execute("SET threads = 2")
     database.close()
