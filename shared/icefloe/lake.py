@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, get_args
+from typing import TYPE_CHECKING, Any, cast, get_args
 
 import pyarrow as pa
 
@@ -30,6 +30,7 @@ from icefloe.config import CoreSettings
 from icefloe.errors import ConfigError, PublicationError, TableExistsError
 from icefloe.iceberg.catalogs import IcebergSettings
 from icefloe.ingest import Inserter, InsertResult, format_from_suffix
+from icefloe.ingest.arrow_stream import arrow_stream
 from icefloe.janitor import Janitor, JanitorReport
 from icefloe.lifecycle import (
     AlterResult,
@@ -417,11 +418,13 @@ class Lake:
     def insert(
         self,
         table: str,
-        data: Sequence[Mapping[str, object]] | pa.Table | pa.RecordBatch | str | Path,
+        data: Sequence[Mapping[str, object]] | pa.Table | pa.RecordBatch | str | Path | object,
         *,
         idempotency_key: str | None = None,
     ) -> InsertResult:
-        """Insert rows (dicts), an Arrow table, or a file (.json, .ndjson, .csv, .parquet)."""
+        """Insert rows (dicts), an Arrow table, a file (.json, .ndjson, .csv, .parquet), or
+        anything that exports an Arrow stream (a pandas or polars DataFrame, a DuckDB relation,
+        a ``pyarrow.RecordBatchReader`` or dataset), the stream in one snapshot."""
         inserter = self.inserter()
         if isinstance(data, pa.Table | pa.RecordBatch):
             return inserter.insert_arrow(table, data, idempotency_key=idempotency_key)
@@ -430,7 +433,12 @@ class Lake:
             return inserter.insert_file(
                 table, path, fmt=format_from_suffix(path), idempotency_key=idempotency_key
             )
-        return inserter.insert_rows(table, data, idempotency_key=idempotency_key)
+        stream = arrow_stream(data)
+        if stream is not None:
+            return inserter.insert_arrow_stream(table, stream, idempotency_key=idempotency_key)
+        return inserter.insert_rows(
+            table, cast(Sequence[Mapping[str, object]], data), idempotency_key=idempotency_key
+        )
 
     def query(
         self, sql: str, *, snapshot_id: int | None = None, as_of: datetime | None = None

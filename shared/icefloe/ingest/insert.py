@@ -12,8 +12,9 @@ import hashlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -37,6 +38,12 @@ from icefloe.errors import (
     SpecChangedError,
     TableNotFoundError,
 )
+from icefloe.ingest.arrow_stream import (
+    STREAM_CHUNK_BYTES,
+    StreamDigest,
+    refused_at,
+    stream_chunks,
+)
 from icefloe.ingest.generated_values import with_generated_values
 from icefloe.ingest.layout import Partition, sorted_rows, split_partitions
 from icefloe.ingest.load import load_batch, load_batch_checking_json_beside
@@ -53,7 +60,7 @@ from icefloe.ingest.sources import (
     stage_file,
     stage_stream,
 )
-from icefloe.metastore.models import JsonScalar, NewFile, TableInfo
+from icefloe.metastore.models import CommitResult, JsonScalar, NewFile, TableInfo
 from icefloe.metastore.store import MetaStore, check_same_batch
 from icefloe.spec import TableSpec, validate_table_name
 from icefloe.storage import ObjectStore, discard_uncommitted
@@ -86,6 +93,13 @@ class InsertResult:
     # Where the time went (None when nothing was written): what the small-batch benchmark
     # reports, and what a slow insert's log line names.
     phases: InsertPhases | None = None
+
+
+@dataclass(slots=True)
+class _Commit:
+    """When an insert's commit began (None: not yet)."""
+
+    started: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,6 +174,70 @@ class Inserter:
         table's type family, every value in range, NOT NULL held); absent nullable columns are
         NULL, and a column the table does not have is refused."""
         return self._insert(table, lambda: arrow_batch(data, limits=self.limits), idempotency_key)
+
+    def insert_arrow_stream(
+        self,
+        table: str,
+        stream: pa.RecordBatchReader,
+        *,
+        idempotency_key: str | None = None,
+        chunk_bytes: int = STREAM_CHUNK_BYTES,
+    ) -> InsertResult:
+        """Insert an Arrow stream (see :func:`icefloe.ingest.arrow_stream.arrow_stream`) in one
+        snapshot, reading it in chunks of about ``chunk_bytes``: each chunk is converted with
+        :meth:`insert_arrow`'s checks and its files stored, and every chunk's files are
+        committed together at the end. A refused chunk (its rows numbered from the stream's
+        start) or a failed stream leaves nothing stored or committed.
+
+        The stream is read once, so a schema change committed while it is read cannot be met
+        by converting again: the insert is then refused (:class:`SpecChangedError`), nothing
+        committed. An ``idempotency_key`` used before compares digests, which reads the rest
+        of the stream without converting it."""
+        validate_table_name(table)
+        if idempotency_key is not None:
+            _check_key(idempotency_key)
+        info = self._remember(self._meta.get_table(table))
+        digest = StreamDigest()
+        chunks = stream_chunks(stream, chunk_bytes=chunk_bytes, max_rows=self.limits.max_rows)
+        if idempotency_key is not None:
+            earlier = self._meta.snapshot_for_key(table, idempotency_key)
+            if earlier is not None:
+                for chunk in chunks:
+                    digest.update(arrow_batch(chunk.table, limits=self.limits).table)
+                check_same_batch(
+                    table,
+                    idempotency_key,
+                    earlier.snapshot_id,
+                    earlier.batch_digest,
+                    digest.hexdigest(),
+                )
+                return InsertResult(table, earlier.snapshot_id, False, 0, (), 0)
+        written: list[str] = []
+        files: list[NewFile] = []
+        load_s = write_s = 0.0
+        with self._discarding_uncommitted(table, written) as commit:
+            for chunk in chunks:
+                staged = arrow_batch(chunk.table, limits=self.limits)
+                digest.update(staged.table)
+                try:
+                    more, loaded, wrote = self._write_files(
+                        info.spec, staged, written, lambda _: None
+                    )
+                except BatchRejectedError as e:
+                    raise refused_at(e, chunk) from e
+                files.extend(more)
+                load_s, write_s = load_s + loaded, write_s + wrote
+                del staged, chunk
+            commit.started = time.perf_counter()
+            result = self._meta.commit_append(
+                table,
+                files=files,
+                idempotency_key=idempotency_key,
+                batch_digest=digest.hexdigest() if idempotency_key is not None else None,
+                table_id=info.table_id,
+                spec_version=info.spec.version,
+            )
+        return self._outcome(table, result, files, written, (load_s, write_s, commit.started))
 
     def insert_bytes(
         self, table: str, data: bytes, *, fmt: InputFormat, idempotency_key: str | None = None
@@ -305,44 +383,10 @@ class Inserter:
         table = spec.name
         tell = on_phase or (lambda _: None)
         written: list[str] = []
-        committing = False
-        try:
-            with self._duck_lock:
-                con = self._duck.cursor()
-                json_check: Future[bool] | None = None
-                try:
-                    tell("load")
-                    started = time.perf_counter()
-                    with span("icefloe.insert.load"):
-                        rows, json_check = load_batch_checking_json_beside(
-                            con, spec, staged, limits=self.limits
-                        )
-                        rows = with_generated_values(con, spec, rows, limits=self.limits)
-                        if rows.nbytes > _RELEASE_FROM_BYTES:
-                            # Parsing freed more than it kept; give it back before the sort
-                            # and the encodes need theirs (the pool would otherwise hold it).
-                            pa.default_memory_pool().release_unused()
-                    loaded = time.perf_counter()
-                    tell("write")
-                    with span("icefloe.insert.write"):
-                        try:
-                            files = self._partition_and_write(con, spec, rows, written, json_check)
-                        except _JsonTextUnproven:
-                            # Nothing was uploaded. The conversion decides, naming the rows;
-                            # its time is the load's.
-                            converting = time.perf_counter()
-                            rows = load_batch(con, spec, staged, limits=self.limits, fast=False)
-                            rows = with_generated_values(con, spec, rows, limits=self.limits)
-                            loaded += time.perf_counter() - converting
-                            files = self._partition_and_write(con, spec, rows, written, None)
-                        del rows
-                    wrote = time.perf_counter()
-                finally:
-                    if json_check is not None:
-                        wait([json_check])  # its cursor must not outlive the connection
-                    con.close()
+        with self._discarding_uncommitted(table, written) as commit:
+            files, load_s, write_s = self._write_files(spec, staged, written, tell)
             tell("commit")
-            committing = True
+            commit.started = time.perf_counter()
             result = self._meta.commit_append(
                 table,
                 files=files,
@@ -352,20 +396,42 @@ class Inserter:
                 table_id=table_id,
                 spec_version=spec.version,
             )
+        return self._outcome(table, result, files, written, (load_s, write_s, commit.started))
+
+    @contextmanager
+    def _discarding_uncommitted(self, table: str, written: list[str]) -> Iterator[_Commit]:
+        """Delete the stored objects in ``written`` if the block fails, except when its commit
+        (begun once ``started`` is set) may have gone through: a lost answer, or an interrupt
+        (Ctrl-C, a cancelled task) while it was in flight. The orphan sweep judges those."""
+        commit = _Commit()
+        try:
+            yield commit
         except CommitOutcomeUnknownError:
             logger.warning("commit outcome unknown for %s; leaving %d objects", table, len(written))
             raise
         except BaseException as e:
-            if committing and not isinstance(e, Exception):
-                # Interrupted (Ctrl-C, a cancelled task) while the commit was in flight: its
-                # statement may have committed. The orphan sweep judges the objects.
+            if commit.started is not None and not isinstance(e, Exception):
                 logger.warning("insert into %s interrupted while committing", table)
                 raise
             discard_uncommitted(self._objects, written)
             raise
+
+    def _outcome(
+        self,
+        table: str,
+        result: CommitResult,
+        files: Sequence[NewFile],
+        written: list[str],
+        times: tuple[float, float, float | None],
+    ) -> InsertResult:
+        """What an insert did, given its commit's result; a commit that found its idempotency
+        key used (nothing new committed) deletes the objects this insert stored.
+        ``times``: the seconds loading and writing, and when the commit began."""
         if not result.committed:
             discard_uncommitted(self._objects, written)
             return InsertResult(table, result.snapshot_id, False, 0, (), 0)
+        load_s, write_s, committing = times
+        assert committing is not None
         return InsertResult(
             table=table,
             snapshot_id=result.snapshot_id,
@@ -374,11 +440,54 @@ class Inserter:
             files=tuple(f.path for f in files),
             partitions=len({f.partition_path for f in files}),
             phases=InsertPhases(
-                load_s=loaded - started,
-                write_s=wrote - loaded,
-                commit_s=time.perf_counter() - wrote,
+                load_s=load_s, write_s=write_s, commit_s=time.perf_counter() - committing
             ),
         )
+
+    def _write_files(
+        self,
+        spec: TableSpec,
+        staged: StagedBatch | RowsBatch | ArrowBatch,
+        written: list[str],
+        tell: Callable[[InsertPhase], None],
+    ) -> tuple[list[NewFile], float, float]:
+        """Convert the batch and store its files (each key reaches ``written`` once stored);
+        returns them, and the seconds spent loading and writing."""
+        with self._duck_lock:
+            con = self._duck.cursor()
+            json_check: Future[bool] | None = None
+            try:
+                tell("load")
+                started = time.perf_counter()
+                with span("icefloe.insert.load"):
+                    rows, json_check = load_batch_checking_json_beside(
+                        con, spec, staged, limits=self.limits
+                    )
+                    rows = with_generated_values(con, spec, rows, limits=self.limits)
+                    if rows.nbytes > _RELEASE_FROM_BYTES:
+                        # Parsing freed more than it kept; give it back before the sort
+                        # and the encodes need theirs (the pool would otherwise hold it).
+                        pa.default_memory_pool().release_unused()
+                loaded = time.perf_counter()
+                tell("write")
+                with span("icefloe.insert.write"):
+                    try:
+                        files = self._partition_and_write(con, spec, rows, written, json_check)
+                    except _JsonTextUnproven:
+                        # Nothing was uploaded. The conversion decides, naming the rows;
+                        # its time is the load's.
+                        converting = time.perf_counter()
+                        rows = load_batch(con, spec, staged, limits=self.limits, fast=False)
+                        rows = with_generated_values(con, spec, rows, limits=self.limits)
+                        loaded += time.perf_counter() - converting
+                        files = self._partition_and_write(con, spec, rows, written, None)
+                    del rows
+                wrote = time.perf_counter()
+            finally:
+                if json_check is not None:
+                    wait([json_check])  # its cursor must not outlive the connection
+                con.close()
+        return files, loaded - started, wrote - loaded
 
     def _partition_and_write(
         self,
