@@ -38,6 +38,7 @@ from icefloe.errors import (
     SpecChangedError,
     TableNotFoundError,
 )
+from icefloe.ingest import native_values
 from icefloe.ingest.arrow_stream import (
     STREAM_CHUNK_BYTES,
     StreamDigest,
@@ -154,12 +155,13 @@ class Inserter:
         (see :meth:`MetaStore.commit_append`). The rows are read more than once during the
         call (checked and serialized, then converted): they must not change until it returns.
         """
-        return self._insert(
-            table,
-            lambda: rows_batch(rows, limits=self.limits, directory=self._scratch),
-            idempotency_key,
-            receipts,
-        )
+
+        def stage() -> RowsBatch:
+            spec = self._table(table)[0].spec  # kept by _insert a moment ago
+            blobs = native_values.blob_columns((c.name, c.type) for c in spec.columns)
+            return rows_batch(rows, limits=self.limits, directory=self._scratch, blobs=blobs)
+
+        return self._insert(table, stage, idempotency_key, receipts)
 
     def insert_arrow(
         self,

@@ -112,8 +112,8 @@ def _finite(values: list[object], text: pa.ChunkedArray, *, limits: InsertLimits
 
 
 def _strings(values: list[object]) -> pa.ChunkedArray | None:
-    # pyarrow refuses anything but text here (bytes too would pass, but no row holding bytes
-    # was staged: orjson refuses them).
+    # pyarrow refuses anything but text here (bytes too would pass, but bytes are staged only
+    # in a BLOB column, which has no builder here).
     try:
         return pa.chunked_array([pa.array(values, pa.string())])
     except (pa.ArrowTypeError, pa.ArrowInvalid):

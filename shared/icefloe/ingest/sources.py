@@ -10,10 +10,12 @@ from __future__ import annotations
 import dataclasses
 import enum
 import math
+import numbers
 import os
 import tempfile
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
+from decimal import Decimal
 from pathlib import Path
 from typing import BinaryIO, Literal, cast
 
@@ -21,6 +23,7 @@ import orjson
 import pyarrow as pa
 
 from icefloe.errors import BatchRejectedError, InvalidArgumentError, RowProblem
+from icefloe.ingest import native_values
 from icefloe.ingest.json_shape import MAX_JSON_DEPTH_CAP
 
 InputFormat = Literal["json", "ndjson", "csv", "parquet"]
@@ -211,7 +214,7 @@ class RowsBatch:
 
     def _text(self) -> bytes:
         # orjson writes the same rows the same way every time.
-        return self._data if self._data is not None else orjson.dumps(self.rows)
+        return self._data if self._data is not None else native_values.dumps(self.rows)
 
     def check_values(self) -> None:
         """Refuse NaN and infinities anywhere in the rows, and values nested too deeply,
@@ -258,20 +261,31 @@ class RowsBatch:
 
 
 def rows_batch(
-    rows: Sequence[Mapping[str, object]], *, limits: InsertLimits, directory: Path | None = None
+    rows: Sequence[Mapping[str, object]],
+    *,
+    limits: InsertLimits,
+    directory: Path | None = None,
+    blobs: Collection[str] = (),
 ) -> RowsBatch:
-    """Check and serialize rows (dicts) as one JSON array, in one call into orjson's C code."""
+    """Check and serialize rows (dicts) as one JSON array, in one call into orjson's C code.
+    Values beyond JSON's are written as :mod:`icefloe.ingest.native_values` says; ``bytes``
+    only in the ``blobs`` columns."""
     if not isinstance(rows, Sequence) or isinstance(rows, str | bytes):
         raise BatchRejectedError("rows must be a list of JSON objects")
     if len(rows) > limits.max_rows:
         raise BatchRejectedError(
             f"batch of {len(rows):,} rows is over the limit of {limits.max_rows:,}"
         )
+    writer = native_values.Writer()
     try:
-        data = orjson.dumps(rows)
+        data = writer.dumps(rows)
     except (orjson.JSONEncodeError, TypeError) as e:
         _refuse_non_finite(rows, max_depth=limits.max_json_depth)  # names a too deep value
         raise _locate_unserializable(rows, e) from e
+    if writer.wrote_bytes:
+        problem = native_values.bytes_outside_blobs(rows, blobs)
+        if problem is not None:
+            raise BatchRejectedError(f"batch refused: {problem}", problems=(problem,))
     if len(data) > limits.max_batch_bytes:
         raise _too_big(len(data), limits)
     return RowsBatch(rows, data, limits=limits, directory=directory)
@@ -337,8 +351,14 @@ def value_problem(value: object, *, max_depth: int) -> str | None:
         kind = type(item)
         if kind is str or kind is int or item is None or kind is bool:
             continue
-        if isinstance(item, float):
-            if not math.isfinite(item):
+        if isinstance(item, float) or (
+            isinstance(item, numbers.Real) and not isinstance(item, numbers.Integral)
+        ):  # a numpy float too, which orjson writes as null if not finite
+            if not math.isfinite(cast(float, item)):
+                return _NON_FINITE
+            continue
+        if isinstance(item, Decimal):
+            if not item.is_finite():
                 return _NON_FINITE
             continue
         if isinstance(item, enum.Enum):
@@ -367,7 +387,7 @@ def _locate_unserializable(rows: Sequence[object], error: Exception) -> BatchRej
     """The slow path, run only on failure: find which row cannot be written as JSON."""
     for index, row in enumerate(rows):
         try:
-            orjson.dumps(row)
+            native_values.dumps(row)
         except (orjson.JSONEncodeError, TypeError) as e:
             if not isinstance(row, Mapping):  # (nested too deeply to write, say)
                 problem = RowProblem(row=index, field=None, message="not a JSON object")
@@ -383,7 +403,7 @@ def _unserializable_field(row: object, error: Exception) -> tuple[str | None, st
     if isinstance(row, Mapping):
         for key, value in row.items():
             try:
-                orjson.dumps(value)
+                native_values.dumps(value)
             except (orjson.JSONEncodeError, TypeError) as e:
                 return (key if isinstance(key, str) else repr(key)), str(e)
     return None, reason

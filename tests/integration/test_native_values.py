@@ -1,0 +1,154 @@
+"""Python rows take native values where the column's type fits, and store what the same
+values sent as a typed Arrow table store: decimals, UUIDs, bytes, dates, times, naive and
+aware datetimes, numpy scalars. Random values of each kind, a fixed seed, both paths compared.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import uuid
+from collections.abc import Callable
+from datetime import date, datetime, time, timedelta, timezone
+from decimal import Decimal
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from icefloe.errors import BatchRejectedError
+from icefloe.lake import Lake
+
+pytestmark = pytest.mark.integration
+
+SEED = int(os.environ.get("ICEFLOE_FUZZ_SEED", "20261128"))
+ROWS = 300
+
+
+def _aware(rng: random.Random) -> datetime:
+    offset = timezone(timedelta(minutes=15 * rng.randint(-48, 56)))
+    return datetime(2026, 1, 1, tzinfo=offset) + timedelta(microseconds=rng.randrange(10**14))
+
+
+def _naive(rng: random.Random) -> datetime:
+    return datetime(1990, 1, 1) + timedelta(microseconds=rng.randrange(2 * 10**15))
+
+
+# Per kind: the column's type, the Arrow type the same values take on the Arrow path, and a
+# random value (as Python holds it; the Arrow path gets ``as_arrow`` of it).
+Kind = tuple[str, pa.DataType, Callable[[random.Random], object], Callable[[object], object]]
+
+
+def _same(value: object) -> object:
+    return value
+
+
+KINDS: dict[str, Kind] = {
+    # JSON numbers reach DuckDB as doubles: exact to 15 significant digits (the documented
+    # bound; a frame's decimals go the Arrow way, at full precision)
+    "decimal": (
+        "DECIMAL(18, 4)",
+        pa.decimal128(18, 4),
+        lambda r: Decimal(r.randrange(-(10**14) + 1, 10**14)).scaleb(-r.randrange(5)),
+        _same,
+    ),
+    "uuid": ("UUID", pa.string(), lambda r: uuid.UUID(int=r.getrandbits(128)), str),
+    "bytes": ("BLOB", pa.binary(), lambda r: r.randbytes(r.randrange(0, 40)), _same),
+    "date": (
+        "DATE",
+        pa.date32(),
+        lambda r: date(1, 1, 1) + timedelta(days=r.randrange(3652058)),
+        _same,
+    ),
+    "time": (
+        "TIME",
+        pa.time64("us"),
+        lambda r: time(r.randrange(24), r.randrange(60), r.randrange(60), r.randrange(10**6)),
+        _same,
+    ),
+    "naive datetime": ("TIMESTAMP", pa.timestamp("us"), _naive, _same),
+    "aware datetime": ("TIMESTAMP", pa.timestamp("us", tz="UTC"), _aware, _same),
+    "aware datetime, zoned column": (
+        "TIMESTAMPTZ",
+        pa.timestamp("us", tz="UTC"),
+        _aware,
+        _same,
+    ),
+    "numpy int64": (
+        "BIGINT",
+        pa.int64(),
+        lambda r: np.int64(r.randrange(-(2**63), 2**63)),
+        int,
+    ),
+    "numpy int16": ("SMALLINT", pa.int16(), lambda r: np.int16(r.randrange(-(2**15), 2**15)), int),
+    "numpy uint32": ("UINTEGER", pa.uint32(), lambda r: np.uint32(r.randrange(2**32)), int),
+    "numpy float64": (
+        "DOUBLE",
+        pa.float64(),
+        lambda r: np.float64(r.uniform(-1e300, 1e300)),
+        float,
+    ),
+    "numpy float32": (
+        "REAL",
+        pa.float32(),
+        lambda r: np.float32(r.uniform(-3e38, 3e38)),
+        float,
+    ),
+    "numpy bool": ("BOOLEAN", pa.bool_(), lambda r: np.bool_(r.random() < 0.5), bool),
+    "numpy datetime64": (
+        "TIMESTAMP",
+        pa.timestamp("us"),
+        lambda r: np.datetime64(_naive(r), "us"),
+        lambda v: v.astype(datetime),  # type: ignore[attr-defined]
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_native_values_store_what_the_arrow_path_stores(connected_lake: Lake, kind: str) -> None:
+    column_type, arrow_type, draw, as_arrow = KINDS[kind]
+    rng = random.Random(f"{SEED}:{kind}")
+    values = [None if rng.random() < 0.05 else draw(rng) for _ in range(ROWS)]
+    schema = f"n INTEGER NOT NULL, v {column_type}"
+    connected_lake.create_table("native", schema=schema)
+    connected_lake.create_table("arrow", schema=schema)
+
+    # When the values go in as Python rows, and as a typed Arrow table
+    connected_lake.insert("native", [{"n": n, "v": v} for n, v in enumerate(values)])
+    connected_lake.insert(
+        "arrow",
+        pa.table(
+            {
+                "n": pa.array(range(ROWS), pa.int32()),
+                "v": pa.array([None if v is None else as_arrow(v) for v in values], arrow_type),
+            }
+        ),
+    )
+
+    # Then both tables hold the same values
+    sql = "SELECT n, v FROM {t} ORDER BY n"
+    native = connected_lake.query(sql.format(t="native"))
+    assert native.num_rows == ROWS
+    assert native == connected_lake.query(sql.format(t="arrow"))
+
+
+@pytest.mark.parametrize(
+    ("column_type", "value", "message"),
+    [
+        ("VARCHAR", b"abc", "bytes are taken by BLOB columns only"),
+        ("JSON", {"inner": b"abc"}, "bytes are taken by BLOB columns only"),
+        ("DECIMAL(10, 2)", Decimal("NaN"), "NaN and infinities are refused"),
+        ("DOUBLE", np.float32("inf"), "NaN and infinities are refused"),
+        ("DOUBLE", np.float64("nan"), "NaN and infinities are refused"),
+        ("INTEGER", Decimal("1.5"), "v"),
+        ("VARCHAR", {1, 2}, "not valid JSON"),
+    ],
+)
+def test_a_native_value_the_column_cannot_take_is_refused_by_row_and_field(
+    connected_lake: Lake, column_type: str, value: object, message: str
+) -> None:
+    connected_lake.create_table("t", schema=f"n INTEGER, v {column_type}")
+    with pytest.raises(BatchRejectedError, match=message) as refused:
+        connected_lake.insert("t", [{"n": 0, "v": None}, {"n": 1, "v": value}])
+    assert [(p.row, p.field) for p in refused.value.problems] == [(1, "v")]
+    assert connected_lake.snapshots("t") == []
