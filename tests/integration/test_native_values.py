@@ -5,6 +5,7 @@ aware datetimes, numpy scalars. Random values of each kind, a fixed seed, both p
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import uuid
@@ -152,3 +153,31 @@ def test_a_native_value_the_column_cannot_take_is_refused_by_row_and_field(
         connected_lake.insert("t", [{"n": 0, "v": None}, {"n": 1, "v": value}])
     assert [(p.row, p.field) for p in refused.value.problems] == [(1, "v")]
     assert connected_lake.snapshots("t") == []
+
+
+def test_native_values_inside_a_json_column_are_stored_as_their_json(
+    connected_lake: Lake,
+) -> None:
+    # Given JSON values holding native values, in a small batch (built from the dicts) and in
+    # a batch with a NaN-free null elsewhere (staged as text)
+    connected_lake.create_table("t", schema="n INTEGER, doc JSON")
+    value = {
+        "at": time(6, 6, 31, 29724),
+        "price": Decimal("12.50"),
+        "count": np.int64(3),
+        "ratio": np.float32(0.5),
+        "id": uuid.UUID(int=1),
+        "day": date(2026, 11, 28),
+    }
+    connected_lake.insert("t", [{"n": 0, "doc": value}, {"n": 1, "doc": None}])
+
+    # Then each is stored as the JSON a sender would have sent
+    stored = connected_lake.query("SELECT doc FROM t WHERE n = 0").to_pylist()[0]["doc"]
+    assert json.loads(stored) == {
+        "at": "06:06:31.029724",
+        "price": 12.5,
+        "count": 3,
+        "ratio": 0.5,
+        "id": "00000000-0000-0000-0000-000000000001",
+        "day": "2026-11-28",
+    }

@@ -32,10 +32,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
-import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from icefloe.ingest import native_values
 from icefloe.ingest.arrow_input import ARROW_TYPES, proven_clean
 from icefloe.ingest.json_input import dates_from_text, json_text_clean, timestamps_from_text
 from icefloe.ingest.sources import InsertLimits, value_problem
@@ -162,7 +162,9 @@ def _text_then(
 def _json_text(values: list[object]) -> pa.ChunkedArray | None:
     # Decoded at once: a list of orjson's bytes objects costs ten times as much to build
     # (each keeps the capacity it was written into).
-    texts = pa.array([None if v is None else orjson.dumps(v).decode() for v in values], pa.string())
+    texts = pa.array(
+        [None if v is None else native_values.dumps(v).decode() for v in values], pa.string()
+    )
     # Searched as one value (a match across two values, or in a null's bytes, which a fresh
     # array has none of, only sends the batch to the JSON paths): a third of a search of each.
     data = value_bytes(texts)
