@@ -17,6 +17,8 @@ import pytest
 from moto import mock_aws
 
 from icefloe.cli import build_parser, long_options, main, subcommands
+from icefloe.cli.reads import query_text
+from icefloe.errors import InvalidInputError
 from icefloe.metastore.store import MetaStore
 from icefloe.settings import VARIABLES
 from support.aws import FAKE_AWS_ENVIRONMENT, REGION, UNSET_AWS_VARIABLES
@@ -327,6 +329,37 @@ def test_query_and_files_print_json_rows_keyed_by_column(cli_env: str, tmp_path:
     assert sum(f["row_count"] for f in files) == 6 and all(f["size_bytes"] > 0 for f in files)
 
 
+def test_query_reads_a_long_select_from_a_file_or_stdin(
+    cli_env: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run("init")
+    create_events()
+    source = tmp_path / "events.ndjson"
+    source.write_text(
+        "\n".join(
+            json.dumps({"ts": f"2026-06-01T10:0{n}:00Z", "event": e, "user_id": f"u{n}"})
+            for n, e in enumerate(["view", "view", "signup"])
+        )
+    )
+    assert run("insert", "events", str(source))[0] == 0
+    sql = (
+        "-- events per kind\nSELECT event,\n       count(*) AS n\nFROM events\n"
+        "GROUP BY event\nORDER BY event;\n"
+    )
+    query = tmp_path / "per_kind.sql"
+    query.write_text(sql)
+    code, out = run("query", "-f", str(query), "--format", "json")
+    assert code == 0 and json.loads(out) == [{"event": "signup", "n": 1}, {"event": "view", "n": 2}]
+
+    monkeypatch.setattr("sys.stdin", io.StringIO(sql))
+    code, out = run("query", "--file", "-", "--format", "csv")
+    assert code == 0 and out.splitlines() == ['"event","n"', '"signup",1', '"view",2']
+
+    query.write_text("  \n")
+    with pytest.raises(InvalidInputError, match="is empty"):
+        query_text(sql=None, sql_file=str(query))
+
+
 def test_query_stats_report_each_table_read_on_stderr_as_json_lines(
     cli_env: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -408,6 +441,9 @@ def test_query_stats_report_each_table_read_on_stderr_as_json_lines(
         (["query", "DROP TABLE events"], "DROP statements are not allowed"),
         (["query", "SELECT nope FROM events"], "nope"),
         (["query", "SELECT 1", "--format", "parquet"], "needs --output"),
+        (["query"], "give the SELECT as an argument, or with -f FILE"),
+        (["query", "SELECT 1", "-f", "q.sql"], "not both"),
+        (["query", "-f", "/no/such/query.sql"], "cannot read the query from /no/such/query.sql"),
         (["files", "nope"], "no table named 'nope'"),
     ],
 )

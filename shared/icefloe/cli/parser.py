@@ -243,7 +243,10 @@ def _add_insert_command(commands: argparse._SubParsersAction[_Parser]) -> None:
 def _add_read_commands(commands: argparse._SubParsersAction[_Parser]) -> None:
     """``query``, ``changes`` and ``files`` (handlers in :mod:`icefloe.cli.reads`)."""
     query = commands.add_parser("query", help="run one SELECT over snapshot-pinned tables")
-    query.add_argument("sql")
+    query.add_argument("sql", nargs="?", help="the SELECT (or give it with -f)")
+    query.add_argument(
+        "-f", "--file", dest="sql_file", help="read the SELECT from this file (- for stdin)"
+    )
     query.add_argument("--snapshot", type=int, help="pin this snapshot (the query names one table)")
     query.add_argument("--format", choices=("table", "json", "csv", "parquet"), default="table")
     query.add_argument("--output", help="write the result to this file (parquet needs it)")

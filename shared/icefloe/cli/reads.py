@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import TextIO
 
 from icefloe.cli.output import emit, text_table
@@ -15,6 +16,7 @@ from icefloe.query.output import write_result
 
 
 def query_command(lake: Lake, args: argparse.Namespace, out: TextIO) -> int:
+    args.sql = query_text(sql=args.sql, sql_file=args.sql_file)
     if args.format == "parquet" and not args.output:
         raise InvalidInputError("--format parquet needs --output FILE")
     if args.stats and args.engine != "duckdb":
@@ -39,6 +41,24 @@ def query_command(lake: Lake, args: argparse.Namespace, out: TextIO) -> int:
         for stats in result.stats:
             print(json.dumps(stats.to_dict()), file=sys.stderr, flush=True)
     return 0
+
+
+def query_text(*, sql: str | None, sql_file: str | None) -> str:
+    """The SELECT given on the command line, or read from ``sql_file`` (``-``: stdin)."""
+    if sql is not None and sql_file is not None:
+        raise InvalidInputError("give the SELECT as an argument or with -f FILE, not both")
+    if sql_file is None:
+        if sql is None:
+            raise InvalidInputError("give the SELECT as an argument, or with -f FILE")
+        return sql
+    where = "stdin" if sql_file == "-" else sql_file
+    try:
+        text = sys.stdin.read() if sql_file == "-" else Path(sql_file).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise InvalidInputError(f"cannot read the query from {where}: {e}") from e
+    if not text.strip():
+        raise InvalidInputError(f"the query file {where} is empty")
+    return text
 
 
 def changes_command(lake: Lake, args: argparse.Namespace, out: TextIO) -> int:
