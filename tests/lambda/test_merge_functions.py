@@ -185,6 +185,7 @@ def test_the_scheduled_orchestrator_sends_one_task_per_planned_group_with_its_fi
     assert summary["groups_planned"] == DAYS and summary["groups_sent"] == DAYS
     (table_plan,) = summary["tables"]
     assert table_plan["table"] == TABLE and table_plan["files_claimed"] == DAYS * BATCHES
+    assert (table_plan["live_files"], table_plan["live_partitions"]) == (DAYS * BATCHES, DAYS)
     # And the merge queue holds one task per planned group, naming exactly its files
     tasks = [MergeTask.from_json(m["Body"]) for m in messages]
     assert len(tasks) == len(planned)
@@ -210,6 +211,8 @@ def test_the_scheduled_orchestrator_sends_one_task_per_planned_group_with_its_fi
             "GroupsToHeavy",
             "HeavyJobsStarted",
             "FilesClaimed",
+            "LiveFiles",
+            "LivePartitions",
         )
     } == {
         "GroupsPlanned": [DAYS],
@@ -219,6 +222,8 @@ def test_the_scheduled_orchestrator_sends_one_task_per_planned_group_with_its_fi
         "GroupsToHeavy": [0],
         "HeavyJobsStarted": [0],
         "FilesClaimed": [DAYS * BATCHES],
+        "LiveFiles": [DAYS * BATCHES],
+        "LivePartitions": [DAYS],
     }
     assert emf["BytesClaimed"] == [sum(f.size_bytes for f in files)]
     (logged,) = [r for r in caplog.records if r.getMessage() == "table orchestrated"]

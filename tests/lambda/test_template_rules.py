@@ -757,3 +757,96 @@ def test_the_publisher_failing_raises_alarms_like_the_janitors() -> None:
     assert failed["Dimensions"] == [{"Name": "service", "Value": service}]
     for key in ("Period", "EvaluationPeriods", "DatapointsToAlarm", "Statistic"):
         assert failed[key] == janitor[key], key
+
+
+def _dashboard_widgets() -> list[dict[str, Any]]:
+    (props,) = TEMPLATE.of_type("AWS::CloudWatch::Dashboard").values()
+    body = props["DashboardBody"]["Fn::Sub"]
+    # ${Name} and ${Name.Attr} are the stack's: kept as text, so the JSON parses
+    return list(json.loads(body)["widgets"])
+
+
+def _dashboard_metrics() -> list[list[Any]]:
+    return [
+        metric
+        for widget in _dashboard_widgets()
+        for metric in widget["properties"]["metrics"]
+        if isinstance(metric[0], str)  # not a math expression
+    ]
+
+
+def _emitted_metrics(service: str) -> set[str]:
+    """The metric names the function of ``service`` emits: the first argument of each
+    ``telemetry.count``/``count_bytes`` call in its module, and the names of a loop over
+    (name, field) pairs that it counts."""
+    module = service.removeprefix("icefloe-").replace("-", "_")
+    source = REPO_ROOT / "shared" / "icefloe" / "aws" / "functions" / f"{module}.py"
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(source.read_text())):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("count", "count_bytes")
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+        ):
+            names.add(str(node.args[0].value))
+        if isinstance(node, ast.For) and isinstance(node.iter, ast.Tuple):
+            names |= {
+                str(pair.elts[0].value)
+                for pair in node.iter.elts
+                if isinstance(pair, ast.Tuple) and isinstance(pair.elts[0], ast.Constant)
+            }
+    return names
+
+
+def test_the_dashboard_shows_only_metrics_the_functions_emit() -> None:
+    icefloe_metrics = [m for m in _dashboard_metrics() if m[0] == "icefloe"]
+    assert len(icefloe_metrics) >= 10
+    for _, name, dimension, service, *_ in icefloe_metrics:
+        assert dimension == "service"
+        assert name in _emitted_metrics(service), f"{service} emits no metric {name}"
+
+
+def test_the_dashboards_aws_metrics_name_the_stacks_functions_and_queues() -> None:
+    for namespace, _, dimension, value, *_ in _dashboard_metrics():
+        if namespace == "icefloe":
+            continue
+        logical_id = re.fullmatch(r"\$\{(\w+?)(\.QueueName)?\}", value)
+        assert logical_id, value
+        kind = {"AWS/Lambda": FUNCTIONS, "AWS/SQS": QUEUES}[namespace]
+        assert (dimension, logical_id.group(1) in kind) in (
+            ("FunctionName", True),
+            ("QueueName", True),
+        ), value
+
+
+def test_the_dashboard_covers_ingest_merges_queries_dead_letters_janitor_and_cost() -> None:
+    metrics = {(m[0], m[1]) for m in _dashboard_metrics()}
+    assert {
+        ("icefloe", "RowsInserted"),
+        ("AWS/SQS", "ApproximateAgeOfOldestMessage"),
+        ("icefloe", "LiveFiles"),
+        ("icefloe", "LivePartitions"),
+        ("icefloe", "QueryBytesScanned"),
+        ("icefloe", "FilesDeleted"),
+        ("AWS/Lambda", "Invocations"),
+        ("AWS/SQS", "NumberOfMessagesSent"),
+    } <= metrics
+    queues = {m[3] for m in _dashboard_metrics() if m[1] == "ApproximateNumberOfMessagesVisible"}
+    assert {"${InsertDeadLetterQueue.QueueName}", "${MergeDeadLetterQueue.QueueName}"} <= queues
+    latency = {m[4]["stat"] for m in _dashboard_metrics() if m[1] == "Duration" and "Query" in m[3]}
+    assert {"p50", "p99"} <= latency
+
+
+def test_the_dashboards_gb_seconds_use_each_functions_memory() -> None:
+    for widget in _dashboard_widgets():
+        metrics = widget["properties"]["metrics"]
+        durations = {m[4]["id"]: m[3] for m in metrics if isinstance(m[0], str) and "id" in m[4]}
+        for (math,) in (m for m in metrics if isinstance(m[0], dict)):
+            found = re.fullmatch(r"(d\d+) / 1000 \* (\d+) / 1024", math["expression"])
+            if found is None:
+                continue
+            function = durations[found.group(1)].strip("${}")
+            assert int(found.group(2)) == FUNCTIONS[function].memory_size, function
+    assert any("GB-s" in w["properties"]["title"] for w in _dashboard_widgets())

@@ -23,6 +23,7 @@ from icefloe.merge.planner import (
     plan_table,
 )
 from icefloe.merge.tasks import MergeTask
+from icefloe.metastore.models import LiveFile
 from icefloe.metastore.store import MetaStore
 from icefloe.settings.limits import DEFAULT_LEASE
 from icefloe.spec import TableSpec
@@ -64,11 +65,18 @@ class TableMergePlan:
     files_claimed: int
     bytes_claimed: int
     heavy_jobs: tuple[str, ...] = ()
+    live_partitions: int = 0  # the partitions the live files are in
+
+    @property
+    def files_per_partition(self) -> float:
+        """The live files per partition: what merges bring down."""
+        return self.live_files / self.live_partitions if self.live_partitions else 0.0
 
     def to_json(self) -> dict[str, object]:
         return {
             "table": self.table,
             "live_files": self.live_files,
+            "live_partitions": self.live_partitions,
             "groups_planned": self.groups_planned,
             "groups_sent": self.groups_sent,
             "groups_contended": self.groups_contended,
@@ -157,7 +165,7 @@ class MergeOrchestrator:
         """The groups this orchestrator would claim for ``table`` now (nothing is claimed)."""
         return self._plan(table)[1]
 
-    def _plan(self, table: str) -> tuple[TableSpec, list[MergeGroup], int]:
+    def _plan(self, table: str) -> tuple[TableSpec, list[MergeGroup], list[LiveFile]]:
         spec = self._meta.get_table(table).spec
         live = self._meta.live_files(table)
         groups = plan_table(
@@ -167,10 +175,10 @@ class MergeOrchestrator:
             order=self._order,
             backfill=versions_lacking_generated(spec),
         )
-        return spec, groups[: self._max_groups], len(live)
+        return spec, groups[: self._max_groups], live
 
     def _run_table(self, table: str) -> TableMergePlan:
-        spec, groups, live_files = self._plan(table)
+        spec, groups, live = self._plan(table)
         cap = spec.sizes.lambda_merge_cap_bytes
         sent: list[MergeGroup] = []
         contended = unsent = 0
@@ -218,7 +226,8 @@ class MergeOrchestrator:
         deferred = len(heavy) - to_heavy
         return TableMergePlan(
             table=table,
-            live_files=live_files,
+            live_files=len(live),
+            live_partitions=len({f.partition_path for f in live}),
             groups_planned=len(groups),
             groups_sent=len(sent),
             groups_contended=contended,

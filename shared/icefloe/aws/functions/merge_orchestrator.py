@@ -116,4 +116,7 @@ def _report(summary: OrchestratorSummary, *, telemetry: FunctionTelemetry) -> No
     ):
         telemetry.count(name, sum(getattr(plan, field) for plan in summary.tables))
     telemetry.count("HeavyJobsStarted", sum(len(plan.heavy_jobs) for plan in summary.tables))
+    # The dashboard's files per partition: what the merges bring down
+    telemetry.count("LiveFiles", sum(plan.live_files for plan in summary.tables))
+    telemetry.count("LivePartitions", sum(plan.live_partitions for plan in summary.tables))
     telemetry.count_bytes("BytesClaimed", sum(plan.bytes_claimed for plan in summary.tables))
