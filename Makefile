@@ -112,6 +112,7 @@ soak: venv
 # The whole pipeline on embedded defaults. DEMO_EVENTS / DEMO_BATCH are the knobs.
 DEMO_EVENTS ?= 300000
 DEMO_BATCH  ?= 2000
+DEMO_QUERIES := examples/queries
 demo: venv
 	$(BIN)/icefloe init
 	$(BIN)/icefloe demo --events $(DEMO_EVENTS) --batch-size $(DEMO_BATCH)
@@ -121,6 +122,14 @@ demo: venv
 	$(BIN)/icefloe gc events --retention 0s
 	$(BIN)/icefloe table show events
 	$(BIN)/icefloe status events
+	@echo; echo "Events per day ($(DEMO_QUERIES)/events_per_day.sql):"
+	@$(BIN)/icefloe query -f $(DEMO_QUERIES)/events_per_day.sql
+	@echo; echo "From a page to a sign-up to a purchase ($(DEMO_QUERIES)/funnel.sql):"
+	@$(BIN)/icefloe query -f $(DEMO_QUERIES)/funnel.sql
+	@echo; echo "The most active users ($(DEMO_QUERIES)/top_users.sql):"
+	@$(BIN)/icefloe query -f $(DEMO_QUERIES)/top_users.sql
+	@echo; echo 'Ask your own: $(BIN)/icefloe query "SELECT event, count(*) FROM events GROUP BY 1"'
+	@echo '(or -f FILE); in Python: icefloe.connect().query("...") gives a pyarrow Table.'
 
 # Benchmarks write benchmarks/results/*.json and print a summary; BENCH_SCALE=small|full.
 BENCH_SCALE ?= full
@@ -128,6 +137,7 @@ bench: venv $(PEERS_STAMP)
 	$(PY) -m benchmarks.peers_bench --scale $(BENCH_SCALE)
 	$(PY) -m benchmarks.metastore_bench --scale $(BENCH_SCALE)
 	$(PY) -m benchmarks.insert_bench --scale $(BENCH_SCALE)
+	$(PY) -m benchmarks.stream_bench --scale $(BENCH_SCALE)
 	$(PY) -m benchmarks.query_bench --scale $(BENCH_SCALE)
 	$(PY) -m benchmarks.s3_read_bench --scale $(BENCH_SCALE)
 	$(PY) -m benchmarks.merge_bench --scale $(BENCH_SCALE)
