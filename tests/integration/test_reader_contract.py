@@ -160,3 +160,48 @@ def test_the_head_is_the_default_and_unknown_snapshots_give_no_rows(
     ]
     connected_lake.drop_table("t")
     assert contract("icefloe_snapshot_files", "t") == []
+
+
+# Version 1 as published: a later migration may add result columns at the end, never change
+# these (a test failing here means the contract broke for readers in other languages).
+CONTRACT_V1 = {
+    "icefloe_reader_contract": ("", "integer"),
+    "icefloe_snapshot": (
+        "table_name text, snapshot bigint DEFAULT NULL::bigint",
+        "TABLE(table_id bigint, snapshot_id bigint, spec_version integer)",
+    ),
+    "icefloe_snapshot_files": (
+        "table_name text, snapshot bigint DEFAULT NULL::bigint",
+        "TABLE(path text, partition_path text, partition_values jsonb, size_bytes bigint,"
+        " row_count bigint, spec_version integer)",
+    ),
+    "icefloe_table_columns": (
+        "table_name text, snapshot bigint DEFAULT NULL::bigint",
+        'TABLE("position" integer, name text, type text, nullable boolean, column_id integer,'
+        " expression text)",
+    ),
+    "icefloe_file_columns": (
+        "table_name text, snapshot bigint DEFAULT NULL::bigint",
+        'TABLE(path text, "position" integer, name text, type text, file_column text,'
+        " file_type text)",
+    ),
+}
+
+
+def test_the_contract_keeps_its_version_1_signatures(
+    postgres_dsn: str, connected_lake: Lake, schema_name: str
+) -> None:
+    with psycopg.connect(postgres_dsn) as conn:
+        rows = conn.execute(
+            "SELECT p.proname, pg_get_function_arguments(p.oid), pg_get_function_result(p.oid)"
+            " FROM pg_proc AS p JOIN pg_namespace AS n ON n.oid = p.pronamespace"
+            " WHERE n.nspname = %s AND p.proname LIKE 'icefloe\\_%%'",
+            (schema_name,),
+        ).fetchall()
+        version = conn.execute(f'SELECT "{schema_name}".icefloe_reader_contract()').fetchone()
+    found = {name: (arguments, result) for name, arguments, result in rows}
+    for name, (arguments, result) in CONTRACT_V1.items():
+        assert found[name][0] == arguments, name
+        # Result columns may only be added at the end
+        assert found[name][1].startswith(result.removesuffix(")")), (name, found[name][1])
+    assert version == (1,)
