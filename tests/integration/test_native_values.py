@@ -142,6 +142,7 @@ def test_native_values_store_what_the_arrow_path_stores(connected_lake: Lake, ki
         ("DOUBLE", np.float32("inf"), "NaN and infinities are refused"),
         ("DOUBLE", np.float64("nan"), "NaN and infinities are refused"),
         ("INTEGER", Decimal("1.5"), "v"),
+        ("DECIMAL(18, 4)", Decimal("12345678901234.6495"), "has 18 significant digits"),
         ("VARCHAR", {1, 2}, "not valid JSON"),
     ],
 )

@@ -8,9 +8,9 @@ column takes from JSON:
   printed ``.29724``, which reads back as 297,240 us);
 - ``uuid.UUID``: the UUID string;
 - ``decimal.Decimal``: a JSON number with the decimal's own digits (NaN and infinities are
-  refused, as for floats). DuckDB reads a JSON number as a double, so a ``DECIMAL`` receives
-  it exactly up to 15 significant digits, as it does from any JSON sender; Arrow input
-  (a pandas or polars frame) carries decimals at full precision;
+  refused, as for floats). DuckDB reads a JSON number as a double, so one of more than 15
+  significant digits is refused rather than rounded; Arrow input (a pandas or polars frame)
+  carries decimals at full precision;
 - ``bytes`` (and ``bytearray``, ``memoryview``): a base64 string, the form a ``BLOB`` takes; only
   in a column whose type holds a ``BLOB``, elsewhere refused, naming the field (base64 text in a
   ``VARCHAR`` would be stored without a word);
@@ -33,6 +33,8 @@ import orjson
 from icefloe.errors import RowProblem
 
 OPTIONS = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_PASSTHROUGH_DATETIME
+# DuckDB reads a JSON number as a double: a Decimal of more digits would arrive rounded.
+EXACT_DIGITS = 15
 _BLOB = re.compile(r"\bBLOB\b", re.IGNORECASE)
 _BYTES = (bytes, bytearray, memoryview)
 
@@ -52,6 +54,12 @@ class Writer:
         if isinstance(value, Decimal):
             if not value.is_finite():
                 raise TypeError(f"{value} is refused (send null for a missing value)")
+            digits = len(value.as_tuple().digits)
+            if digits > EXACT_DIGITS:
+                raise TypeError(
+                    f"Decimal {value} has {digits} significant digits; JSON carries"
+                    f" {EXACT_DIGITS} exactly (insert it as Arrow: a pyarrow table or a frame)"
+                )
             return orjson.Fragment(str(value))
         if isinstance(value, _BYTES):
             self.wrote_bytes = True

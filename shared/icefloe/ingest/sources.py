@@ -405,7 +405,9 @@ def _unserializable_field(row: object, error: Exception) -> tuple[str | None, st
             try:
                 native_values.dumps(value)
             except (orjson.JSONEncodeError, TypeError) as e:
-                return (key if isinstance(key, str) else repr(key)), str(e)
+                # orjson keeps the writer's own reason (a Decimal too precise) as the cause
+                cause = e.__cause__ if isinstance(e.__cause__, TypeError) else e
+                return (key if isinstance(key, str) else repr(key)), str(cause)
     return None, reason
 
 
