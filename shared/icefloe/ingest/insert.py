@@ -220,7 +220,8 @@ class Inserter:
         with self._discarding_uncommitted(table, written) as commit:
             for chunk in chunks:
                 staged = arrow_batch(chunk.table, limits=self.limits)
-                digest.update(staged.table)
+                if idempotency_key is not None:
+                    digest.update(staged.table)
                 try:
                     more, loaded, wrote = self._write_files(
                         info.spec, staged, written, lambda _: None

@@ -287,10 +287,15 @@ def merge_database(
 ) -> WorkDatabase:
     """The DuckDB merges run in: bounded by ``limits``, spilling under its temp directory,
     free to emit rows in any order (the merge sorts them)."""
-    settings = ["SET GLOBAL preserve_insertion_order = false"]
-    if limits.temp_directory is not None:
-        spill = limits.temp_directory / f"spill-{uuid.uuid4().hex}"
-        settings.append(f"SET GLOBAL temp_directory = {duck.string_literal(str(spill))}")
+    temp_directory = limits.temp_directory
+
+    def settings() -> list[str]:
+        statements = ["SET GLOBAL preserve_insertion_order = false"]
+        if temp_directory is not None:  # a spill directory of each database's own
+            spill = temp_directory / f"spill-{uuid.uuid4().hex}"
+            statements.append(f"SET GLOBAL temp_directory = {duck.string_literal(str(spill))}")
+        return statements
+
     return WorkDatabase(
         root_uri=objects.root_uri,
         limits=QueryLimits(memory_limit=limits.memory_limit, threads=limits.threads),

@@ -221,16 +221,17 @@ class WorkDatabase:
         root_uri: str,
         limits: QueryLimits,
         configure: Configure | None = None,
-        settings: Sequence[str] = (),
+        settings: Callable[[], Sequence[str]] = tuple,
         max_age_s: float = DEFAULT_MAX_AGE_S,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        """``settings`` are statements run once on each new database before it is locked
-        down (``SET GLOBAL temp_directory = ...``)."""
+        """``settings`` gives the statements run on each new database before it is locked
+        down, asked once per database (a spill directory must be the database's own: two
+        databases spilling into one overwrite each other's files)."""
         self._root = root_uri.rstrip("/") + "/"
         self.limits = limits
         self._configure = configure
-        self._settings = tuple(settings)
+        self._settings = settings
         self._max_age_s = max_age_s
         self._clock = clock
         self._lock = threading.Lock()
@@ -250,25 +251,32 @@ class WorkDatabase:
                         root_uri=self._root,
                         limits=self.limits,
                         configure=self._configure,
-                        settings=self._settings,
+                        settings=self._settings(),
                     ),
                     born=self._clock(),
                 )
                 self.opened += 1
-            built.sessions += 1
             cursor = built.db.cursor()
+            built.sessions += 1
         failed = True
         try:
             yield cursor
             failed = False
         finally:
-            cursor.close()
-            with self._lock:
-                built.sessions -= 1
-                if failed and built is self._current:
-                    self._retire(built)
-                elif built is not self._current and built.sessions == 0:
-                    built.db.close()
+            try:
+                cursor.close()
+            finally:
+                self._end(built, failed=failed)
+
+    def _end(self, built: _Built, *, failed: bool) -> None:
+        """A session of ``built`` ended: retire it if the session failed, close it if it was
+        retired and this was its last session."""
+        with self._lock:
+            built.sessions -= 1
+            if failed and built is self._current:
+                self._retire(built)
+            elif built is not self._current and built.sessions == 0:
+                built.db.close()
 
     def close(self) -> None:
         """Close the database once its sessions end (a later session opens a new one)."""

@@ -12,8 +12,10 @@ from typing import Any
 import duckdb
 import pytest
 
+from icefloe.merge.worker import merge_database
 from icefloe.query.database import QueryDatabase, WorkDatabase
-from icefloe.settings.limits import QueryLimits
+from icefloe.settings.limits import MergeLimits, QueryLimits
+from icefloe.storage import LocalObjectStore
 
 
 class Clock:
@@ -220,7 +222,7 @@ def test_a_job_reads_under_the_warehouse_only_and_changes_no_setting(tmp_path: P
     database = WorkDatabase(
         root_uri=str(warehouse),
         limits=QueryLimits(memory_limit="256MB", threads=1),
-        settings=[f"SET GLOBAL temp_directory = '{spill}'"],
+        settings=lambda: [f"SET GLOBAL temp_directory = '{spill}'"],
     )
     with database.session() as con:
         assert con.execute(f"SELECT a FROM read_csv('{warehouse}/inside.csv')").fetchall() == [(1,)]
@@ -241,3 +243,24 @@ def test_a_job_reads_under_the_warehouse_only_and_changes_no_setting(tmp_path: P
         with pytest.raises(duckdb.Error, match="lock"):
             con.execute("SET threads = 2")
     database.close()
+
+
+def test_each_merge_database_spills_into_a_directory_of_its_own(tmp_path: Path) -> None:
+    # A database rebuilt while the old one still runs a job must not share its spill files
+    database = merge_database(
+        LocalObjectStore(tmp_path / "warehouse"), MergeLimits(temp_directory=tmp_path / "spill")
+    )
+    spills = []
+    for _ in range(2):
+        with pytest.raises(duckdb.BinderException), database.session() as con:
+            spills.append(current_setting(con, "temp_directory"))
+            con.execute("SELECT no_such_column FROM range(1)")
+    assert database.opened == 2
+    assert spills[0] != spills[1] and all(s.startswith(str(tmp_path / "spill")) for s in spills)
+    database.close()
+
+
+def current_setting(con: duckdb.DuckDBPyConnection, name: str) -> str:
+    row = con.execute("SELECT value FROM duckdb_settings() WHERE name = ?", [name]).fetchone()
+    assert row is not None
+    return str(row[0])

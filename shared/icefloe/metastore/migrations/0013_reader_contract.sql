@@ -67,8 +67,11 @@ RETURNS TABLE (
 LANGUAGE sql STABLE
 SET search_path FROM CURRENT
 AS $$
-    SELECT c.n::integer, c.col ->> 'name', c.col ->> 'type', (c.col ->> 'nullable')::boolean,
-           (ts.spec -> 'column_ids' ->> (c.n - 1)::integer)::integer, c.col ->> 'expression'
+    SELECT c.n::integer, c.col ->> 'name', c.col ->> 'type',
+           coalesce((c.col ->> 'nullable')::boolean, true),
+           -- a spec from before column ids (migration 10) numbers its columns 1..n
+           coalesce((ts.spec -> 'column_ids' ->> (c.n - 1)::integer)::integer, c.n::integer),
+           c.col ->> 'expression'
     FROM icefloe_snapshot(table_name, snapshot) AS s
     JOIN table_specs AS ts ON ts.table_id = s.table_id AND ts.spec_version = s.spec_version
     CROSS JOIN LATERAL jsonb_array_elements(ts.spec -> 'columns') WITH ORDINALITY AS c(col, n)
@@ -94,7 +97,8 @@ SET search_path FROM CURRENT
 AS $$
     WITH held AS (
         SELECT ts.spec_version,
-               (ts.spec -> 'column_ids' ->> (c.n - 1)::integer)::integer AS column_id,
+               coalesce((ts.spec -> 'column_ids' ->> (c.n - 1)::integer)::integer, c.n::integer)
+                   AS column_id,
                c.col ->> 'name' AS name,
                c.col ->> 'type' AS type
         FROM icefloe_snapshot(table_name, snapshot) AS s
