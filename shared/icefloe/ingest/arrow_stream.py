@@ -10,9 +10,8 @@ a batch would be; the files of every chunk are committed together, in one snapsh
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import pyarrow as pa
 
@@ -49,28 +48,6 @@ class StreamChunk:
 
     start: int
     table: pa.Table
-
-
-@dataclass
-class StreamDigest:
-    """A digest of the stream as read: its schema and each chunk's values, in order (the same
-    rows cut into other batches digest differently)."""
-
-    _hash: hashlib.blake2b = field(default_factory=lambda: hashlib.blake2b(digest_size=16))
-
-    def update(self, table: pa.Table) -> None:
-        sink = pa.BufferOutputStream()
-        try:
-            with pa.ipc.new_stream(sink, table.schema) as writer:
-                writer.write_table(table)
-        except pa.ArrowException as e:  # a type IPC cannot write (nested 64 levels, say)
-            raise BatchRejectedError(
-                f"batch refused: its Arrow schema cannot be written for its digest: {e}"
-            ) from e
-        self._hash.update(sink.getvalue())
-
-    def hexdigest(self) -> str:
-        return f"arrow-stream:{self._hash.hexdigest()}"
 
 
 def stream_chunks(

@@ -8,7 +8,6 @@ attempt's objects are deleted.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import threading
 import time
@@ -39,12 +38,8 @@ from icefloe.errors import (
     TableNotFoundError,
 )
 from icefloe.ingest import native_values
-from icefloe.ingest.arrow_stream import (
-    STREAM_CHUNK_BYTES,
-    StreamDigest,
-    refused_at,
-    stream_chunks,
-)
+from icefloe.ingest.arrow_stream import STREAM_CHUNK_BYTES, refused_at, stream_chunks
+from icefloe.ingest.digests import StreamDigest, batch_digest, check_key
 from icefloe.ingest.generated_values import with_generated_values
 from icefloe.ingest.layout import Partition, sorted_rows, split_partitions
 from icefloe.ingest.load import load_batch, load_batch_checking_json_beside
@@ -69,7 +64,6 @@ from icefloe.tracing import span
 
 logger = logging.getLogger(__name__)
 
-MAX_IDEMPOTENCY_KEY_CHARS = 512
 MAX_CONCURRENT_UPLOADS = 8
 MAX_CONCURRENT_ENCODES = 2
 _TABLES_KEPT = 256
@@ -197,7 +191,7 @@ class Inserter:
         of the stream without converting it."""
         validate_table_name(table)
         if idempotency_key is not None:
-            _check_key(idempotency_key)
+            check_key(idempotency_key)
         info = self._remember(self._meta.get_table(table))
         digest = StreamDigest()
         chunks = stream_chunks(stream, chunk_bytes=chunk_bytes, max_rows=self.limits.max_rows)
@@ -296,7 +290,7 @@ class Inserter:
     ) -> InsertResult:
         validate_table_name(table)
         if idempotency_key is not None:
-            _check_key(idempotency_key)
+            check_key(idempotency_key)
         info, cached = self._table(table)
         staged = stage()
         try:
@@ -604,37 +598,3 @@ def _with_row_ids_and_partitions(
 # Below this, what a batch's parse freed is not worth giving back: the next insert's pages
 # would be faulted in again (about 3% of a 1,000-event insert).
 _RELEASE_FROM_BYTES = 16 << 20
-
-
-def batch_digest(staged: StagedBatch | RowsBatch | ArrowBatch) -> str:
-    """A digest of a batch's bytes as staged (rows are serialized the same way every time, and
-    digested as their file, staged or not); of an Arrow table, its IPC stream (schema and
-    values)."""
-    digest = hashlib.blake2b(digest_size=16)
-    if isinstance(staged, RowsBatch):
-        for chunk in staged.text_chunks():
-            digest.update(chunk)
-        return f"{staged.staged_format}:{digest.hexdigest()}"
-    if isinstance(staged, ArrowBatch):
-        sink = pa.BufferOutputStream()
-        try:
-            with pa.ipc.new_stream(sink, staged.table.schema) as writer:
-                writer.write_table(staged.table)
-        except pa.ArrowException as e:  # a type IPC cannot write (nested 64 levels, say)
-            raise BatchRejectedError(
-                f"batch refused: its Arrow schema cannot be written for its digest: {e}"
-            ) from e
-        digest.update(sink.getvalue())
-    else:
-        with open(staged.path, "rb") as f:
-            while chunk := f.read(1 << 20):
-                digest.update(chunk)
-    return f"{staged.format}:{digest.hexdigest()}"
-
-
-def _check_key(key: str) -> None:
-    if not isinstance(key, str) or not key or len(key) > MAX_IDEMPOTENCY_KEY_CHARS or "\x00" in key:
-        raise InvalidInputError(
-            f"idempotency key must be a non-empty string of at most {MAX_IDEMPOTENCY_KEY_CHARS}"
-            " characters, without NUL"
-        )

@@ -19,7 +19,7 @@ import pytest
 
 from icefloe import duck
 from icefloe.errors import BatchRejectedError
-from icefloe.ingest.insert import batch_digest
+from icefloe.ingest.digests import batch_digest
 from icefloe.ingest.load import load_batch
 from icefloe.ingest.rows_input import load_rows_fast
 from icefloe.ingest.sources import InsertLimits, rows_batch
