@@ -18,16 +18,15 @@ from __future__ import annotations
 import hashlib
 import threading
 import time
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import duckdb
 
 from icefloe import duck
 from icefloe.duck import ident
-from icefloe.query.lru import LruCache
 from icefloe.query.sandbox import lock_down, time_limit
 from icefloe.settings.limits import QueryLimits
 
@@ -43,7 +42,13 @@ ViewKeys = tuple[tuple[str, str], ...]
 
 
 class QueryDatabase:
-    """The engine's DuckDB: built on first use, locked down, rebuilt when old."""
+    """The engine's DuckDB: built on first use, locked down, rebuilt when old.
+
+    Queries of several threads may run at once, each in a :meth:`session`. A database being
+    replaced (older than its age, or after :meth:`forget_views`) is closed when its last
+    session ends, and a shared view is dropped only when no session is using it, so neither
+    ever breaks a query that is running.
+    """
 
     def __init__(
         self,
@@ -60,21 +65,19 @@ class QueryDatabase:
         self.limits = limits
         self._configure = configure
         self._max_age_s = max_age_s
-        self._clock = clock
-        self._lock = threading.Lock()
-        self._db: duckdb.DuckDBPyConnection | None = None
-        self._born = 0.0
-        self._generation = 0
-        # Names of the shared views (called by the lock's holder, so the drop needs no lock).
-        self._views: LruCache[str, bool] = LruCache(max_views, on_evict=self._drop_view)
-        # Idle cursors by the views bound on them, least recently returned first.
-        self._idle: OrderedDict[ViewKeys, list[duckdb.DuckDBPyConnection]] = OrderedDict()
+        self._max_views = max_views
         self._max_idle = max_idle_cursors
+        self._clock = clock
+        # Guards _current and the state of every _Views (the lock's holder calls the
+        # methods whose docstrings say so).
+        self._lock = threading.Lock()
+        self._current: _Views | None = None
 
     def cursor(self) -> duckdb.DuckDBPyConnection:
-        """A fresh connection to the warm database, for one query."""
+        """A fresh connection to the warm database, outside any session: it stays valid until
+        the database is replaced or closed."""
         with self._lock:
-            return self._fresh_db().cursor()
+            return self._fresh().db.cursor()
 
     @contextmanager
     def session(
@@ -87,101 +90,88 @@ class QueryDatabase:
         A cursor bound to the same views by an earlier query is reused when one is idle (the
         sandbox lets a query change nothing on it), which saves binding the views again; after
         a query that ended normally in time the cursor is kept for the next one."""
-        keys: ViewKeys = tuple((table, _view_key(body)) for table, body in views)
+        keys: ViewKeys = tuple((table, shared_view_name(body)) for table, body in views)
         with self._lock:
-            self._fresh_db()
-            generation = self._generation
-            idle = self._idle.get(keys)
-            cursor = idle.pop() if idle else None
-            if idle is not None and not idle:
-                del self._idle[keys]
+            built = self._fresh()
+            built.sessions += 1
+            built.in_use.update(key for _, key in keys)
+            cursor = built.take_idle(keys)
         reused = cursor is not None
         ended_normally = False
         try:
             if cursor is None:
-                cursor = self.cursor()
+                cursor = built.db.cursor()
             with time_limit(cursor, seconds=time_limit_s, fired=fired):
                 if not reused:
                     for table, body in views:
-                        self.bind_view(cursor, table, body)
+                        self._bind(built, cursor, table, body)
                 yield cursor
             ended_normally = not fired.is_set()
         finally:
-            if cursor is not None and not (
-                ended_normally and self._keep_idle(keys, cursor, generation)
-            ):
-                cursor.close()
-
-    def _keep_idle(
-        self, keys: ViewKeys, cursor: duckdb.DuckDBPyConnection, generation: int
-    ) -> bool:
-        with self._lock:
-            if generation != self._generation or any(
-                self._views.get(key) is None for _, key in keys
-            ):
-                return False
-            self._idle.setdefault(keys, []).append(cursor)
-            self._idle.move_to_end(keys)
-            while sum(len(c) for c in self._idle.values()) > self._max_idle:
-                _, oldest = self._idle.popitem(last=False)
-                for idle in oldest:
-                    idle.close()
-            return True
+            with self._lock:
+                kept = (
+                    cursor is not None
+                    and ended_normally
+                    and built is self._current
+                    and built.keep_idle(keys, cursor, max_idle=self._max_idle)
+                )
+                if cursor is not None and not kept:
+                    cursor.close()
+                built.sessions -= 1
+                built.release(keys)
+                if built is self._current:
+                    built.drop_unused()
+                elif built.sessions == 0:
+                    built.db.close()
 
     def bind_view(self, cursor: duckdb.DuckDBPyConnection, table: str, body: str) -> None:
-        """Make ``table`` in ``cursor`` a view of ``body`` (a SELECT), sharing the database's
-        cached view of the same definition."""
-        key = _view_key(body)
+        """Make ``table`` in ``cursor`` (a cursor of the current database) a view of ``body``
+        (a SELECT), sharing the database's cached view of the same definition."""
         with self._lock:
-            assert self._db is not None
-            if self._views.get(key) is None:
-                self._db.execute(f"CREATE VIEW {VIEW_SCHEMA}.{key} AS {body}")
-                self._views.put(key, True)
+            built = self._fresh()
+        self._bind(built, cursor, table, body)
+
+    def _bind(
+        self, built: _Views, cursor: duckdb.DuckDBPyConnection, table: str, body: str
+    ) -> None:
+        key = shared_view_name(body)
+        with self._lock:
+            built.define(key, body, max_views=self._max_views)
         cursor.execute(f"CREATE TEMP VIEW {ident(table)} AS SELECT * FROM {VIEW_SCHEMA}.{key}")
 
     def forget_views(self) -> None:
-        """Drop the cached views (after a read failed, their files may be gone)."""
+        """Start afresh after a read failed (a cached view or footer may name a file that is
+        gone): the next session gets a new database; this one closes when its last session
+        ends."""
         with self._lock:
-            self._close_idle()
-            for key, _ in self._views.clear():
-                self._drop_view(key)
-
-    def _drop_view(self, key: str, _: object = None) -> None:
-        for keys in [k for k in self._idle if any(view == key for _, view in k)]:
-            for idle in self._idle.pop(keys):
-                idle.close()
-        if self._db is not None:
-            self._db.execute(f"DROP VIEW IF EXISTS {VIEW_SCHEMA}.{key}")
-
-    def _close_idle(self) -> None:
-        for cursors in self._idle.values():
-            for idle in cursors:
-                idle.close()
-        self._idle.clear()
-
-    def _fresh_db(self) -> duckdb.DuckDBPyConnection:
-        """The database, rebuilt first when it is older than its age (the lock's holder)."""
-        if self._db is None or self._clock() - self._born > self._max_age_s:
-            self._rebuild()
-        assert self._db is not None
-        return self._db
+            self._retire()
 
     def close(self) -> None:
+        """Close the database once its sessions end (a later session opens a new one)."""
         with self._lock:
-            self._close_idle()
-            if self._db is not None:
-                self._db.close()
-            self._db = None
-            self._views.clear()
-            self._generation += 1
+            self._retire()
 
-    def _rebuild(self) -> None:
-        self._close_idle()
-        if self._db is not None:
-            self._db.close()
-        self._views.clear()
-        self._generation += 1
-        self._db = open_locked(
+    def _fresh(self) -> _Views:
+        """The current database, replaced first when it is older than its age (the lock's
+        holder)."""
+        built = self._current
+        if built is None or self._clock() - built.born > self._max_age_s:
+            self._retire()
+            built = self._current = _Views(self._open(), born=self._clock())
+        return built
+
+    def _retire(self) -> None:
+        """Stop handing out the current database; close it now if no session runs on it
+        (the lock's holder)."""
+        built, self._current = self._current, None
+        if built is None:
+            return
+        built.close_idle()
+        if built.sessions == 0:
+            built.db.close()
+
+    def _open(self) -> duckdb.DuckDBPyConnection:
+        return open_locked(
             root_uri=self._root,
             limits=self.limits,
             configure=self._configure,
@@ -195,7 +185,86 @@ class QueryDatabase:
                 "SET GLOBAL validate_external_file_cache = 'NO_VALIDATION'",
             ),
         )
-        self._born = self._clock()
+
+
+@dataclass(eq=False)
+class _Views:
+    """One query database and what is kept on it: the shared views (least recently used
+    first), the idle cursors by the views bound on them, and how many running sessions use
+    each view. Every method is called by the holder of the :class:`QueryDatabase`'s lock."""
+
+    db: duckdb.DuckDBPyConnection
+    born: float
+    sessions: int = 0
+    views: OrderedDict[str, None] = field(default_factory=OrderedDict)
+    idle: OrderedDict[ViewKeys, list[duckdb.DuckDBPyConnection]] = field(
+        default_factory=OrderedDict
+    )
+    in_use: Counter[str] = field(default_factory=Counter)
+    # Views evicted from ``views`` while a session used them: dropped when none does.
+    evicted: set[str] = field(default_factory=set)
+
+    def define(self, key: str, body: str, *, max_views: int) -> None:
+        """Make ``key`` a shared view of ``body`` (kept if it exists), evicting the least
+        recently used views past ``max_views``."""
+        if key in self.views:
+            self.views.move_to_end(key)
+            return
+        if key in self.evicted:
+            self.evicted.discard(key)
+        else:
+            self.db.execute(f"CREATE VIEW {VIEW_SCHEMA}.{key} AS {body}")
+        self.views[key] = None
+        while len(self.views) > max_views:
+            oldest, _ = self.views.popitem(last=False)
+            self.evicted.add(oldest)
+        self.drop_unused()
+
+    def drop_unused(self) -> None:
+        """Drop the evicted views no running session uses, and the idle cursors bound to
+        them."""
+        for key in [key for key in self.evicted if key not in self.in_use]:
+            self.evicted.discard(key)
+            for keys in [k for k in self.idle if any(view == key for _, view in k)]:
+                for idle in self.idle.pop(keys):
+                    idle.close()
+            self.db.execute(f"DROP VIEW IF EXISTS {VIEW_SCHEMA}.{key}")
+
+    def release(self, keys: ViewKeys) -> None:
+        """A session using the views of ``keys`` ended."""
+        for _, key in keys:
+            self.in_use[key] -= 1
+            if self.in_use[key] <= 0:
+                del self.in_use[key]
+
+    def take_idle(self, keys: ViewKeys) -> duckdb.DuckDBPyConnection | None:
+        idle = self.idle.get(keys)
+        if not idle:
+            return None
+        cursor = idle.pop()
+        if not idle:
+            del self.idle[keys]
+        return cursor
+
+    def keep_idle(
+        self, keys: ViewKeys, cursor: duckdb.DuckDBPyConnection, *, max_idle: int
+    ) -> bool:
+        """Keep ``cursor`` for the next session bound to ``keys`` if its views still stand."""
+        if any(key not in self.views for _, key in keys):
+            return False
+        self.idle.setdefault(keys, []).append(cursor)
+        self.idle.move_to_end(keys)
+        while sum(len(c) for c in self.idle.values()) > max_idle:
+            _, oldest = self.idle.popitem(last=False)
+            for idle in oldest:
+                idle.close()
+        return True
+
+    def close_idle(self) -> None:
+        for cursors in self.idle.values():
+            for idle in cursors:
+                idle.close()
+        self.idle.clear()
 
 
 class WorkDatabase:
@@ -322,6 +391,6 @@ def open_locked(
     return db
 
 
-def _view_key(body: str) -> str:
+def shared_view_name(body: str) -> str:
     """The shared view's name for a definition."""
     return "v_" + hashlib.sha256(body.encode()).hexdigest()[:24]

@@ -13,7 +13,7 @@ import duckdb
 import pytest
 
 from icefloe.merge.worker import merge_database
-from icefloe.query.database import QueryDatabase, WorkDatabase
+from icefloe.query.database import QueryDatabase, WorkDatabase, shared_view_name
 from icefloe.settings.limits import MergeLimits, QueryLimits
 from icefloe.storage import LocalObjectStore
 
@@ -150,6 +150,93 @@ def test_a_session_past_its_time_limit_is_interrupted_and_not_reused(tmp_path: P
     with _session(database, views) as next_cursor:
         assert next_cursor is not cursor
         assert next_cursor.execute("SELECT x FROM t").fetchall() == [(1,)]
+    database.close()
+
+
+def test_a_database_replaced_while_a_query_runs_closes_after_it(tmp_path: Path) -> None:
+    # Rebuilding the database (older than its age) or starting afresh after a read failure
+    # closed it under the queries of other threads: a running query failed with "No open
+    # result set".
+    clock = Clock()
+    database = QueryDatabase(
+        root_uri=str(tmp_path), limits=QueryLimits(), max_age_s=60, clock=clock
+    )
+    views = [("t", "SELECT range AS x FROM range(3)")]
+    with _session(database, views) as running:
+        clock.now = 61
+        with _session(database, views) as newer:
+            assert newer is not running
+            assert newer.execute("SELECT sum(x) FROM t").fetchall() == [(3,)]
+        database.forget_views()
+        with _session(database, views) as newest:
+            assert newest.execute("SELECT count(*) FROM t").fetchall() == [(3,)]
+        # The first database is still open under the running query.
+        assert running.execute("SELECT max(x) FROM t").fetchall() == [(2,)]
+    # Its last session ended: it is closed.
+    with pytest.raises(duckdb.ConnectionException):
+        running.execute("SELECT 1")
+    database.close()
+
+
+def test_a_view_evicted_while_a_query_uses_it_is_dropped_after_the_query(
+    tmp_path: Path,
+) -> None:
+    database = QueryDatabase(root_uri=str(tmp_path), limits=QueryLimits(), max_views=1)
+    one, two = "SELECT 1 AS x", "SELECT 2 AS x"
+
+    def shared_views() -> set[str]:
+        with _session(database, []) as cursor:
+            rows = cursor.execute(
+                "SELECT view_name FROM duckdb_views() WHERE schema_name = 'icefloe_views'"
+            ).fetchall()
+        return {name for (name,) in rows}
+
+    with _session(database, [("t", one)]) as first:
+        with _session(database, [("t", two)]) as second:
+            # The cache holds one view: the first was evicted, yet its query still reads it.
+            assert first.execute("SELECT x FROM t").fetchall() == [(1,)]
+            assert second.execute("SELECT x FROM t").fetchall() == [(2,)]
+            assert shared_views() == {shared_view_name(one), shared_view_name(two)}
+        # Bound again while still in use, the evicted view is taken back, not created anew;
+        # the one it evicts in turn is used by no query and goes at once.
+        with _session(database, [("t", one)]) as again:
+            assert again.execute("SELECT x FROM t").fetchall() == [(1,)]
+        assert shared_views() == {shared_view_name(one)}
+        with _session(database, [("t", two)]):
+            pass
+        assert first.execute("SELECT x FROM t").fetchall() == [(1,)]
+        assert shared_views() == {shared_view_name(one), shared_view_name(two)}
+    # Nothing uses the evicted view (t = 1) any more: it is gone.
+    assert shared_views() == {shared_view_name(two)}
+    database.close()
+
+
+def test_concurrent_queries_survive_rebuilds_and_evictions(tmp_path: Path) -> None:
+    clock = Clock()
+    database = QueryDatabase(
+        root_uri=str(tmp_path), limits=QueryLimits(), max_views=2, max_age_s=60, clock=clock
+    )
+    failures: list[BaseException] = []
+
+    def run(worker: int) -> None:
+        for i in range(60):
+            n = (worker * 7 + i) % 5
+            try:
+                with _session(database, [("t", f"SELECT range AS x FROM range({n + 1})")]) as c:
+                    assert c.execute("SELECT count(*) FROM t").fetchall() == [(n + 1,)]
+                    if i % 13 == worker:
+                        database.forget_views()
+                    clock.now += 7
+                    assert c.execute("SELECT sum(x) FROM t").fetchall() == [(n * (n + 1) // 2,)]
+            except BaseException as e:  # collected, shown by the assertion below
+                failures.append(e)
+
+    threads = [threading.Thread(target=run, args=(w,)) for w in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
     database.close()
 
 
