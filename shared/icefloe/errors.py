@@ -143,12 +143,16 @@ class IdempotencyKeyReusedError(InvalidInputError):
 class BatchRejectedError(InvalidInputError):
     """A batch of rows was refused as a whole; ``problems`` name the rows and fields at fault.
 
-    Nothing of the batch was written or committed.
+    Nothing of the batch was written or committed. ``total`` counts the problems found,
+    of which ``problems`` may hold the first few only.
     """
 
-    def __init__(self, message: str, *, problems: tuple[RowProblem, ...] = ()) -> None:
+    def __init__(
+        self, message: str, *, problems: tuple[RowProblem, ...] = (), total: int | None = None
+    ) -> None:
         super().__init__(message)
         self.problems = problems
+        self.total = len(problems) if total is None else total
 
 
 @dataclass(frozen=True, slots=True)

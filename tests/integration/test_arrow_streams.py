@@ -19,6 +19,7 @@ import pyarrow.dataset as ds
 import pytest
 
 from icefloe.errors import BatchRejectedError, InvalidInputError
+from icefloe.ingest import Inserter, InsertLimits
 from icefloe.lake import Lake
 
 pytestmark = pytest.mark.integration
@@ -143,6 +144,25 @@ def _stored_files(root: Path) -> list[Path]:
     return sorted(root.rglob("*.parquet"))
 
 
+def test_chunks_are_never_bigger_than_a_batch_may_be(connected_lake: Lake, tmp_path: Path) -> None:
+    # Given an inserter whose batches may hold 50 KB, asked for chunks of 10 MB
+    table = events(2000, seed=8)
+    _create(connected_lake, "t")
+    limits = InsertLimits(max_batch_bytes=50_000)
+    inserter = Inserter(meta=connected_lake.meta, objects=connected_lake.objects, limits=limits)
+    reader = pa.RecordBatchReader.from_batches(table.schema, table.to_batches(max_chunksize=100))
+
+    # When a stream bigger than that is inserted
+    try:
+        result = inserter.insert_arrow_stream("t", reader, chunk_bytes=10 * 2**20)
+    finally:
+        inserter.close()
+
+    # Then it is read in chunks of at most the batch limit, not refused as one big batch
+    assert table.nbytes > 2 * limits.max_batch_bytes
+    assert result.rows == 2000 and len(connected_lake.snapshots("t")) == 1
+
+
 def test_a_bad_row_in_a_later_chunk_is_named_and_nothing_is_stored(
     connected_lake: Lake,
 ) -> None:
@@ -162,6 +182,26 @@ def test_a_bad_row_in_a_later_chunk_is_named_and_nothing_is_stored(
     # And the earlier chunks' files are gone, nothing committed
     assert connected_lake.snapshots("t") == []
     assert _stored_files(Path(connected_lake.objects.root_uri)) == []
+
+
+def test_a_later_chunk_with_many_bad_rows_says_how_many_more(connected_lake: Lake) -> None:
+    # Given eight NULLs in a NOT NULL column, in one later chunk
+    table = events(2000, seed=4)
+    ts = table.column("ts").to_pylist()
+    for row in range(1200, 1208):
+        ts[row] = None
+    table = table.set_column(0, "ts", pa.array(ts, pa.timestamp("us")))
+    _create(connected_lake, "t")
+    reader = pa.RecordBatchReader.from_batches(table.schema, table.to_batches(max_chunksize=100))
+
+    # When it is inserted, the first few are named from the stream's start, and the rest
+    # counted
+    with pytest.raises(
+        BatchRejectedError, match=r"row 1200, field 'ts'.*\(and 3 more\)"
+    ) as refused:
+        connected_lake.inserter().insert_arrow_stream("t", reader, chunk_bytes=20_000)
+    assert [p.row for p in refused.value.problems][:5] == [1200, 1201, 1202, 1203, 1204]
+    assert refused.value.total == 8
 
 
 def test_a_stream_that_fails_midway_leaves_nothing(connected_lake: Lake) -> None:

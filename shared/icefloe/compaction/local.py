@@ -67,8 +67,12 @@ def compact_locally(
     )
     try:
         if engine == "duckdb":
-            merger = (worker or MergeWorker(meta=meta, objects=objects)).with_lease(lease)
-            result = _with_duckdb(manifest, merger, on_partition)
+            merger = worker or MergeWorker(meta=meta, objects=objects)
+            try:
+                result = _with_duckdb(manifest, merger.with_lease(lease), on_partition)
+            finally:
+                if worker is None:
+                    merger.close()  # its DuckDB; a worker given is its giver's to close
         else:
             if spark is None:
                 from icefloe.compaction.session import local_spark_session

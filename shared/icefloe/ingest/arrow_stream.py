@@ -99,4 +99,4 @@ def refused_at(error: BatchRejectedError, chunk: StreamChunk) -> BatchRejectedEr
         )
         for p in error.problems
     )
-    return refuse(problems)
+    return refuse(problems, total=error.total)

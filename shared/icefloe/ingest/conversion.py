@@ -304,7 +304,9 @@ def refuse(problems: Sequence[RowProblem], *, total: int | None = None) -> Batch
     more = ""
     if total is not None and total > len(problems[:MAX_PROBLEMS]):
         more = f" (and {total - len(problems[:MAX_PROBLEMS])} more)"
-    return BatchRejectedError(f"batch refused: {shown}{more}", problems=tuple(problems))
+    return BatchRejectedError(
+        f"batch refused: {shown}{more}", problems=tuple(problems), total=total
+    )
 
 
 def identity_sources(spec: TableSpec) -> frozenset[str]:

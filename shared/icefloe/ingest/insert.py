@@ -194,7 +194,11 @@ class Inserter:
             check_key(idempotency_key)
         info = self._remember(self._meta.get_table(table))
         digest = StreamDigest()
-        chunks = stream_chunks(stream, chunk_bytes=chunk_bytes, max_rows=self.limits.max_rows)
+        chunks = stream_chunks(
+            stream,
+            chunk_bytes=min(chunk_bytes, self.limits.max_batch_bytes),
+            max_rows=self.limits.max_rows,
+        )
         if idempotency_key is not None:
             earlier = self._meta.snapshot_for_key(table, idempotency_key)
             if earlier is not None:
@@ -292,7 +296,16 @@ class Inserter:
         if idempotency_key is not None:
             check_key(idempotency_key)
         info, cached = self._table(table)
-        staged = stage()
+        try:
+            staged = stage()
+        except InvalidInputError:
+            # Refused under a kept spec (bytes for a column since made a BLOB): again under
+            # the current spec if it differs.
+            fresh = self._reread(info) if cached else None
+            if fresh is None:
+                raise
+            info, cached = fresh, False
+            staged = stage()
         try:
             digest = batch_digest(staged) if idempotency_key is not None else None
             if idempotency_key is not None:
@@ -340,13 +353,18 @@ class Inserter:
                 error, stale = e, cached
             if not stale:
                 raise error  # refused (or gone) under the spec just read: nothing to retry
-            self._tables.pop(info.name, None)
-            fresh = self._remember(self._meta.get_table(info.name))
-            unchanged = fresh.table_id == info.table_id and fresh.spec.version == info.spec.version
-            if unchanged or attempt == _CONVERSIONS_MAX:
+            fresh = self._reread(info)
+            if fresh is None or attempt == _CONVERSIONS_MAX:
                 raise error
             info, cached = fresh, False
         raise AssertionError("unreachable")
+
+    def _reread(self, info: TableInfo) -> TableInfo | None:
+        """The table read again (and kept), or None if it is the one ``info`` describes."""
+        self._tables.pop(info.name, None)
+        fresh = self._remember(self._meta.get_table(info.name))
+        unchanged = fresh.table_id == info.table_id and fresh.spec.version == info.spec.version
+        return None if unchanged else fresh
 
     def _table(self, name: str) -> tuple[TableInfo, bool]:
         """The table as this process last read it (and True), or as read now (and False).

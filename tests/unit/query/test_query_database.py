@@ -281,7 +281,8 @@ def test_each_job_sees_only_its_own_temp_views_and_tables(tmp_path: Path) -> Non
 def test_a_failed_job_retires_the_database_and_a_running_job_keeps_its_own(
     tmp_path: Path,
 ) -> None:
-    database = WorkDatabase(root_uri=str(tmp_path), limits=QueryLimits())
+    opened: list[duckdb.DuckDBPyConnection] = []
+    database = WorkDatabase(root_uri=str(tmp_path), limits=QueryLimits(), configure=opened.append)
     with database.session() as running:
         running.execute("CREATE TEMP VIEW t AS SELECT 1 AS x")
         with pytest.raises(duckdb.BinderException), database.session() as failing:
@@ -291,6 +292,10 @@ def test_a_failed_job_retires_the_database_and_a_running_job_keeps_its_own(
             assert after.execute("SELECT 2").fetchall() == [(2,)]
         assert database.opened == 2
         assert running.execute("SELECT x FROM t").fetchall() == [(1,)]
+        assert opened[0].execute("SELECT 1").fetchall() == [(1,)]
+    # The old database's last session ended: it is closed.
+    with pytest.raises(duckdb.ConnectionException):
+        opened[0].execute("SELECT 1")
     # Closing the database waits for nothing: no session runs; a later one opens anew.
     database.close()
     with database.session() as reopened:
