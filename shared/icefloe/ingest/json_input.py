@@ -8,10 +8,12 @@ string), while DuckDB reads and checks only the JSON-typed columns, in another t
 batch is then proven clean with the Arrow input's checks
 (:func:`~icefloe.ingest.arrow_input.proven_clean`).
 
-Before pyarrow or DuckDB reads a byte, :func:`object_lines` scans the file
+Before pyarrow reads a byte, :func:`object_lines` scans the file
 (:mod:`~icefloe.ingest.json_shape`): pyarrow parses nested values recursively, and a line
 nesting about 20,000 levels kills the process. A line nesting its record deeper than the
-limit refuses the batch there, naming its row and field.
+limit refuses the batch there, naming its row and field. DuckDB's read of the JSON columns
+runs during the scan (:func:`read_json_columns_beside`): its reader is iterative, and the scan
+holds the GIL on one core while DuckDB works on the other.
 
 This path answers only when the slow path would give the same table:
 

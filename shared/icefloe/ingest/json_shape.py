@@ -5,7 +5,9 @@ nested value recursively, on the stack of the thread that reads it: a record nes
 20,000 brackets (40 KB of ``[``) overflows an 8 MiB stack, and the process dies (SIGSEGV)
 before any check of icefloe's runs. DuckDB's reader is iterative (it refused 10^6 levels
 cleanly), but it reads a JSON array that is never closed (``[{...}, {...},``) as the objects
-it holds. So the bytes of every JSON input are scanned before any parser reads them:
+it holds. So the bytes of every JSON input are scanned before pyarrow's parser reads them,
+and before any answer of DuckDB's counts (DuckDB may read an NDJSON file's JSON columns while
+it is scanned: no nesting harms its reader, and its answer is dropped if the scan refuses):
 
 - NDJSON: no line may nest its record more than ``max_json_depth`` levels (a field's value may
   nest that deep, its line one level more). Each line has at least as many opening brackets
