@@ -29,7 +29,7 @@ from icefloe.lifecycle.predicate import check_predicate
 from icefloe.merge import InProcessQueue, process_merge_records
 from icefloe.metastore.deletes import DeleteJob, DeleteJobStore
 from icefloe.spec import SizeTargets
-from icefloe.storage import LocalObjectStore, ObjectInfo
+from icefloe.storage import LocalObjectStore
 from support.hooked_meta import HookedMetaStore, PendingCommit
 from support.merge_lake import ALL_ROWS, Lake
 
@@ -257,11 +257,11 @@ class RacingStore(LocalObjectStore):
         super().__init__(root)
         self._race: Callable[[], object] | None = race
 
-    def put_file(self, key: str, path: Path) -> ObjectInfo:
+    def put_file(self, key: str, path: Path) -> None:
         race, self._race = self._race, None
         if race is not None:
             race()
-        return super().put_file(key, path)
+        super().put_file(key, path)
 
 
 def test_two_deliveries_of_a_part_racing_record_one_and_the_loser_deletes_its_rewrites(

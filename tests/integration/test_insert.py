@@ -523,12 +523,12 @@ def test_a_key_used_between_the_precheck_and_the_commit_returns_the_winner_and_c
     rows = [{"ts": "2026-03-01T00:00:00Z", "event": "a"}]
 
     class RacingStore(FailingAfterPuts):
-        def put(self, key: str, data: bytes) -> object:  # type: ignore[override]
+        def put(self, key: str, data: bytes) -> None:
             if not self.puts:
                 other = Inserter(meta=meta, objects=self.inner)
                 other.insert_rows("wide", rows, idempotency_key="k")
                 other.close()
-            return super().put(key, data)
+            super().put(key, data)
 
     racing = Inserter(meta=meta, objects=RacingStore(objects, allowed=10))
     result = racing.insert_rows("wide", rows, idempotency_key="k")

@@ -140,11 +140,13 @@ class ObjectStore(ABC):
         """The address of ``key`` for readers outside this module (DuckDB, pyarrow)."""
 
     @abstractmethod
-    def put(self, key: str, data: bytes) -> ObjectInfo:
-        """Store ``data`` under ``key``; ObjectExistsError if the key is taken (never overwrites)."""
+    def put(self, key: str, data: bytes) -> None:
+        """Store ``data`` under ``key``; ObjectExistsError if the key is taken (never overwrites).
+        Nothing is returned: on S3, the object's metadata would cost a HEAD per write (an
+        insert's latency), and no writer needs it; :meth:`head` reads it."""
 
     @abstractmethod
-    def put_file(self, key: str, path: Path) -> ObjectInfo:
+    def put_file(self, key: str, path: Path) -> None:
         """Store the content of the local file ``path`` under ``key``, with ``put``'s semantics."""
 
     @abstractmethod

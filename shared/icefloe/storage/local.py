@@ -69,17 +69,17 @@ class LocalObjectStore(ObjectStore):
     def download_url(self, key: str, *, expires_s: int) -> str:
         return self._path(key).as_uri()  # local files do not expire
 
-    def put(self, key: str, data: bytes) -> ObjectInfo:
-        return self._publish(key, self._path(key), lambda out: out.write(data))
+    def put(self, key: str, data: bytes) -> None:
+        self._publish(key, self._path(key), lambda out: out.write(data))
 
-    def put_file(self, key: str, path: Path) -> ObjectInfo:
+    def put_file(self, key: str, path: Path) -> None:
         target = self._path(key)
         try:
             source = open(path, "rb")  # noqa: SIM115 - closed below, after the publish
         except OSError as e:
             raise InvalidInputError(f"cannot read source file {str(path)!r}: {e}") from e
         with source:
-            return self._publish(key, target, lambda out: shutil.copyfileobj(source, out))
+            self._publish(key, target, lambda out: shutil.copyfileobj(source, out))
 
     def copy(self, source: str, key: str) -> ObjectInfo:
         target = self._path(key)

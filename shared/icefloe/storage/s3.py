@@ -107,13 +107,12 @@ class S3ObjectStore(ObjectStore):
     def uri(self, key: str) -> str:
         return f"s3://{self._bucket}/{self._s3_key(key)}"
 
-    def put(self, key: str, data: bytes) -> ObjectInfo:
+    def put(self, key: str, data: bytes) -> None:
         s3_key = self._s3_key(key)
         with self._errors("put", s3_key):
             self._client.put_object(Bucket=self._bucket, Key=s3_key, Body=data, IfNoneMatch="*")
-        return self._written(key)
 
-    def put_file(self, key: str, path: Path) -> ObjectInfo:
+    def put_file(self, key: str, path: Path) -> None:
         s3_key = self._s3_key(key)
         try:
             size = Path(path).stat().st_size
@@ -124,7 +123,6 @@ class S3ObjectStore(ObjectStore):
         else:
             with open(path, "rb") as body, self._errors("put", s3_key):
                 self._client.put_object(Bucket=self._bucket, Key=s3_key, Body=body, IfNoneMatch="*")
-        return self._written(key)
 
     def copy(self, source: str, key: str) -> ObjectInfo:
         # One CopyObject: objects up to 5 GB, far above any data file's target size. The

@@ -186,11 +186,10 @@ class PausingStore(LocalObjectStore):
         self.uploaded = threading.Event()
         self.release = threading.Event()
 
-    def put(self, key: str, data: bytes) -> object:  # type: ignore[override]
-        info = super().put(key, data)
+    def put(self, key: str, data: bytes) -> None:
+        super().put(key, data)
         self.uploaded.set()
         assert self.release.wait(30)
-        return info
 
 
 def test_an_uncommitted_insert_is_never_swept_within_the_grace(lake: Lake) -> None:

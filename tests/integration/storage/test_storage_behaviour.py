@@ -35,10 +35,12 @@ BAD_KEYS = [
 
 def test_put_then_get_returns_the_same_bytes_and_metadata(store: ObjectStore) -> None:
     # given / when
-    info = store.put("t/data/day=2026-11-22/a.parquet", b"hello parquet")
+    store.put("t/data/day=2026-11-22/a.parquet", b"hello parquet")
 
     # then
     assert store.get("t/data/day=2026-11-22/a.parquet") == b"hello parquet"
+    info = store.head("t/data/day=2026-11-22/a.parquet")
+    assert info is not None
     assert info.key == "t/data/day=2026-11-22/a.parquet"
     assert info.size == len(b"hello parquet")
     assert info.last_modified.utcoffset() is not None
@@ -68,13 +70,14 @@ def test_put_file_round_trip_and_never_overwrites(store: ObjectStore, tmp_path: 
     source = tmp_path / "out.parquet"
     source.write_bytes(b"x" * 1000)
 
-    info = store.put_file("t/f.parquet", source)
+    store.put_file("t/f.parquet", source)
     with pytest.raises(ObjectExistsError):
         store.put_file("t/f.parquet", source)
     with pytest.raises(ObjectExistsError):
         store.put("t/f.parquet", b"other")
 
-    assert info.size == 1000
+    info = store.head("t/f.parquet")
+    assert info is not None and info.size == 1000
     assert store.get("t/f.parquet") == b"x" * 1000
 
 

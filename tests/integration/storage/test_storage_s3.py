@@ -49,6 +49,19 @@ def test_put_sends_if_none_match_and_s3_refuses_an_existing_key(
     assert s3_store.get("t/a") == b"theirs"
 
 
+def test_a_put_is_one_request(s3_client: S3Client, s3_store: S3ObjectStore, tmp_path: Path) -> None:
+    # An insert's latency is its requests: a write is a PutObject, with no HEAD after it
+    puts, heads = _record(s3_client, "PutObject"), _record(s3_client, "HeadObject")
+    source = tmp_path / "f.parquet"
+    source.write_bytes(b"x" * 100)
+
+    s3_store.put("t/a.parquet", b"data")
+    s3_store.put_file("t/f.parquet", source)
+
+    assert [p["url_path"].rsplit("/", 1)[-1] for p in puts] == ["a.parquet", "f.parquet"]
+    assert heads == []
+
+
 def test_delete_many_sends_batches_of_at_most_1000_keys(
     s3_client: S3Client, s3_store: S3ObjectStore
 ) -> None:
@@ -120,11 +133,12 @@ def test_put_file_above_the_threshold_uploads_parts(
     parts = _record(s3_client, "UploadPart")
     completes = _record(s3_client, "CompleteMultipartUpload")
 
-    info = multipart_store.put_file("t/big.parquet", big_file)
+    multipart_store.put_file("t/big.parquet", big_file)
 
     assert len(parts) == 3  # 5 MiB + 5 MiB + the rest
     assert [c["headers"]["If-None-Match"] for c in completes] == ["*"]
-    assert info.size == big_file.stat().st_size
+    info = multipart_store.head("t/big.parquet")
+    assert info is not None and info.size == big_file.stat().st_size
     assert multipart_store.get("t/big.parquet") == big_file.read_bytes()
     with pytest.raises(ObjectExistsError):
         multipart_store.put_file("t/big.parquet", big_file)
