@@ -4,6 +4,7 @@ never written through. The batch is converted again under the current spec, or r
 
 from __future__ import annotations
 
+import io
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -15,7 +16,7 @@ import pytest
 
 from icefloe.datafiles import new_data_key
 from icefloe.errors import BatchRejectedError, SpecChangedError, TableNotFoundError
-from icefloe.ingest import Inserter
+from icefloe.ingest import Inserter, InsertLimits
 from icefloe.lifecycle import alter_table
 from icefloe.lifecycle.alter import add_column, rename_column
 from icefloe.metastore.models import NewFile, TableInfo
@@ -121,6 +122,31 @@ def test_bytes_for_a_blob_column_the_kept_spec_does_not_know_are_taken(
     assert newest.spec_version == 2
     table = pq.read_table(pa.BufferReader(objects.get(newest.path)))
     assert table.column("payload").to_pylist() == [b"\x00\xff"]
+
+
+def test_a_stream_refused_under_a_kept_spec_is_not_read_again(
+    meta: MetaStore, objects: LocalObjectStore
+) -> None:
+    # Given an inserter that kept the spec, whose batches may hold 2 KB, and a column added
+    # since (so the current spec differs)
+    meta.create_table(TableSpec.create(name="t", schema=SCHEMA, partition_by="day(ts)"))
+    inserter = Inserter(meta=meta, objects=objects, limits=InsertLimits(max_batch_bytes=2048))
+    try:
+        inserter.insert_rows("t", [{"ts": "2026-03-01T00:00:00", "event": "first", "n": 1}])
+        alter_table(meta=meta, table="t", changes=[add_column("note VARCHAR")])
+        head = meta.get_table("t").head_snapshot_id
+
+        # When a stream of 4 KB of whole lines is inserted
+        line = b'{"ts": "2026-03-01T01:00:00", "event": "e"}\n'
+        stream = io.BytesIO(line * (4096 // len(line) + 1))
+        with pytest.raises(BatchRejectedError, match="over the limit of 2,048 bytes"):
+            inserter.insert_stream("t", stream, fmt="ndjson")
+    finally:
+        inserter.close()
+
+    # Then it is refused as too big, and the rest of the stream is not taken for a batch
+    assert meta.get_table("t").head_snapshot_id == head
+    assert stored_keys(objects) == committed_keys(meta)
 
 
 def test_a_table_dropped_and_created_again_is_inserted_into_as_it_is_now(

@@ -86,7 +86,18 @@ def _slices(batch: pa.RecordBatch, *, chunk_bytes: int, max_rows: int) -> Iterat
     per_row = max(1.0, batch.nbytes / batch.num_rows)
     step = max(1, min(max_rows, int(chunk_bytes / per_row)))
     for offset in range(0, batch.num_rows, step):
-        yield batch.slice(offset, step)
+        yield from _halved(batch.slice(offset, step), chunk_bytes)
+
+
+def _halved(piece: pa.RecordBatch, chunk_bytes: int) -> Iterator[pa.RecordBatch]:
+    """``piece`` cut in halves until each is at most ``chunk_bytes`` or one row: rows of very
+    different sizes make a slice cut by the average row too big."""
+    if piece.nbytes <= chunk_bytes or piece.num_rows <= 1:
+        yield piece
+        return
+    half = piece.num_rows // 2
+    yield from _halved(piece.slice(0, half), chunk_bytes)
+    yield from _halved(piece.slice(half), chunk_bytes)
 
 
 def refused_at(error: BatchRejectedError, chunk: StreamChunk) -> BatchRejectedError:

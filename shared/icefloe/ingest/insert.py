@@ -155,7 +155,7 @@ class Inserter:
             blobs = native_values.blob_columns((c.name, c.type) for c in spec.columns)
             return rows_batch(rows, limits=self.limits, directory=self._scratch, blobs=blobs)
 
-        return self._insert(table, stage, idempotency_key, receipts)
+        return self._insert(table, stage, idempotency_key, receipts, stage_reads_spec=True)
 
     def insert_arrow(
         self,
@@ -291,7 +291,12 @@ class Inserter:
         receipts: Sequence[str] = (),
         *,
         on_phase: Callable[[InsertPhase], None] | None = None,
+        stage_reads_spec: bool = False,
     ) -> InsertResult:
+        """``stage_reads_spec``: ``stage`` checks the rows against the table's spec (Python
+        rows' bytes need a BLOB column), so a refusal under a kept spec is staged again under
+        the current one. Other stages read their input once (a stream cannot be read again)
+        and check nothing of the spec."""
         validate_table_name(table)
         if idempotency_key is not None:
             check_key(idempotency_key)
@@ -301,7 +306,7 @@ class Inserter:
         except InvalidInputError:
             # Refused under a kept spec (bytes for a column since made a BLOB): again under
             # the current spec if it differs.
-            fresh = self._reread(info) if cached else None
+            fresh = self._reread(info) if cached and stage_reads_spec else None
             if fresh is None:
                 raise
             info, cached = fresh, False

@@ -254,7 +254,9 @@ def _compares_as_it_sorts(kind: pa.DataType) -> bool:
     by (floats are left out: NaN compares false, yet sorts last)."""
     checks = (
         pa.types.is_integer,
-        pa.types.is_temporal,
+        pa.types.is_timestamp,
+        pa.types.is_date,
+        pa.types.is_time,
         pa.types.is_string,
         pa.types.is_large_string,
         pa.types.is_binary,

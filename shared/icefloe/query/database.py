@@ -109,19 +109,25 @@ class QueryDatabase:
             ended_normally = not fired.is_set()
         finally:
             with self._lock:
+                built.sessions -= 1
+                built.release(keys)
                 kept = (
                     cursor is not None
                     and ended_normally
                     and built is self._current
                     and built.keep_idle(keys, cursor, max_idle=self._max_idle)
                 )
-                if cursor is not None and not kept:
-                    cursor.close()
-                built.sessions -= 1
-                built.release(keys)
-                if built is self._current:
-                    built.drop_unused()
-                elif built.sessions == 0:
+                try:
+                    if cursor is not None and not kept:
+                        cursor.close()
+                    if built is self._current:
+                        built.drop_unused()
+                except duckdb.Error:
+                    # A database that cannot close a cursor or drop a view is replaced; the
+                    # query's own outcome stands.
+                    if built is self._current:
+                        self._retire()
+                if built is not self._current and built.sessions == 0:
                     built.db.close()
 
     def bind_view(self, cursor: duckdb.DuckDBPyConnection, table: str, body: str) -> None:
@@ -238,12 +244,16 @@ class _Views:
                 del self.in_use[key]
 
     def take_idle(self, keys: ViewKeys) -> duckdb.DuckDBPyConnection | None:
+        """An idle cursor bound to the views of ``keys``, which count as used now."""
         idle = self.idle.get(keys)
         if not idle:
             return None
         cursor = idle.pop()
         if not idle:
             del self.idle[keys]
+        for _, key in keys:
+            if key in self.views:
+                self.views.move_to_end(key)
         return cursor
 
     def keep_idle(

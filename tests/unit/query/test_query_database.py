@@ -211,6 +211,21 @@ def test_a_view_evicted_while_a_query_uses_it_is_dropped_after_the_query(
     database.close()
 
 
+def test_a_view_reused_through_an_idle_cursor_counts_as_recently_used(tmp_path: Path) -> None:
+    database = QueryDatabase(root_uri=str(tmp_path), limits=QueryLimits(), max_views=2)
+    a, b, c = "SELECT 1 AS x", "SELECT 2 AS x", "SELECT 3 AS x"
+    for body in (a, b, a, c):  # the second A reuses the idle cursor bound to A
+        with _session(database, [("t", body)]) as cursor:
+            cursor.execute("SELECT x FROM t").fetchall()
+    with _session(database, []) as cursor:
+        rows = cursor.execute(
+            "SELECT view_name FROM duckdb_views() WHERE schema_name = 'icefloe_views'"
+        ).fetchall()
+    # C evicted B, the least recently used, not A
+    assert {name for (name,) in rows} == {shared_view_name(a), shared_view_name(c)}
+    database.close()
+
+
 def test_concurrent_queries_survive_rebuilds_and_evictions(tmp_path: Path) -> None:
     clock = Clock()
     database = QueryDatabase(
