@@ -358,8 +358,11 @@ def _parse_beside(
     ``json_future`` or here), proven clean."""
     try:
         typed = _read_known(path, spec, duck, threads=threads)
-    finally:
-        json_table = json_future.result() if json_future is not None else None
+    except BaseException:
+        if json_future is not None:
+            wait([json_future])  # its own error, if any, must not replace this one
+        raise
+    json_table = json_future.result() if json_future is not None else None
     if json_columns and json_future is None and typed is not None:
         json_table = _checked_json_columns(duck, json_columns, limits)
     if typed is None or typed.num_rows != lines:

@@ -105,6 +105,10 @@ class QueryDatabase:
                 if not reused:
                     for table, body in views:
                         self._bind(built, cursor, table, body)
+                if fired.is_set():
+                    # The limit passed between statements (binding waits for the lock): DuckDB
+                    # forgets an interrupt sent when nothing runs, so the query would run on.
+                    raise duckdb.InterruptException("the time limit passed before the query ran")
                 yield cursor
             ended_normally = not fired.is_set()
         finally:

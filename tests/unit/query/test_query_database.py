@@ -255,6 +255,28 @@ def test_concurrent_queries_survive_rebuilds_and_evictions(tmp_path: Path) -> No
     database.close()
 
 
+def test_a_time_limit_that_passed_while_the_views_were_bound_stops_the_query(
+    tmp_path: Path,
+) -> None:
+    # Given a limit that passed while the session bound its views (it waits for the lock a
+    # concurrent query's bind holds): the timer set the event, and its interrupt, sent when
+    # no statement ran, was forgotten by DuckDB
+    database = QueryDatabase(root_uri=str(tmp_path), limits=QueryLimits())
+    fired = threading.Event()
+    fired.set()
+    ran = False
+
+    # When the session would hand its cursor to the query, Then it is interrupted instead
+    with (
+        pytest.raises(duckdb.InterruptException),
+        database.session([("t", "SELECT 1 AS x")], time_limit_s=30, fired=fired) as cursor,
+    ):
+        ran = True
+        cursor.execute("SELECT x FROM t").fetchall()
+    assert not ran
+    database.close()
+
+
 def test_jobs_share_one_database_until_it_is_older_than_its_age(tmp_path: Path) -> None:
     setups: list[duckdb.DuckDBPyConnection] = []
     clock = Clock()
