@@ -18,8 +18,8 @@ import pyarrow.parquet as pq
 import pytest
 
 import icefloe.datafiles as datafiles_module
-import icefloe.ingest.insert as insert_module
 import icefloe.ingest.load as load_module
+import icefloe.ingest.partition_files as partition_files_module
 from icefloe import duck
 from icefloe.errors import (
     BatchRejectedError,
@@ -177,7 +177,7 @@ def test_a_big_batch_gets_row_ids_in_input_order_and_files_sorted_by_keys_then_r
     # Given a batch big enough that its row ids are made beside its partition split, with
     # few distinct keys (ties everywhere) and each row's input position in n
     rows = 300_000
-    assert rows >= insert_module._ROW_IDS_BESIDE_FROM_ROWS
+    assert rows >= partition_files_module._ROW_IDS_BESIDE_FROM_ROWS
     batch = pa.table(
         {
             "ts": pa.array([datetime(2026, 3, 1 + i % 3, i % 2) for i in range(rows)]),
@@ -318,7 +318,7 @@ def test_a_big_arrow_batch_still_inserts_when_no_thread_can_be_started(
     # non-daemon thread)
     for module, name in (
         (load_module, "_json_checkers"),
-        (insert_module, "_row_id_thread"),
+        (partition_files_module, "_row_id_thread"),
         (datafiles_module, "_filter_threads"),
     ):
         stopped = ThreadPoolExecutor(max_workers=1)
@@ -332,7 +332,9 @@ def test_a_big_arrow_batch_still_inserts_when_no_thread_can_be_started(
             row_group_by="k",
         )
     )
-    rows = max(load_module._JSON_CHECK_BESIDE_FROM_ROWS, insert_module._ROW_IDS_BESIDE_FROM_ROWS)
+    rows = max(
+        load_module._JSON_CHECK_BESIDE_FROM_ROWS, partition_files_module._ROW_IDS_BESIDE_FROM_ROWS
+    )
     batch = pa.table(
         {
             "ts": pa.array([datetime(2026, 3, 1)] * rows),

@@ -12,24 +12,15 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, wait
 from contextlib import contextmanager
 from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
-from typing import Any, BinaryIO, Literal
+from typing import BinaryIO, Literal
 
-import duckdb
 import pyarrow as pa
 
 from icefloe import duck
-from icefloe.datafiles import (
-    encode_parquet,
-    membership_column,
-    new_data_key,
-    new_file_record,
-    with_json_columns,
-)
 from icefloe.errors import (
     BatchRejectedError,
     CommitOutcomeUnknownError,
@@ -41,9 +32,8 @@ from icefloe.ingest import native_values
 from icefloe.ingest.arrow_stream import STREAM_CHUNK_BYTES, refused_at, stream_chunks
 from icefloe.ingest.digests import StreamDigest, batch_digest, check_key
 from icefloe.ingest.generated_values import with_generated_values
-from icefloe.ingest.layout import Partition, sorted_rows, split_partitions
 from icefloe.ingest.load import load_batch, load_batch_checking_json_beside
-from icefloe.ingest.row_ids import ROW_ID_COLUMN, new_row_ids
+from icefloe.ingest.partition_files import JsonTextUnproven, write_partition_files
 from icefloe.ingest.sources import (
     ArrowBatch,
     InputFormat,
@@ -56,7 +46,7 @@ from icefloe.ingest.sources import (
     stage_file,
     stage_stream,
 )
-from icefloe.metastore.models import CommitResult, JsonScalar, NewFile, TableInfo
+from icefloe.metastore.models import CommitResult, NewFile, TableInfo
 from icefloe.metastore.store import MetaStore, check_same_batch
 from icefloe.spec import TableSpec, validate_table_name
 from icefloe.storage import ObjectStore, discard_uncommitted
@@ -64,8 +54,6 @@ from icefloe.tracing import span
 
 logger = logging.getLogger(__name__)
 
-MAX_CONCURRENT_UPLOADS = 8
-MAX_CONCURRENT_ENCODES = 2
 _TABLES_KEPT = 256
 # How many times a batch is converted when the table's spec keeps changing under it.
 _CONVERSIONS_MAX = 3
@@ -492,15 +480,19 @@ class Inserter:
                 tell("write")
                 with span("icefloe.insert.write"):
                     try:
-                        files = self._partition_and_write(con, spec, rows, written, json_check)
-                    except _JsonTextUnproven:
+                        files = write_partition_files(
+                            self._objects, con, spec, rows, written=written, json_check=json_check
+                        )
+                    except JsonTextUnproven:
                         # Nothing was uploaded. The conversion decides, naming the rows;
                         # its time is the load's.
                         converting = time.perf_counter()
                         rows = load_batch(con, spec, staged, limits=self.limits, fast=False)
                         rows = with_generated_values(con, spec, rows, limits=self.limits)
                         loaded += time.perf_counter() - converting
-                        files = self._partition_and_write(con, spec, rows, written, None)
+                        files = write_partition_files(
+                            self._objects, con, spec, rows, written=written, json_check=None
+                        )
                     del rows
                 wrote = time.perf_counter()
             finally:
@@ -508,114 +500,6 @@ class Inserter:
                     wait([json_check])  # its cursor must not outlive the connection
                 con.close()
         return files, loaded - started, wrote - loaded
-
-    def _partition_and_write(
-        self,
-        con: duckdb.DuckDBPyConnection,
-        spec: TableSpec,
-        rows: pa.Table,
-        written: list[str],
-        json_check: Future[bool] | None,
-    ) -> list[NewFile]:
-        rows, parts = _with_row_ids_and_partitions(con, spec, rows)
-        return self._write_partitions(spec, rows, parts, written, json_check)
-
-    def _write_partitions(
-        self,
-        spec: TableSpec,
-        rows: pa.Table,
-        parts: list[Partition],
-        written: list[str],
-        json_check: Future[bool] | None = None,
-    ) -> list[NewFile]:
-        """Sort and encode one file per partition, at most two at a time (pyarrow sorts and
-        encodes without the GIL; more at once would hold every partition's sorted copy and
-        buffers together), and upload each as soon as it is encoded, up to eight at a time (S3
-        puts are latency bound). A file's bytes are dropped once uploaded. ``written``
-        receives every key that reached the store, even if another partition failed. With a
-        ``json_check`` still running, every upload waits for it, and none happens (each raises
-        ``_JsonTextUnproven``) if the batch's JSON text did not pass."""
-        json_columns = [c.name for c in spec.columns if c.type == "JSON"]
-        membership = membership_column(spec)
-
-        def put(key: str, data: bytes) -> None:
-            if json_check is not None and not json_check.result():
-                raise _JsonTextUnproven
-            self._objects.put(key, data)
-            written.append(key)
-
-        def encode(part: Partition, uploads: ThreadPoolExecutor | None) -> NewFile:
-            if json_check is not None and json_check.done() and not json_check.result():
-                raise _JsonTextUnproven  # no use sorting and encoding the rest
-            encoded = encode_parquet(
-                with_json_columns(sorted_rows(spec, rows, part), json_columns),
-                spec=spec,
-                row_group_sizes=spec.sizes.row_group_max_rows,
-                membership_column=membership,
-            )
-            key = new_data_key(table=spec.name, partition_path=part.path)
-            if uploads is None:
-                put(key, encoded.data)
-            else:
-                pending.append(uploads.submit(put, key, encoded.data))
-            values: dict[str, JsonScalar] = {
-                f.name: (None if v is None else f.to_path_value(v))
-                for f, v in zip(spec.partition_by, part.values, strict=True)
-            }
-            return new_file_record(
-                key=key,
-                encoded=encoded,
-                partition_path=part.path,
-                partition_values=values,
-                partition_start=part.start,
-                spec_version=spec.version,
-            )
-
-        if len(parts) == 1:
-            return [encode(parts[0], None)]
-        pending: list[Future[None]] = []
-        with (
-            ThreadPoolExecutor(max_workers=min(MAX_CONCURRENT_UPLOADS, len(parts))) as uploads,
-            ThreadPoolExecutor(max_workers=min(MAX_CONCURRENT_ENCODES, len(parts))) as encodes,
-        ):
-            files = [encodes.submit(encode, part, uploads) for part in parts]
-            wait(files)  # every upload is submitted before the upload pool closes
-        everything: list[Future[Any]] = [*files, *pending]
-        for future in everything:
-            error = future.exception()
-            if error is not None:
-                raise error
-        return [f.result() for f in files]
-
-
-class _JsonTextUnproven(Exception):
-    """The JSON text of a batch written while it was checked did not pass the check."""
-
-
-# From this many rows a batch's row ids are made beside its partition split (the split's Arrow
-# kernels release the GIL): about 9 ms of a million-row insert. Below, a thread costs more.
-_ROW_IDS_BESIDE_FROM_ROWS = 1 << 18
-
-
-@cache
-def _row_id_thread() -> ThreadPoolExecutor:
-    """The thread that makes row ids beside the split, made on first use (not at import)."""
-    return ThreadPoolExecutor(max_workers=1, thread_name_prefix="icefloe-row-ids")
-
-
-def _with_row_ids_and_partitions(
-    con: duckdb.DuckDBPyConnection, spec: TableSpec, rows: pa.Table
-) -> tuple[pa.Table, list[Partition]]:
-    """The rows with their new ``_row_id`` column, and their partitions."""
-    pending = None
-    if rows.num_rows >= _ROW_IDS_BESIDE_FROM_ROWS:
-        try:
-            pending = _row_id_thread().submit(new_row_ids, rows.num_rows)
-        except RuntimeError:  # the interpreter is shutting down: no new threads
-            pending = None
-    parts = split_partitions(con, spec, rows)
-    ids = new_row_ids(rows.num_rows) if pending is None else pending.result()
-    return rows.append_column(ROW_ID_COLUMN, ids), parts
 
 
 # Below this, what a batch's parse freed is not worth giving back: the next insert's pages

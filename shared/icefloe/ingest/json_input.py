@@ -303,43 +303,34 @@ def load_ndjson_fast(
     limits: InsertLimits,
     partition_sources: frozenset[str],
     duck: JsonColumnReader,
-    lines: int | None = None,
-    json_read: Future[pa.Table | None] | None = None,
+    lines: int,
+    json_read: Future[pa.Table | None] | None,
 ) -> pa.Table | None:
     """The batch as the slow path would load it, or None when it must decide. ``lines``: what
-    :func:`object_lines` answered with ``limits`` (the file is scanned here if not given).
-    ``json_read``: :func:`read_json_columns_beside` started by the caller (started here if
-    not given); it is waited for before this returns or raises."""
-    json_columns = fast_json_columns(spec)
-    threads = size_bytes > _CONCURRENT_FROM_BYTES
-    json_future = json_read
+    :func:`object_lines` answered with ``limits`` (the scan comes before pyarrow's parse).
+    ``json_read``: :func:`read_json_columns_beside` as the caller started it (None: the JSON
+    columns, if any, are read here after the parse); it is waited for before this returns
+    or raises."""
     try:
+        json_columns = fast_json_columns(spec)
         if json_columns is None:
             return None
-        if lines is None:
-            lines = object_lines(path, limits=limits)  # the scan comes before any parser
-            if lines is None:
-                return None
         # DuckDB reads the JSON columns while pyarrow parses the rest; pyarrow only ever sees
         # lines that start with an object, and that the scan passed.
-        if json_future is None:
-            json_future = read_json_columns_beside(
-                spec, size_bytes=size_bytes, limits=limits, duck=duck
-            )
         return _parse_beside(
             path,
             spec,
             json_columns,
-            json_future,
+            json_read,
             lines=lines,
-            threads=threads,
+            threads=size_bytes > _CONCURRENT_FROM_BYTES,
             limits=limits,
             partition_sources=partition_sources,
             duck=duck,
         )
     finally:
-        if json_future is not None:
-            wait([json_future])
+        if json_read is not None:
+            wait([json_read])
 
 
 def _parse_beside(
