@@ -33,7 +33,7 @@ from icefloe.ingest.arrow_stream import STREAM_CHUNK_BYTES, refused_at, stream_c
 from icefloe.ingest.digests import StreamDigest, batch_digest, check_key
 from icefloe.ingest.generated_values import with_generated_values
 from icefloe.ingest.load import load_batch, load_batch_checking_json_beside
-from icefloe.ingest.partition_files import JsonTextUnproven, write_partition_files
+from icefloe.ingest.partition_files import _JsonTextUnproven, write_partition_files
 from icefloe.ingest.sources import (
     ArrowBatch,
     InputFormat,
@@ -483,7 +483,7 @@ class Inserter:
                         files = write_partition_files(
                             self._objects, con, spec, rows, written=written, json_check=json_check
                         )
-                    except JsonTextUnproven:
+                    except _JsonTextUnproven:
                         # Nothing was uploaded. The conversion decides, naming the rows;
                         # its time is the load's.
                         converting = time.perf_counter()

@@ -56,19 +56,19 @@ def _write_partitions(
     puts are latency bound). A file's bytes are dropped once uploaded. ``written``
     receives every key that reached the store, even if another partition failed. With a
     ``json_check`` still running, every upload waits for it, and none happens (each raises
-    ``JsonTextUnproven``) if the batch's JSON text did not pass."""
+    ``_JsonTextUnproven``) if the batch's JSON text did not pass."""
     json_columns = [c.name for c in spec.columns if c.type == "JSON"]
     membership = membership_column(spec)
 
     def put(key: str, data: bytes) -> None:
         if json_check is not None and not json_check.result():
-            raise JsonTextUnproven
+            raise _JsonTextUnproven
         objects.put(key, data)
         written.append(key)
 
     def encode(part: Partition, uploads: ThreadPoolExecutor | None) -> NewFile:
         if json_check is not None and json_check.done() and not json_check.result():
-            raise JsonTextUnproven  # no use sorting and encoding the rest
+            raise _JsonTextUnproven  # no use sorting and encoding the rest
         encoded = encode_parquet(
             with_json_columns(sorted_rows(spec, rows, part), json_columns),
             spec=spec,
@@ -110,8 +110,9 @@ def _write_partitions(
     return [f.result() for f in files]
 
 
-class JsonTextUnproven(Exception):
-    """The JSON text of a batch written while it was checked did not pass the check."""
+class _JsonTextUnproven(Exception):
+    """The JSON text of a batch written while it was checked did not pass the check (the
+    inserter catches it and converts the batch again: it never reaches a caller)."""
 
 
 # From this many rows a batch's row ids are made beside its partition split (the split's Arrow
