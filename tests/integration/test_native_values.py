@@ -133,27 +133,96 @@ def test_native_values_store_what_the_arrow_path_stores(connected_lake: Lake, ki
     assert native == connected_lake.query(sql.format(t="arrow"))
 
 
+_BYTES_REFUSED = "bytes are taken by BLOB fields only"
+
+
 @pytest.mark.parametrize(
-    ("column_type", "value", "message"),
+    ("column_type", "value", "message", "field"),
     [
-        ("VARCHAR", b"abc", "bytes are taken by BLOB columns only"),
-        ("JSON", {"inner": b"abc"}, "bytes are taken by BLOB columns only"),
-        ("DECIMAL(10, 2)", Decimal("NaN"), "NaN and infinities are refused"),
-        ("DOUBLE", np.float32("inf"), "NaN and infinities are refused"),
-        ("DOUBLE", np.float64("nan"), "NaN and infinities are refused"),
-        ("INTEGER", Decimal("1.5"), "v"),
-        ("DECIMAL(18, 4)", Decimal("12345678901234.6495"), "has 18 significant digits"),
-        ("VARCHAR", {1, 2}, "not valid JSON"),
+        ("VARCHAR", b"abc", _BYTES_REFUSED, "v"),
+        ("JSON", {"inner": b"abc"}, _BYTES_REFUSED, "v.inner"),
+        # beside a BLOB: the check is per field of the type, not per column
+        ("STRUCT(name VARCHAR, raw BLOB)", {"name": b"abc", "raw": b"x"}, _BYTES_REFUSED, "v.name"),
+        (
+            "STRUCT(raw BLOB, tags VARCHAR[])",
+            {"raw": b"", "tags": [b"a"]},
+            _BYTES_REFUSED,
+            "v.tags[]",
+        ),
+        ("STRUCT(raw BLOB)", {"raw": b"x", "extra": b"y"}, _BYTES_REFUSED, "v.extra"),
+        ("MAP(VARCHAR, BLOB)", {"k": {"deeper": b"x"}}, _BYTES_REFUSED, "v[].deeper"),
+        ("DECIMAL(10, 2)", Decimal("NaN"), "NaN and infinities are refused", "v"),
+        ("DOUBLE", np.float32("inf"), "NaN and infinities are refused", "v"),
+        ("DOUBLE", np.float64("nan"), "NaN and infinities are refused", "v"),
+        ("INTEGER", Decimal("1.5"), "v", "v"),
+        ("DECIMAL(18, 4)", Decimal("12345678901234.6495"), "has 18 significant digits", "v"),
+        ("VARCHAR", {1, 2}, "not valid JSON", "v"),
     ],
 )
 def test_a_native_value_the_column_cannot_take_is_refused_by_row_and_field(
-    connected_lake: Lake, column_type: str, value: object, message: str
+    connected_lake: Lake, column_type: str, value: object, message: str, field: str
 ) -> None:
     connected_lake.create_table("t", schema=f"n INTEGER, v {column_type}")
     with pytest.raises(BatchRejectedError, match=message) as refused:
         connected_lake.insert("t", [{"n": 0, "v": None}, {"n": 1, "v": value}])
-    assert [(p.row, p.field) for p in refused.value.problems] == [(1, "v")]
+    assert [(p.row, p.field) for p in refused.value.problems] == [(1, field)]
     assert connected_lake.snapshots("t") == []
+
+
+def test_bytes_at_every_blob_of_a_nested_type_are_stored_as_the_arrow_path_stores(
+    connected_lake: Lake,
+) -> None:
+    # Given a column with BLOBs in a struct, in a list of structs and as a map's values, and
+    # random bytes at each of them
+    column_type = (
+        "STRUCT(name VARCHAR, raw BLOB, parts STRUCT(b BLOB)[], by_key MAP(VARCHAR, BLOB))"
+    )
+    rng = random.Random(f"{SEED}:nested-bytes")
+
+    def blob() -> bytes | None:
+        return None if rng.random() < 0.1 else rng.randbytes(rng.randrange(0, 20))
+
+    values = [
+        {
+            "name": f"n{i}",
+            "raw": blob(),
+            "parts": [{"b": blob()} for _ in range(rng.randrange(3))],
+            "by_key": {f"k{j}": blob() for j in range(rng.randrange(3))},
+        }
+        for i in range(ROWS // 3)
+    ]
+    schema = f"n INTEGER NOT NULL, v {column_type}"
+    connected_lake.create_table("native", schema=schema)
+    connected_lake.create_table("arrow", schema=schema)
+
+    # When they go in as Python rows, and as a typed Arrow table
+    connected_lake.insert("native", [{"n": n, "v": v} for n, v in enumerate(values)])
+    arrow_type = pa.struct(
+        [
+            ("name", pa.string()),
+            ("raw", pa.binary()),
+            ("parts", pa.list_(pa.struct([("b", pa.binary())]))),
+            ("by_key", pa.map_(pa.string(), pa.binary())),
+        ]
+    )
+    arrow_values = [{**v, "by_key": list(v["by_key"].items())} for v in values]
+    connected_lake.insert(
+        "arrow",
+        pa.table(
+            {
+                "n": pa.array(range(len(values)), pa.int32()),
+                "v": pa.array(arrow_values, arrow_type),
+            }
+        ),
+    )
+
+    # Then both tables hold the same bytes
+    sql = "SELECT n, v FROM {t} ORDER BY n"
+    native = connected_lake.query(sql.format(t="native"))
+    assert native.num_rows == len(values)
+    assert native == connected_lake.query(sql.format(t="arrow"))
+    first = native.to_pylist()[0]["v"]
+    assert first["raw"] == values[0]["raw"]
 
 
 def test_native_values_inside_a_json_column_are_stored_as_their_json(

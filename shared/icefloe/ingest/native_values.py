@@ -12,8 +12,9 @@ column takes from JSON:
   significant digits is refused rather than rounded; Arrow input (a pandas or polars frame)
   carries decimals at full precision;
 - ``bytes`` (and ``bytearray``, ``memoryview``): a base64 string, the form a ``BLOB`` takes; only
-  in a column whose type holds a ``BLOB``, elsewhere refused, naming the field (base64 text in a
-  ``VARCHAR`` would be stored without a word);
+  at a ``BLOB`` of the column's type (the column, a struct's field, a list's or map's values),
+  elsewhere refused, naming the path (base64 text in a ``VARCHAR`` would be stored without a
+  word);
 - numpy scalars (integers, floats, booleans, ``datetime64``): as the Python value they stand
   for (a float32 by its shortest text).
 
@@ -24,19 +25,22 @@ from __future__ import annotations
 
 import base64
 import re
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import date, datetime, time
 from decimal import Decimal
 
 import orjson
 
 from icefloe.errors import RowProblem
+from icefloe.spec.type_tree import Leaf, ListOf, MapOf, Struct, TypeNode
+from icefloe.spec.types import type_tree
 
 OPTIONS = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_PASSTHROUGH_DATETIME
 # DuckDB reads a JSON number as a double: a Decimal of more digits would arrive rounded.
 EXACT_DIGITS = 15
 _BLOB = re.compile(r"\bBLOB\b", re.IGNORECASE)
 _BYTES = (bytes, bytearray, memoryview)
+_BLOB_LEAF = Leaf("BLOB")
 
 
 class Writer:
@@ -72,36 +76,65 @@ def dumps(value: object) -> bytes:
     return Writer().dumps(value)
 
 
-def blob_columns(columns: Iterable[tuple[str, str]]) -> frozenset[str]:
-    """The names of the (name, type) columns whose type holds a ``BLOB``."""
-    return frozenset(name for name, type_name in columns if _BLOB.search(type_name))
+def blob_columns(columns: Iterable[tuple[str, str]]) -> dict[str, TypeNode]:
+    """The (name, type) columns whose type holds a ``BLOB``, each with its type's tree."""
+    return {name: type_tree(type_name) for name, type_name in columns if _BLOB.search(type_name)}
 
 
 def bytes_outside_blobs(
-    rows: Sequence[Mapping[str, object]], blobs: Collection[str]
+    rows: Sequence[Mapping[str, object]], blobs: Mapping[str, TypeNode]
 ) -> RowProblem | None:
-    """The first field holding ``bytes`` in a column without a ``BLOB``, or None."""
+    """The first value holding ``bytes`` anywhere but at a ``BLOB`` leaf of its column's type
+    (a VARCHAR field beside a BLOB one in a STRUCT, a JSON column, a column without a BLOB),
+    named by its path (``col.field``, ``col[]`` for a list's or map's values), or None."""
     for index, row in enumerate(rows):
         if not isinstance(row, Mapping):
             continue
         for field, value in row.items():
-            if field not in blobs and _holds_bytes(value):
+            path = _bytes_outside(value, blobs.get(field), str(field))
+            if path is not None:
                 return RowProblem(
                     row=index,
-                    field=str(field),
-                    message="bytes are taken by BLOB columns only (send text as str)",
+                    field=path,
+                    message="bytes are taken by BLOB fields only (send text as str)",
                 )
     return None
 
 
-def _holds_bytes(value: object) -> bool:
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, _BYTES):
-            return True
-        if isinstance(item, Mapping):
-            stack.extend(item.values())
-        elif isinstance(item, list | tuple):
-            stack.extend(item)
-    return False
+def _bytes_outside(value: object, node: TypeNode | None, path: str) -> str | None:
+    """The path of the first ``bytes`` in ``value`` not at a BLOB leaf of ``node`` (None: no
+    type, as under a JSON column or a field the type lacks)."""
+    if isinstance(value, _BYTES):
+        return None if node == _BLOB_LEAF else path
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            child: TypeNode | None = None
+            if isinstance(node, Struct):
+                child = _struct_field(node, str(key))
+                where = f"{path}.{key}"
+            elif isinstance(node, MapOf):
+                child, where = node.value, f"{path}[]"
+            else:
+                where = f"{path}.{key}"
+            found = _bytes_outside(item, child, where)
+            if found is not None:
+                return found
+    elif isinstance(value, list | tuple):
+        element = node.element if isinstance(node, ListOf) else None
+        for item in value:
+            found = _bytes_outside(item, element, f"{path}[]")
+            if found is not None:
+                return found
+    return None
+
+
+def _struct_field(node: Struct, key: str) -> TypeNode | None:
+    """The type of ``key`` in ``node``: by exact name, else ignoring case (two fields of one
+    struct never differ only in case)."""
+    folded = None
+    for name, child in node.fields:
+        if name == key:
+            return child
+        if name.lower() == key.lower():
+            folded = child
+    return folded

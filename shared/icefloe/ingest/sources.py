@@ -13,7 +13,7 @@ import math
 import numbers
 import os
 import tempfile
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from decimal import Decimal
 from pathlib import Path
@@ -25,6 +25,7 @@ import pyarrow as pa
 from icefloe.errors import BatchRejectedError, InvalidArgumentError, RowProblem
 from icefloe.ingest import native_values
 from icefloe.ingest.json_shape import MAX_JSON_DEPTH_CAP
+from icefloe.spec.type_tree import TypeNode
 
 InputFormat = Literal["json", "ndjson", "csv", "parquet"]
 INPUT_FORMATS: tuple[InputFormat, ...] = ("json", "ndjson", "csv", "parquet")
@@ -265,11 +266,12 @@ def rows_batch(
     *,
     limits: InsertLimits,
     directory: Path | None = None,
-    blobs: Collection[str] = (),
+    blobs: Mapping[str, TypeNode] | None = None,
 ) -> RowsBatch:
     """Check and serialize rows (dicts) as one JSON array, in one call into orjson's C code.
     Values beyond JSON's are written as :mod:`icefloe.ingest.native_values` says; ``bytes``
-    only in the ``blobs`` columns."""
+    only at the BLOB leaves of the ``blobs`` columns' types
+    (:func:`~icefloe.ingest.native_values.blob_columns`)."""
     if not isinstance(rows, Sequence) or isinstance(rows, str | bytes):
         raise BatchRejectedError("rows must be a list of JSON objects")
     if len(rows) > limits.max_rows:
@@ -283,7 +285,7 @@ def rows_batch(
         _refuse_non_finite(rows, max_depth=limits.max_json_depth)  # names a too deep value
         raise _locate_unserializable(rows, e) from e
     if writer.wrote_bytes:
-        problem = native_values.bytes_outside_blobs(rows, blobs)
+        problem = native_values.bytes_outside_blobs(rows, blobs or {})
         if problem is not None:
             raise BatchRejectedError(f"batch refused: {problem}", problems=(problem,))
     if len(data) > limits.max_batch_bytes:
