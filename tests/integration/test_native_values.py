@@ -35,6 +35,14 @@ def _naive(rng: random.Random) -> datetime:
     return datetime(1990, 1, 1) + timedelta(microseconds=rng.randrange(2 * 10**15))
 
 
+def _decimal_of_at_most_15_digits(rng: random.Random) -> Decimal:
+    """Up to 15 significant digits (often exactly 15, the edge JSON's doubles still carry),
+    with a scale that keeps DECIMAL(18, 4)'s 14 integer digits."""
+    digits = rng.choice([15, 15, rng.randrange(1, 15)])
+    unscaled = rng.randrange(10 ** (digits - 1), 10**digits) * rng.choice([1, -1])
+    return Decimal(unscaled).scaleb(-rng.randrange(max(0, digits - 14), 5))
+
+
 # Per kind: the column's type, the Arrow type the same values take on the Arrow path, and a
 # random value (as Python holds it; the Arrow path gets ``as_arrow`` of it).
 Kind = tuple[str, pa.DataType, Callable[[random.Random], object], Callable[[object], object]]
@@ -50,7 +58,7 @@ KINDS: dict[str, Kind] = {
     "decimal": (
         "DECIMAL(18, 4)",
         pa.decimal128(18, 4),
-        lambda r: Decimal(r.randrange(-(10**14) + 1, 10**14)).scaleb(-r.randrange(5)),
+        _decimal_of_at_most_15_digits,
         _same,
     ),
     "uuid": ("UUID", pa.string(), lambda r: uuid.UUID(int=r.getrandbits(128)), str),
