@@ -12,6 +12,7 @@ from collections.abc import Sequence
 import duckdb
 import orjson
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from icefloe.duck import ident, name_literal
 from icefloe.errors import BatchRejectedError, RowProblem
@@ -48,27 +49,31 @@ def load_json(
     overflow = spec.overflow_column if spec.extra_fields == "keep" else None
     record_columns = [c for c in spec.columns if c.name != overflow]
     shape = _shape_query(batch, record_columns, overflow=overflow, limits=limits)
-    bad = "not_object OR len(unknown) > 0 OR overflow_too_big"
-    try:
-        # Counting needs no row numbers: drop the window so the scan stays parallel and streaming.
-        counts = con.execute(
-            f"SELECT count(*), count(*) FILTER (WHERE {bad})"
-            f" FROM ({_shape_query(batch, record_columns, overflow=overflow, limits=limits, numbered=False)})",
-            params,
-        ).fetchone()
-    except duckdb.InvalidInputException as e:
-        raise _locate_malformed_json(batch, e) from e
-    assert counts is not None
-    rows, bad_shape = int(counts[0]), int(counts[1])
+    shapes = None  # read whole when the table keeps unknown fields: its overflow is there
+    if overflow is not None:
+        shapes = counts = _Shapes.keeping(con, shape, batch)
+    else:
+        # Counting needs no row numbers: drop the window so the scan stays parallel and
+        # streaming.
+        unnumbered = _shape_query(
+            batch, record_columns, overflow=overflow, limits=limits, numbered=False
+        )
+        counts = _Shapes.counted(con, unnumbered, batch)
+    rows, bad_shape = counts.rows, counts.bad
     check_row_count(rows, limits)
     comma = _trailing_comma(batch)
     if comma is not None:
         raise comma
     if bad_shape:
-        found = con.execute(
-            f"SELECT i, not_object, unknown FROM ({shape}) WHERE {bad} ORDER BY i LIMIT {MAX_PROBLEMS}",
-            params,
-        ).fetchall()
+        found = (
+            shapes.first_bad(MAX_PROBLEMS)
+            if shapes is not None
+            else con.execute(
+                f"SELECT i, not_object, unknown FROM ({shape}) WHERE bad ORDER BY i"
+                f" LIMIT {MAX_PROBLEMS}",
+                params,
+            ).fetchall()
+        )
         raise refuse(
             [_shape_problem(int(i), no, unknown, overflow, limits) for i, no, unknown in found],
             total=bad_shape,
@@ -93,11 +98,60 @@ def load_json(
         table = convert(con, sqls, source, params, limits)
     except NotUtf8Error as e:
         raise _locate_malformed_json(batch, ValueError("bytes that are not UTF-8")) from e
-    if overflow is None:
+    if shapes is None:
         return table
-    extras = con.execute(f"SELECT overflow FROM ({shape}) ORDER BY i", params).to_arrow_table()
     position = spec.column_names.index(overflow)
-    return table.add_column(position, overflow, extras.column("overflow"))
+    return table.add_column(position, overflow, shapes.overflow)
+
+
+class _Shapes:
+    """The records' shapes: how many there are and how many are bad, and, for a table keeping
+    unknown fields, each record's shape (read once: the overflow column comes from it, and
+    its expression, bound once, is most of a small batch's cost when a struct is wide)."""
+
+    def __init__(self, rows: int, bad: int, table: pa.Table | None = None) -> None:
+        self.rows = rows
+        self.bad = bad
+        self._table = table
+
+    @classmethod
+    def counted(cls, con: duckdb.DuckDBPyConnection, shape: str, batch: StagedBatch) -> _Shapes:
+        try:
+            counts = con.execute(
+                f"SELECT count(*), count(*) FILTER (WHERE bad) FROM ({shape})",
+                {"path": str(batch.path)},
+            ).fetchone()
+        except duckdb.InvalidInputException as e:
+            raise _locate_malformed_json(batch, e) from e
+        assert counts is not None
+        return cls(int(counts[0]), int(counts[1]))
+
+    @classmethod
+    def keeping(cls, con: duckdb.DuckDBPyConnection, shape: str, batch: StagedBatch) -> _Shapes:
+        try:
+            table = con.execute(
+                f"SELECT bad, not_object, unknown, overflow FROM ({shape}) ORDER BY i",
+                {"path": str(batch.path)},
+            ).to_arrow_table()
+        except duckdb.InvalidInputException as e:
+            raise _locate_malformed_json(batch, e) from e
+        bad = int(pc.sum(table.column("bad"), min_count=0).as_py() or 0)
+        return cls(table.num_rows, bad, table)
+
+    @property
+    def overflow(self) -> pa.ChunkedArray:
+        assert self._table is not None
+        return self._table.column("overflow")
+
+    def first_bad(self, limit: int) -> list[tuple[int, bool, list[str] | None]]:
+        """(row, not an object, unknown keys) of the first ``limit`` bad records."""
+        assert self._table is not None
+        rows = pc.indices_nonzero(self._table.column("bad").combine_chunks())[:limit]
+        taken = self._table.select(["not_object", "unknown"]).take(rows).to_pylist()
+        return [
+            (int(row), bool(shape["not_object"]), shape["unknown"])
+            for row, shape in zip(rows.to_pylist(), taken, strict=True)
+        ]
 
 
 def _shape_query(
@@ -108,13 +162,15 @@ def _shape_query(
     limits: InsertLimits,
     numbered: bool = True,
 ) -> str:
-    """Per record: is it an object, which of its keys are unknown, and (when the table keeps
-    unknown fields) the object of those fields."""
+    """Per record: its row number ``i``; ``not_object``; ``unknown``, which of its keys are
+    unknown; (when the table keeps unknown fields) ``overflow``, the object of those fields;
+    and ``bad``, whether any of these refuses it."""
     known = "[" + ", ".join(name_literal(c.name) for c in columns) + "]"
     whole = _json_reader(batch, columns="'j': 'JSON'", limits=limits, records=False)
     extra_keys = f"list_filter(json_keys(j), k -> NOT list_contains({known}, k))"
+    keys: list[str] = []
     if overflow is None:
-        unknown, kept = extra_keys, "NULL"
+        unknown, pairs = extra_keys, "[]"
     else:
         # Unknown fields are kept; only a field named like the overflow column is refused.
         unknown = f"list_filter(json_keys(j), k -> k = {name_literal(overflow)})"
@@ -123,18 +179,36 @@ def _shape_query(
             " value := json_extract(j, '$.\"' || replace(k, '\"', '\\\"') || '\"')))"
         )
         # With the unknown keys of the nested columns' structs, each column's at its path.
-        nested = [kept_unknown_entries(c, "j") for c in columns if is_nested_column(c)]
-        entries = [pairs, *(e for e in nested if e is not None)]
+        entries = [pairs]
+        for c in columns:
+            kept = (
+                kept_unknown_entries(c, "j", f"keys_{len(keys)}") if is_nested_column(c) else None
+            )
+            if kept is not None:
+                entries.append(kept.entry)
+                keys.append(f"{kept.keys} AS keys_{len(keys)}")
         pairs = f"flatten([{', '.join(entries)}])" if len(entries) > 1 else pairs
-        kept = f"CASE WHEN len({pairs}) > 0 THEN to_json(map_from_entries({pairs})) END"
+    # Each step in a subquery of its own, so that what the next reads twice is computed once.
     return f"""
-        SELECT {"row_number() OVER () - 1" if numbered else "0"} AS i,
-               coalesce(json_type(j) <> 'OBJECT', true) AS not_object,  -- a null record too
-               CASE WHEN json_type(j) = 'OBJECT' THEN {unknown} END AS unknown,
-               CASE WHEN json_type(j) = 'OBJECT' THEN {kept} END AS overflow,
-               coalesce(strlen(CAST(overflow AS VARCHAR)) > {limits.max_value_bytes}, false)
-                   AS overflow_too_big
-        FROM {whole}
+        SELECT *, not_object OR coalesce(len(unknown) > 0, false) OR overflow_too_big AS bad
+        FROM (
+            SELECT i, not_object, unknown, overflow,
+                   coalesce(strlen(CAST(overflow AS VARCHAR)) > {limits.max_value_bytes}, false)
+                       AS overflow_too_big
+            FROM (
+                SELECT i, not_object, unknown,
+                       CASE WHEN len(pairs) > 0 THEN to_json(map_from_entries(pairs)) END
+                           AS overflow
+                FROM (
+                    SELECT {"row_number() OVER () - 1" if numbered else "0"} AS i,
+                           -- a null record too
+                           coalesce(json_type(j) <> 'OBJECT', true) AS not_object,
+                           CASE WHEN json_type(j) = 'OBJECT' THEN {unknown} END AS unknown,
+                           CASE WHEN json_type(j) = 'OBJECT' THEN {pairs} END AS pairs
+                    FROM (SELECT {", ".join(["j", *keys])} FROM {whole})
+                )
+            )
+        )
     """
 
 

@@ -265,26 +265,41 @@ class _Typed:
         )
 
 
-def kept_unknown_entries(col: Column, record: str) -> str | None:
-    """For a table keeping unknown fields: SQL of the overflow entry of the nested column
-    ``col`` in the JSON record ``record``: a list of at most one ``(key, value)``, the column's
-    name and an object holding, at their paths, the keys its structs met once per row do not
-    declare (``{"campaign": {"term": ...}}``); empty when there are none. None when the
-    column has no such struct."""
+@dataclass(frozen=True, slots=True)
+class KeptUnknownSQL:
+    """For a table keeping unknown fields, the SQL of one nested column's overflow entry, in
+    two steps: ``keys`` (the keys of the column's structs met once per row, one ``json_keys``
+    call, selected in a subquery) and ``entry``, reading that subquery's column by name: a list
+    of at most one ``(key, value)``, the column's name and an object holding, at their paths,
+    the keys those structs do not declare (``{"campaign": {"term": ...}}``); empty when there
+    are none. Each struct's keys are read from the one list rather than by a call of their
+    own: the expression is bound once per batch, and its size, not the rows, set the cost of
+    a small batch of a wide struct."""
+
+    keys: str
+    entry: str
+
+
+def kept_unknown_entries(col: Column, record: str, keys: str) -> KeptUnknownSQL | None:
+    """:class:`KeptUnknownSQL` of the nested column ``col`` in the JSON record ``record``,
+    with ``keys`` the name its keys' column gets; None when the column has no struct met once
+    per row."""
     tree = type_tree(col.type)
     if not isinstance(tree, Struct):
         return None
     structs = list(_once_per_row_structs(tree, f'$."{col.name}"'))
-    # Most rows have no unknown key: one parse finds those that do; only they build objects.
-    # (The repeated json_keys call is computed once: measured as fast as a subquery's column.)
-    keys = f"json_keys({record}, [{', '.join(_lit(path) for path, _ in structs)}])"
+    at = {path: f"list_extract({keys}, {n})" for n, (path, _) in enumerate(structs, start=1)}
+    # Most rows have no unknown key: one test finds those that do; only they build objects.
     any_unknown = " OR ".join(
-        f"coalesce(list_bool_or(list_transform(list_extract({keys}, {n}),"
+        f"coalesce(list_bool_or(list_transform({at[path]},"
         f" lambda x: x NOT IN ({_names(node)}))), false)"
-        for n, (_, node) in enumerate(structs, start=1)
+        for path, node in structs
     )
-    entry = _entry(col.name, _kept_object(tree, f'$."{col.name}"', record))
-    return f"CASE WHEN {any_unknown} THEN {entry} ELSE [] END"
+    entry = _entry(col.name, _kept_object(tree, f'$."{col.name}"', record, at))
+    return KeptUnknownSQL(
+        keys=f"json_keys({record}, [{', '.join(_lit(path) for path, _ in structs)}])",
+        entry=f"CASE WHEN {any_unknown} THEN {entry} ELSE [] END",
+    )
 
 
 def _once_per_row_structs(node: Struct, path: str) -> Iterator[tuple[str, Struct]]:
@@ -304,13 +319,13 @@ def _entry(key: str, value: str) -> str:
     )
 
 
-def _kept_object(node: Struct, path: str, record: str) -> str:
+def _kept_object(node: Struct, path: str, record: str, keys_at: dict[str, str]) -> str:
     """SQL of the JSON object of the unknown keys at ``path`` and below (through structs
-    only), NULL when there are none."""
+    only), NULL when there are none; ``keys_at``: each struct path's keys, as SQL."""
     k = "k"
     # Each key once: one given twice is the conversion's to refuse, naming it.
     unknown = (
-        f"list_filter(list_distinct(coalesce(json_keys({record}, {_lit(path)}), [])),"
+        f"list_filter(list_distinct(coalesce({keys_at[path]}, [])),"
         f" lambda {k}: NOT list_contains({_known(node)}, {k}))"
     )
     escaped = f"replace(replace({k}, '\\', '\\\\'), '\"', '\\\"')"
@@ -319,7 +334,7 @@ def _kept_object(node: Struct, path: str, record: str) -> str:
         f" value := json_extract({record}, {_lit(path + '.')} || '\"' || {escaped} || '\"')))"
     )
     inner = [
-        _entry(name, _kept_object(child, f'{path}."{name}"', record))
+        _entry(name, _kept_object(child, f'{path}."{name}"', record, keys_at))
         for name, child in node.fields
         if isinstance(child, Struct)
     ]

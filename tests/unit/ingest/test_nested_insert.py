@@ -336,6 +336,45 @@ def test_a_table_keeping_unknown_fields_keeps_them_at_their_path(
     )
 
 
+@pytest.mark.parametrize("fmt", ["ndjson", "json"])
+def test_a_table_keeping_unknown_fields_names_every_bad_record_by_row(
+    con: duckdb.DuckDBPyConnection, fmt: str
+) -> None:
+    # Given a table keeping unknown fields, and a batch of good records among a non-object, a
+    # record using the overflow column's name, and one whose unknown fields are too big
+    spec = TableSpec.create(
+        name="t",
+        schema="id INTEGER, context STRUCT(ip VARCHAR), extra JSON",
+        extra_fields="keep",
+        overflow_column="extra",
+    )
+    big = "x" * 60
+    lines = [
+        b'{"id": 0, "context": {"ip": "a", "more": 1}}',
+        b"[1, 2]",
+        b'{"id": 2, "extra": {"a": 1}}',
+        b'{"id": 3, "other": 1}',
+        b'{"id": 4, "context": {"note": "' + big.encode() + b'"}}',
+        b'{"id": 5, "wide": "' + big.encode() + b'"}',
+    ]
+    data = b"\n".join(lines) if fmt == "ndjson" else b"[" + b",\n".join(lines) + b"]"
+    staged = stage_bytes(data, fmt=fmt, limits=LIMITS)
+
+    # When it is loaded
+    with pytest.raises(BatchRejectedError) as caught:
+        load_batch(con, spec, staged, limits=LIMITS)
+    staged.discard()
+
+    # Then each bad record is named by its row, in order, and the good ones are not
+    assert [(p.row, p.field, p.message) for p in caught.value.problems] == [
+        (1, None, "not a JSON object"),
+        (2, "extra", "reserved for the fields the table does not know"),
+        (4, "extra", "unknown fields are over the limit of 40 bytes"),
+        (5, "extra", "unknown fields are over the limit of 40 bytes"),
+    ]
+    assert caught.value.total == 4
+
+
 def test_decimal_and_uuid_leaves(con: duckdb.DuckDBPyConnection) -> None:
     spec = TableSpec.create(name="t", schema="s STRUCT(d DECIMAL(10,2), u UUID)[]")
     rows: list[dict[str, object]] = [
