@@ -116,25 +116,14 @@ class _Shapes:
 
     @classmethod
     def counted(cls, con: duckdb.DuckDBPyConnection, shape: str, batch: StagedBatch) -> _Shapes:
-        try:
-            counts = con.execute(
-                f"SELECT count(*), count(*) FILTER (WHERE bad) FROM ({shape})",
-                {"path": str(batch.path)},
-            ).fetchone()
-        except duckdb.InvalidInputException as e:
-            raise _locate_malformed_json(batch, e) from e
-        assert counts is not None
-        return cls(int(counts[0]), int(counts[1]))
+        sql = f"SELECT count(*) AS rows, count(*) FILTER (WHERE bad) AS bad FROM ({shape})"
+        counts = _read_records(con, sql, batch).to_pylist()[0]
+        return cls(int(counts["rows"]), int(counts["bad"]))
 
     @classmethod
     def keeping(cls, con: duckdb.DuckDBPyConnection, shape: str, batch: StagedBatch) -> _Shapes:
-        try:
-            table = con.execute(
-                f"SELECT bad, not_object, unknown, overflow FROM ({shape}) ORDER BY i",
-                {"path": str(batch.path)},
-            ).to_arrow_table()
-        except duckdb.InvalidInputException as e:
-            raise _locate_malformed_json(batch, e) from e
+        sql = f"SELECT bad, not_object, unknown, overflow FROM ({shape}) ORDER BY i"
+        table = _read_records(con, sql, batch)
         bad = int(pc.sum(table.column("bad"), min_count=0).as_py() or 0)
         return cls(table.num_rows, bad, table)
 
@@ -152,6 +141,15 @@ class _Shapes:
             (int(row), bool(shape["not_object"]), shape["unknown"])
             for row, shape in zip(rows.to_pylist(), taken, strict=True)
         ]
+
+
+def _read_records(con: duckdb.DuckDBPyConnection, sql: str, batch: StagedBatch) -> pa.Table:
+    """``sql`` over the batch's records; a file DuckDB cannot read is searched for the record
+    at fault."""
+    try:
+        return con.execute(sql, {"path": str(batch.path)}).to_arrow_table()
+    except duckdb.InvalidInputException as e:
+        raise _locate_malformed_json(batch, e) from e
 
 
 def _shape_query(
