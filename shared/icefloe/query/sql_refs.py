@@ -76,38 +76,43 @@ def analyze(sql: str, *, con: duckdb.DuckDBPyConnection | None = None) -> SqlRef
         raise InvalidInputError(
             f"query refused: {tree.get('error_message', 'cannot parse the SQL')}"
         )
-    node = tree["statements"][0]["node"]
-    ctes = frozenset(_cte_names(node))
-    bases = list(_base_tables(node))
+    objects = walk(tree["statements"][0]["node"])
+    ctes = frozenset(_cte_names(objects))
+    bases = list(_base_tables(objects))
     return SqlRefs(
         tables=frozenset(t.name for t in bases if not t.qualified) - ctes,
         ctes=ctes,
         qualified_tables=frozenset(t for t in bases if t.qualified),
-        table_functions=frozenset(_table_functions(node)),
-        functions=frozenset(_functions(node)),
-        source_kinds=frozenset(_source_kinds(node)),
+        table_functions=frozenset(_table_functions(objects)),
+        functions=frozenset(_functions(objects)),
+        source_kinds=frozenset(_source_kinds(objects)),
     )
 
 
-def walk(value: Any) -> Iterator[dict[str, Any]]:
-    """Every object in a serialized tree (a parse tree or a plan), depth first."""
-    if isinstance(value, dict):
-        yield value
-        for child in value.values():
-            yield from walk(child)
-    elif isinstance(value, list):
-        for child in value:
-            yield from walk(child)
+def walk(value: Any) -> list[dict[str, Any]]:
+    """Every object in a serialized tree (a parse tree or a plan), depth first. A list, made
+    once and read by each question: a long query's tree holds tens of thousands of objects,
+    and a recursive generator passes each one up through every level above it."""
+    found: list[dict[str, Any]] = []
+    stack: list[Any] = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            found.append(item)
+            stack.extend(reversed(item.values()))
+        elif isinstance(item, list):
+            stack.extend(reversed(item))
+    return found
 
 
-def _cte_names(node: Any) -> Iterator[str]:
-    for value in walk(node):
+def _cte_names(objects: list[dict[str, Any]]) -> Iterator[str]:
+    for value in objects:
         for entry in (value.get("cte_map") or {}).get("map", []):
             yield str(entry["key"])
 
 
-def _base_tables(node: Any) -> Iterator[TableName]:
-    for value in walk(node):
+def _base_tables(objects: list[dict[str, Any]]) -> Iterator[TableName]:
+    for value in objects:
         if value.get("type") == "BASE_TABLE" and "table_name" in value:
             yield TableName(
                 str(value["table_name"]),
@@ -116,21 +121,21 @@ def _base_tables(node: Any) -> Iterator[TableName]:
             )
 
 
-def _table_functions(node: Any) -> Iterator[str]:
-    for value in walk(node):
+def _table_functions(objects: list[dict[str, Any]]) -> Iterator[str]:
+    for value in objects:
         if value.get("type") == "TABLE_FUNCTION":
             function = value.get("function") or {}
             yield str(function.get("function_name", "")).lower()
 
 
-def _functions(node: Any) -> Iterator[str]:
-    for value in walk(node):
+def _functions(objects: list[dict[str, Any]]) -> Iterator[str]:
+    for value in objects:
         if value.get("class") == "FUNCTION" and "function_name" in value:
             yield str(value["function_name"]).lower()
 
 
-def _source_kinds(node: Any) -> Iterator[str]:
-    for value in walk(node):
+def _source_kinds(objects: list[dict[str, Any]]) -> Iterator[str]:
+    for value in objects:
         kind = value.get("type")
         if isinstance(kind, str) and kind in _SOURCE_KINDS and "alias" in value:
             yield kind
