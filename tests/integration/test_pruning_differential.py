@@ -53,6 +53,7 @@ SHARD, SHARDS = _shard(os.environ.get("ICEFLOE_FUZZ_SHARD", "0/1"))
 PROGRESS = os.environ.get("ICEFLOE_FUZZ_PROGRESS") == "1"
 
 
+@pytest.mark.timeout(900)  # 3,000 queries: about 3 minutes, longer beside another process
 @pytest.mark.parametrize("schema", ["created", "evolved"])
 def test_pruned_answers_equal_unpruned_answers(
     meta: MetaStore, tmp_path: Path, schema: str
