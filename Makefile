@@ -80,7 +80,7 @@ build-IcebergLayer:
 TEST_WORKERS ?= 2
 
 test: lint validate
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup
+	$(PY) -m pytest -n $(TEST_WORKERS)
 
 test-unit: venv
 	$(PY) -m pytest tests/unit

@@ -3,6 +3,7 @@ a fresh schema per test."""
 
 from __future__ import annotations
 
+import ast
 import os
 import shutil
 import tempfile
@@ -57,15 +58,49 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 _SERVER = pytest.StashKey[tuple[Any, Path]]()
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Every test that may start a local Spark session (the ``spark`` fixture, Spark or
-    compaction in its name or path) runs in one xdist worker, so a run starts one session
-    (7 to 16 s, and a JVM's memory); before xdist reads the groups (``--dist loadgroup``)."""
-    for item in items:
-        name = item.nodeid.lower()
-        if "spark" in getattr(item, "fixturenames", ()) or "spark" in name or "compact" in name:
-            item.add_marker(pytest.mark.xdist_group("spark"))
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """xdist's scheduler, with the tests that may start a local Spark session in one worker
+    (so a run starts one session: 7 to 16 s, and a JVM's memory) and the package tests in one
+    (so ``sam build``, over a minute, runs once); every other test is a unit of its own.
+    (``--dist loadgroup`` cannot do this under pytest 9.2: xdist 3.8 renames a grouped test
+    through an attribute pytest no longer reads.)"""
+    from xdist.scheduler import LoadScopeScheduling
+
+    spark = _spark_tests(config.rootpath / "tests")
+
+    class TogetherWhereShared(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            lowered = nodeid.lower()
+            if lowered.startswith("tests/package/"):
+                return "package"
+            function = nodeid.split("[", 1)[0]
+            module = function.split("::", 1)[0]
+            if "spark" in lowered or "compact" in lowered or {function, module} & spark:
+                return "spark"
+            return nodeid
+
+    return TogetherWhereShared(config, log)
+
+
+def _spark_tests(root: Path) -> set[str]:
+    """The tests (``path::name``) that take the ``spark`` fixture, by parameter or through
+    ``getfixturevalue``; a whole module (``path``) when one of its fixtures takes it."""
+    found: set[str] = set()
+    for path in root.rglob("test_*.py"):
+        source = path.read_text()
+        if "spark" not in source:
+            continue
+        module = path.relative_to(root.parent).as_posix()
+        for node in ast.walk(ast.parse(source)):
+            if not isinstance(node, ast.FunctionDef):
+                continue
+            takes = any(a.arg == "spark" for a in node.args.args + node.args.kwonlyargs)
+            if not takes and 'getfixturevalue("spark")' not in (
+                ast.get_source_segment(source, node) or ""
+            ):
+                continue
+            found.add(f"{module}::{node.name}" if node.name.startswith("test") else module)
+    return found
 
 
 @pytest.fixture(scope="session")
