@@ -21,6 +21,7 @@ from icefloe.metastore.store import MetaStore
 from icefloe.spec import TableSpec
 
 _DATABASE_URL = "ICEFLOE_TEST_DATABASE_URL"
+_SERVER = pytest.StashKey[tuple[Any, Path]]()
 
 
 def _embedded_postgres(data: Path) -> Any:
@@ -55,51 +56,70 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     shutil.rmtree(data, ignore_errors=True)
 
 
-_SERVER = pytest.StashKey[tuple[Any, Path]]()
-
-
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """xdist's scheduler, with the tests that may start a local Spark session in one worker
-    (so a run starts one session: 7 to 16 s, and a JVM's memory) and the package tests in one
-    (so ``sam build``, over a minute, runs once); every other test is a unit of its own.
-    (``--dist loadgroup`` cannot do this under pytest 9.2: xdist 3.8 renames a grouped test
-    through an attribute pytest no longer reads.)"""
+    """xdist's scheduler, each test a unit of its own but those :func:`_shared_scope` keeps
+    together. (``--dist loadgroup`` cannot do this under pytest 9.2: xdist 3.8 renames a
+    grouped test through an attribute pytest no longer reads.)"""
     from xdist.scheduler import LoadScopeScheduling
 
     spark = _spark_tests(config.rootpath / "tests")
 
     class TogetherWhereShared(LoadScopeScheduling):  # type: ignore[misc]
         def _split_scope(self, nodeid: str) -> str:
-            lowered = nodeid.lower()
-            if lowered.startswith("tests/package/"):
-                return "package"
-            function = nodeid.split("[", 1)[0]
-            module = function.split("::", 1)[0]
-            if "spark" in lowered or "compact" in lowered or {function, module} & spark:
-                return "spark"
-            return nodeid
+            return _shared_scope(nodeid, spark) or nodeid
 
     return TogetherWhereShared(config, log)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Every test that requests the ``spark`` fixture must be one the scheduler keeps in the
+    Spark worker: the scheduler sees node ids only, and finds those tests by reading the test
+    files, which a new way of reaching the fixture could get past."""
+    requesting = [i for i in items if "spark" in getattr(i, "fixturenames", ())]
+    if not requesting:
+        return
+    spark = _spark_tests(config.rootpath / "tests")
+    missed = [i.nodeid for i in requesting if _shared_scope(i.nodeid, spark) != "spark"]
+    if missed:
+        raise pytest.UsageError(
+            "tests requesting the spark fixture that the scheduler would not keep in the"
+            " Spark worker (see _spark_tests in tests/conftest.py): " + ", ".join(missed[:5])
+        )
+
+
+def _shared_scope(nodeid: str, spark: set[str]) -> str | None:
+    """The unit a test shares with others, or None: ``spark`` for every test that may start
+    a local Spark session (one worker starts one: 7 to 16 s, and a JVM's memory), ``package``
+    for the package tests (``sam build``, over a minute, runs once)."""
+    lowered = nodeid.lower()
+    if lowered.startswith("tests/package/"):
+        return "package"
+    function = nodeid.split("[", 1)[0]
+    module = function.split("::", 1)[0]
+    if "spark" in lowered or "compact" in lowered or {function, module} & spark:
+        return "spark"
+    return None
 
 
 def _spark_tests(root: Path) -> set[str]:
     """The tests (``path::name``) that take the ``spark`` fixture, by parameter or through
     ``getfixturevalue``; a whole module (``path``) when one of its fixtures takes it."""
+    asked = 'getfixturevalue("spark")'
     found: set[str] = set()
     for path in root.rglob("test_*.py"):
         source = path.read_text()
         if "spark" not in source:
             continue
+        lines = source.splitlines()
         module = path.relative_to(root.parent).as_posix()
         for node in ast.walk(ast.parse(source)):
             if not isinstance(node, ast.FunctionDef):
                 continue
             takes = any(a.arg == "spark" for a in node.args.args + node.args.kwonlyargs)
-            if not takes and 'getfixturevalue("spark")' not in (
-                ast.get_source_segment(source, node) or ""
-            ):
-                continue
-            found.add(f"{module}::{node.name}" if node.name.startswith("test") else module)
+            if not takes and asked in source:
+                takes = any(asked in line for line in lines[node.lineno - 1 : node.end_lineno])
+            if takes:
+                found.add(f"{module}::{node.name}" if node.name.startswith("test") else module)
     return found
 
 

@@ -158,6 +158,8 @@ _BYTES_REFUSED = "bytes are taken by BLOB fields only"
             "v.tags[]",
         ),
         ("STRUCT(raw BLOB)", {"raw": b"x", "extra": b"y"}, _BYTES_REFUSED, "v.extra"),
+        # keys match fields with their case, as the conversion matches them
+        ("STRUCT(raw BLOB)", {"Raw": b"x"}, _BYTES_REFUSED, "v.Raw"),
         ("MAP(VARCHAR, BLOB)", {"k": {"deeper": b"x"}}, _BYTES_REFUSED, "v[].deeper"),
         ("DECIMAL(10, 2)", Decimal("NaN"), "NaN and infinities are refused", "v"),
         ("DOUBLE", np.float32("inf"), "NaN and infinities are refused", "v"),

@@ -129,12 +129,6 @@ def _bytes_outside(value: object, node: TypeNode | None, path: str) -> str | Non
 
 
 def _struct_field(node: Struct, key: str) -> TypeNode | None:
-    """The type of ``key`` in ``node``: by exact name, else ignoring case (two fields of one
-    struct never differ only in case)."""
-    folded = None
-    for name, child in node.fields:
-        if name == key:
-            return child
-        if name.lower() == key.lower():
-            folded = child
-    return folded
+    """The type of ``key`` in ``node``, by exact name: the conversion matches keys to fields
+    with their case, so ``"Raw"`` is no ``raw`` (it is an unknown key, kept or refused)."""
+    return next((child for name, child in node.fields if name == key), None)

@@ -86,14 +86,15 @@ def _check_one(
             f" (generated columns are not among them) as {column.type}: {first}"
         ) from e
     names = {c.name.lower() for c in spec.columns if not c.generated} | {spec.name.lower()}
+    objects = walk(tree)
     names |= {
         str(ref["column_names"][0]).lower()
-        for node in walk(tree)
+        for node in objects
         if node.get("class") == "LAMBDA"
         for ref in walk(node.get("lhs"))
         if ref.get("class") == "COLUMN_REF"
     }
-    for node in walk(tree):
+    for node in objects:
         kind = node.get("class")
         if kind == "COLUMN_REF" and str(node["column_names"][0]).lower() not in names:
             # a name DuckDB binds to a function when no column has it: current_date,
