@@ -32,9 +32,12 @@ class ColumnSQL:
     value: str
     present: str
     error: str
-    # (alias, expression over the raw input) computed in a layer below ``value`` and carried
-    # up to ``error`` (a nested column parses its JSON there once).
-    prepared: tuple[tuple[str, str], ...] = ()
+    # Layers of (alias, expression) computed below ``value``, in order, each over the raw
+    # input and the aliases of the layers before it, every alias carried up to ``error``: a
+    # nested column parses its JSON in the first, takes each node met once per row out of
+    # the parsed tree in the second and types each such leaf in the third, so that ``value``
+    # and ``error`` read them by name.
+    layers: tuple[tuple[tuple[str, str], ...], ...] = ()
     # An expression over the raw input naming each bad part of a value (a nested column's
     # paths), run only over the rows whose ``error`` is ``nested``.
     diagnosis: str | None = None

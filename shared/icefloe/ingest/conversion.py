@@ -176,16 +176,26 @@ def _failing_rows_query(sqls: Sequence[ColumnSQL], source: str) -> str:
 
 def _typed_values(sqls: Sequence[ColumnSQL], source: str) -> str:
     """Each column's typed value and presence flag, computed once for the error codes; the
-    columns' prepared expressions (a nested column's parse) in a layer below, carried up."""
+    columns' layers (a nested column's parse, its nodes, its leaves' values) below, each a
+    subquery of its own, every alias carried up."""
     inner = ", ".join(
         f"{s.value} AS {ident(s.column.name)}, {s.present} AS {s.present_alias}" for s in sqls
     )
-    prepared = [(alias, expression) for s in sqls for alias, expression in s.prepared]
-    if not prepared:
+    layers: list[list[tuple[str, str]]] = []
+    for s in sqls:
+        for depth, own in enumerate(s.layers):
+            if depth == len(layers):
+                layers.append([])
+            layers[depth].extend(own)
+    layers = [layer for layer in layers if layer]
+    if not layers:
         return f"SELECT {inner} FROM {source}"
-    below = ", ".join(f"{expression} AS {alias}" for alias, expression in prepared)
-    carried = ", ".join(alias for alias, _ in prepared)
-    return f"SELECT {inner}, {carried} FROM (SELECT *, {below} FROM {source})"
+    below = source
+    for layer in layers:
+        computed = ", ".join(f"{expression} AS {alias}" for alias, expression in layer)
+        below = f"(SELECT *, {computed} FROM {below})"
+    carried = ", ".join(alias for layer in layers for alias, _ in layer)
+    return f"SELECT {inner}, {carried} FROM {below}"
 
 
 class NotUtf8Error(BatchRejectedError):

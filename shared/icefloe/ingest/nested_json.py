@@ -79,20 +79,18 @@ def nested_json_column(
                 f"coalesce(list_bool_or(list_transform({node_keys},"
                 f" lambda k: {_keys_bad(node, 'k', kept=False)})), false)"
             )
-    typed = _Typed(max_value_bytes)
-    value = typed.value(tree, parsed, depth=0)
-    leaves_bad = typed.bad(tree, parsed, ident(col.name), depth=0)
+    nodes = _OncePerRow(col.name, tree, parsed, _Typed(max_value_bytes))
     missing = "NULL" if col.nullable else "'missing'"
     error = (
         f"CASE WHEN NOT {present_ident(col.name)} THEN {missing}"
-        f" WHEN {' OR '.join([*shape_bad, leaves_bad])} THEN 'nested' END"
+        f" WHEN {' OR '.join([*shape_bad, nodes.bad()])} THEN 'nested' END"
     )
     return ColumnSQL(
         column=col,
-        value=value,
+        value=nodes.value(),
         present=f"coalesce(list_extract({types}, 1) <> 'NULL', false)",
         error=error,
-        prepared=tuple(prepared),
+        layers=(tuple(prepared), tuple(nodes.parsed_layer), tuple(nodes.typed_layer)),
         diagnosis=diagnosis_sql(
             tree,
             r,
@@ -263,6 +261,63 @@ class _Typed:
             f" WHEN NOT {fit} THEN true"
             f" ELSE coalesce(list_bool_or(list_transform({values}, lambda {e}, {i}: {inner})), false) END"
         )
+
+
+class _OncePerRow:
+    """The nodes of a nested column met once per row (the root, and what structs hold), each
+    a column of its own: ``parsed_layer`` takes each out of the parsed tree once, and
+    ``typed_layer`` types each that is not a struct (a leaf, or a list or map, typed with
+    its elements). :meth:`value` packs the typed ones into the column's structs, and
+    :meth:`bad` tests each by name: a wide struct's value and checks then repeat no chain of
+    ``struct_extract``, which DuckDB would bind, deduplicate and evaluate once per use."""
+
+    def __init__(self, name: str, tree: TypeNode, parsed: str, typed: _Typed) -> None:
+        self._tree = tree
+        self._typed = typed
+        self._parsed: dict[tuple[str, ...], str] = {(): parsed}
+        self._values: dict[tuple[str, ...], str] = {}
+        self.parsed_layer: list[tuple[str, str]] = []
+        self.typed_layer: list[tuple[str, str]] = []
+        self._add(name, tree, (), parsed)
+
+    def _add(self, name: str, node: TypeNode, path: tuple[str, ...], expression: str) -> None:
+        """``node`` at ``path``, taken out of the parsed tree by ``expression``."""
+        if path:
+            alias = _alias(name, f"p{len(self.parsed_layer)}")
+            self.parsed_layer.append((alias, expression))
+            self._parsed[path] = alias
+        if isinstance(node, Struct):
+            for field, child in node.fields:
+                child_expression = f"struct_extract({expression}, {_lit(field)})"
+                self._add(name, child, (*path, field), child_expression)
+            return
+        alias = _alias(name, f"v{len(self.typed_layer)}")
+        self.typed_layer.append((alias, self._typed.value(node, self._parsed[path], depth=0)))
+        self._values[path] = alias
+
+    def value(self) -> str:
+        """The column's typed value, over the layers' columns."""
+        return self._value(self._tree, ())
+
+    def _value(self, node: TypeNode, path: tuple[str, ...]) -> str:
+        if not isinstance(node, Struct):
+            return self._values[path]
+        fields = ", ".join(
+            f"{ident(name)} := {self._value(child, (*path, name))}" for name, child in node.fields
+        )
+        return f"CASE WHEN {self._parsed[path]} IS NOT NULL THEN struct_pack({fields}) END"
+
+    def bad(self) -> str:
+        """SQL true when a part of the value met once per row is present but typed to NULL
+        or fails a check (see :meth:`_Typed.bad`)."""
+        return "(" + " OR ".join(self._bad(self._tree, ())) + ")"
+
+    def _bad(self, node: TypeNode, path: tuple[str, ...]) -> Iterator[str]:
+        if not isinstance(node, Struct):
+            yield self._typed.bad(node, self._parsed[path], self._values[path], depth=0)
+            return
+        for name, child in node.fields:
+            yield from self._bad(child, (*path, name))
 
 
 @dataclass(frozen=True, slots=True)

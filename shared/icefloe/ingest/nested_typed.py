@@ -98,7 +98,7 @@ def typed_nested_column(col: Column, source_type: str, *, max_value_bytes: int) 
         value=convert.value(tree, source, r, depth=0),
         present=f"({r} IS NOT NULL)",
         error=f"CASE WHEN NOT {present_ident(col.name)} THEN {missing} WHEN {bad} THEN 'nested' END",
-        prepared=((raw, r),),
+        layers=(((raw, r),),),
         diagnosis=convert.diagnosis(tree, source, r, _lit(col.name), depth=0),
     )
 

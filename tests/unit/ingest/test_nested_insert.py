@@ -162,6 +162,31 @@ def test_clean_values_are_typed_per_leaf(con: duckdb.DuckDBPyConnection, fmt: st
         assert table.column(col.name).to_pylist() == duckdb_cast(con, values, col.type), col.name
 
 
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_nested_columns_that_are_no_struct_at_the_root(
+    con: duckdb.DuckDBPyConnection, fmt: str
+) -> None:
+    # Given a table whose nested columns are a list of structs and a map: no part of them is
+    # met once per row but the root (the conversion takes no node out of a struct)
+    spec = TableSpec.create(
+        name="t", schema="id INTEGER, tags STRUCT(k VARCHAR, v BIGINT)[], m MAP(VARCHAR, INTEGER)"
+    )
+    rows: list[dict[str, object]] = [
+        {"id": 1, "tags": [{"k": "a", "v": 1}, None], "m": {"x": 2}},
+        {"id": 2, "tags": [], "m": {}},
+        {"id": 3},
+    ]
+    # Then clean values load, typed
+    table = load(con, rows, fmt, spec=spec)
+    assert table.column("tags").to_pylist() == [[{"k": "a", "v": 1}, None], [], None]
+    assert table.column("m").to_pylist() == [[("x", 2)], [], None]
+    # And a bad part is named by its path
+    bad = [*rows, {"id": 4, "tags": [{"k": "b", "v": "2"}]}]
+    assert refusal(con, bad, fmt, spec=spec) == (
+        "batch refused: row 3, field 'tags[0].v': expected an integer that fits BIGINT (BIGINT)"
+    )
+
+
 def duckdb_arrow_type(con: duckdb.DuckDBPyConnection, type_text: str) -> pa.DataType:
     return con.execute(f"SELECT CAST(NULL AS {type_text}) AS c").to_arrow_table().schema[0].type
 
