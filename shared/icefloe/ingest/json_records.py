@@ -165,13 +165,13 @@ def _shape_query(
     and ``bad``, whether any of these refuses it."""
     known = "[" + ", ".join(name_literal(c.name) for c in columns) + "]"
     whole = _json_reader(batch, columns="'j': 'JSON'", limits=limits, records=False)
-    extra_keys = f"list_filter(json_keys(j), k -> NOT list_contains({known}, k))"
+    extra_keys = f"list_filter(record_keys, k -> NOT list_contains({known}, k))"
     keys: list[str] = []
     if overflow is None:
         unknown, pairs = extra_keys, "[]"
     else:
         # Unknown fields are kept; only a field named like the overflow column is refused.
-        unknown = f"list_filter(json_keys(j), k -> k = {name_literal(overflow)})"
+        unknown = f"list_filter(record_keys, k -> k = {name_literal(overflow)})"
         pairs = (
             f"list_transform({extra_keys}, k -> struct_pack(key := k,"
             " value := json_extract(j, '$.\"' || replace(k, '\"', '\\\"') || '\"')))"
@@ -186,7 +186,9 @@ def _shape_query(
                 entries.append(kept.entry)
                 keys.append(f"{kept.keys} AS keys_{len(keys)}")
         pairs = f"flatten([{', '.join(entries)}])" if len(entries) > 1 else pairs
-    # Each step in a subquery of its own, so that what the next reads twice is computed once.
+    # Each step in a subquery of its own, so that what the next reads twice is computed once:
+    # the record's JSON type and keys, each a parse of the whole record, once.
+    record = ["json_type(j) AS record_type", "json_keys(j) AS record_keys"]
     return f"""
         SELECT *, not_object OR coalesce(len(unknown) > 0, false) OR overflow_too_big AS bad
         FROM (
@@ -200,10 +202,10 @@ def _shape_query(
                 FROM (
                     SELECT {"row_number() OVER () - 1" if numbered else "0"} AS i,
                            -- a null record too
-                           coalesce(json_type(j) <> 'OBJECT', true) AS not_object,
-                           CASE WHEN json_type(j) = 'OBJECT' THEN {unknown} END AS unknown,
-                           CASE WHEN json_type(j) = 'OBJECT' THEN {pairs} END AS pairs
-                    FROM (SELECT {", ".join(["j", *keys])} FROM {whole})
+                           coalesce(record_type <> 'OBJECT', true) AS not_object,
+                           CASE WHEN record_type = 'OBJECT' THEN {unknown} END AS unknown,
+                           CASE WHEN record_type = 'OBJECT' THEN {pairs} END AS pairs
+                    FROM (SELECT {", ".join(["j", *record, *keys])} FROM {whole})
                 )
             )
         )
