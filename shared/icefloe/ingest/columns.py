@@ -10,9 +10,10 @@ messages of a refused batch.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from icefloe.duck import ident
+from icefloe.duck import ident, string_literal
 from icefloe.ingest.strict_json import JSON_STRING, NOT_STANDARD_SUSPECT
 from icefloe.spec import Column
 from icefloe.spec.types import is_integer, is_list
@@ -25,8 +26,9 @@ _EPOCH_MS_MIN, _EPOCH_MS_MAX = -9_223_372_036_854, 9_223_372_036_854
 
 @dataclass(frozen=True, slots=True)
 class ColumnSQL:
-    """``value`` and ``present`` are evaluated over the raw input; ``error`` over the inner
-    query's output, where the typed value is the column's name and presence is ``present``."""
+    """``value`` and ``present`` are evaluated over the raw input and the aliases of
+    ``layers``; ``error`` over the inner query's output, where the typed value is the column's
+    name and presence is ``present``."""
 
     column: Column
     value: str
@@ -35,8 +37,8 @@ class ColumnSQL:
     # Layers of (alias, expression) computed below ``value``, in order, each over the raw
     # input and the aliases of the layers before it, every alias carried up to ``error``: a
     # nested column parses its JSON in the first, takes each node met once per row out of
-    # the parsed tree in the second and types each such leaf in the third, so that ``value``
-    # and ``error`` read them by name.
+    # the parsed tree in the second and types each such node that is not a struct in the
+    # third, so that ``value`` and ``error`` read them by name.
     layers: tuple[tuple[tuple[str, str], ...], ...] = ()
     # An expression over the raw input naming each bad part of a value (a nested column's
     # paths), run only over the rows whose ``error`` is ``nested``.
@@ -198,6 +200,20 @@ def json_column(
             partition_source=partition_source,
         ),
     )
+
+
+def json_member(json: str, key: str, *, under: Sequence[str] = ()) -> str:
+    """SQL of the member whose name is the SQL string ``key`` in the object at the field path
+    ``under`` of the JSON expression ``json``, through a JSON pointer: it names any key (the
+    empty one, or one holding quotes, backslashes, ``/`` or ``~``), where a ``$."..."`` path
+    cannot name the empty key and must escape the others."""
+    prefix = "".join("/" + _pointer_token(name) for name in under) + "/"
+    token = f"replace(replace({key}, '~', '~0'), '/', '~1')"
+    return f"json_extract({json}, {string_literal(prefix)} || {token})"
+
+
+def _pointer_token(name: str) -> str:
+    return name.replace("~", "~0").replace("/", "~1")
 
 
 def json_leaf_value(r: str, kind: str) -> str:

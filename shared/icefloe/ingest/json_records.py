@@ -16,7 +16,7 @@ import pyarrow.compute as pc
 
 from icefloe.duck import ident, name_literal
 from icefloe.errors import BatchRejectedError, RowProblem
-from icefloe.ingest.columns import json_column
+from icefloe.ingest.columns import json_column, json_member
 from icefloe.ingest.conversion import (
     MAX_PROBLEMS,
     NotUtf8Error,
@@ -174,7 +174,7 @@ def _shape_query(
         unknown = f"list_filter(record_keys, k -> k = {name_literal(overflow)})"
         pairs = (
             f"list_transform({extra_keys}, k -> struct_pack(key := k,"
-            " value := json_extract(j, '$.\"' || replace(k, '\"', '\\\"') || '\"')))"
+            f" value := {json_member('j', 'k')}))"
         )
         # With the unknown keys of the nested columns' structs, each column's at its path.
         entries = [pairs]

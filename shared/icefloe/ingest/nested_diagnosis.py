@@ -10,7 +10,7 @@ there.
 
 from __future__ import annotations
 
-from icefloe.ingest.columns import json_leaf_value, value_checks
+from icefloe.ingest.columns import json_leaf_value, json_member, value_checks
 from icefloe.spec.type_tree import Leaf, ListOf, MapOf, Struct, TypeNode, format_type
 
 _PROBLEM = "STRUCT(path VARCHAR, kind VARCHAR, type VARCHAR)"
@@ -110,8 +110,7 @@ class _Diagnosis:
             key_bad = (
                 f"CASE WHEN NOT ({fits}) THEN {_one(entry_path, 'key', key_type)} ELSE {_NONE} END"
             )
-        escaped = f"replace(replace({k}, '\\', '\\\\'), '\"', '\\\"')"
-        value = f"json_extract({r}, '$.\"' || {escaped} || '\"')"
+        value = json_member(r, k)
         inner = self.of(node.value, value, entry_path, depth=depth + 1, repeated=True)
         entries = f"flatten(list_transform({keys}, lambda {k}: flatten([{key_bad}, {inner}])))"
         return f"flatten([{twice}, {entries}])"

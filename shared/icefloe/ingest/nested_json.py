@@ -22,7 +22,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from icefloe.duck import ident
-from icefloe.ingest.columns import ColumnSQL, json_leaf_value, present_ident, value_checks
+from icefloe.ingest.columns import (
+    ColumnSQL,
+    json_leaf_value,
+    json_member,
+    present_ident,
+    value_checks,
+)
 from icefloe.ingest.nested_diagnosis import diagnosis_sql
 from icefloe.spec import Column
 from icefloe.spec.type_tree import Leaf, ListOf, MapOf, Struct, TypeNode, is_nested_text
@@ -51,12 +57,12 @@ def nested_json_column(
     walk = _Walk()
     walk.nodes(tree, "$", repeated=False)
     # The root is an inner node: walk.types starts with it.
-    prepared = [
+    parsing = [
         (parsed, f"json_transform({r}, '{_shape(tree)}')"),
         (types, f"json_type({r}, [{', '.join(_lit(p) for p, _ in walk.types)}])"),
     ]
     if walk.keys:
-        prepared.append((keys, f"json_keys({r}, [{', '.join(_lit(p) for p, _ in walk.keys)}])"))
+        parsing.append((keys, f"json_keys({r}, [{', '.join(_lit(p) for p, _ in walk.keys)}])"))
     shape_bad = [
         f"coalesce(list_extract({types}, {n}) NOT IN {_allowed(node)}, false)"
         for n, (_, node) in enumerate(walk.types, start=1)
@@ -67,14 +73,14 @@ def nested_json_column(
     ]
     for n, (path, node) in enumerate(walk.repeated, start=1):
         node_types = _alias(col.name, f"types{n}")
-        prepared.append((node_types, f"json_type({r}, {_lit(path)})"))
+        parsing.append((node_types, f"json_type({r}, {_lit(path)})"))
         shape_bad.append(
             f"coalesce(list_bool_or(list_transform({node_types},"
             f" lambda t: t NOT IN {_allowed(node)})), false)"
         )
         if isinstance(node, Struct):
             node_keys = _alias(col.name, f"keys{n}")
-            prepared.append((node_keys, f"json_keys({r}, {_lit(path)})"))
+            parsing.append((node_keys, f"json_keys({r}, {_lit(path)})"))
             shape_bad.append(
                 f"coalesce(list_bool_or(list_transform({node_keys},"
                 f" lambda k: {_keys_bad(node, 'k', kept=False)})), false)"
@@ -90,7 +96,7 @@ def nested_json_column(
         value=nodes.value(),
         present=f"coalesce(list_extract({types}, 1) <> 'NULL', false)",
         error=error,
-        layers=(tuple(prepared), tuple(nodes.parsed_layer), tuple(nodes.typed_layer)),
+        layers=(tuple(parsing), tuple(nodes.parsed_layer), tuple(nodes.typed_layer)),
         diagnosis=diagnosis_sql(
             tree,
             r,
@@ -267,9 +273,11 @@ class _OncePerRow:
     """The nodes of a nested column met once per row (the root, and what structs hold), each
     a column of its own: ``parsed_layer`` takes each out of the parsed tree once, and
     ``typed_layer`` types each that is not a struct (a leaf, or a list or map, typed with
-    its elements). :meth:`value` packs the typed ones into the column's structs, and
-    :meth:`bad` tests each by name: a wide struct's value and checks then repeat no chain of
-    ``struct_extract``, which DuckDB would bind, deduplicate and evaluate once per use."""
+    its elements). Each node is taken out by its whole ``struct_extract`` chain from the
+    parsed root (an alias of the same layer cannot be read there), once. :meth:`value` packs
+    the typed ones into the column's structs, and :meth:`bad` tests each by name: a wide
+    struct's value and checks then repeat no chain, which DuckDB would bind and deduplicate
+    once per use."""
 
     def __init__(self, name: str, tree: TypeNode, parsed: str, typed: _Typed) -> None:
         self._tree = tree
@@ -342,27 +350,34 @@ def kept_unknown_entries(col: Column, record: str, keys: str) -> KeptUnknownSQL 
     tree = type_tree(col.type)
     if not isinstance(tree, Struct):
         return None
-    structs = list(_once_per_row_structs(tree, f'$."{col.name}"'))
-    at = {path: f"list_extract({keys}, {n})" for n, (path, _) in enumerate(structs, start=1)}
+    structs = list(_once_per_row_structs(tree, (col.name,)))
+    at = {names: f"list_extract({keys}, {n})" for n, (names, _) in enumerate(structs, start=1)}
     # Most rows have no unknown key: one test finds those that do; only they build objects.
     any_unknown = " OR ".join(
-        f"coalesce(list_bool_or(list_transform({at[path]},"
+        f"coalesce(list_bool_or(list_transform({at[names]},"
         f" lambda x: x NOT IN ({_names(node)}))), false)"
-        for path, node in structs
+        for names, node in structs
     )
-    entry = _entry(col.name, _kept_object(tree, f'$."{col.name}"', record, at))
+    entry = _entry(col.name, _kept_object(tree, (col.name,), record, at))
     return KeptUnknownSQL(
-        keys=f"json_keys({record}, [{', '.join(_lit(path) for path, _ in structs)}])",
+        keys=f"json_keys({record}, [{', '.join(_lit(_json_path(names)) for names, _ in structs)}])",
         entry=f"CASE WHEN {any_unknown} THEN {entry} ELSE [] END",
     )
 
 
-def _once_per_row_structs(node: Struct, path: str) -> Iterator[tuple[str, Struct]]:
-    """The struct ``node`` at ``path`` and the structs inside it through structs only."""
-    yield path, node
+def _once_per_row_structs(
+    node: Struct, names: tuple[str, ...]
+) -> Iterator[tuple[tuple[str, ...], Struct]]:
+    """The struct ``node`` at the field path ``names`` and the structs inside it through
+    structs only."""
+    yield names, node
     for name, child in node.fields:
         if isinstance(child, Struct):
-            yield from _once_per_row_structs(child, f'{path}."{name}"')
+            yield from _once_per_row_structs(child, (*names, name))
+
+
+def _json_path(names: tuple[str, ...]) -> str:
+    return "$" + "".join(f'."{name}"' for name in names)
 
 
 def _entry(key: str, value: str) -> str:
@@ -374,22 +389,24 @@ def _entry(key: str, value: str) -> str:
     )
 
 
-def _kept_object(node: Struct, path: str, record: str, keys_at: dict[str, str]) -> str:
-    """SQL of the JSON object of the unknown keys at ``path`` and below (through structs
-    only), NULL when there are none; ``keys_at``: each struct path's keys, as SQL."""
+def _kept_object(
+    node: Struct, names: tuple[str, ...], record: str, keys_at: dict[tuple[str, ...], str]
+) -> str:
+    """SQL of the JSON object of the unknown keys at the field path ``names`` and below
+    (through structs only), NULL when there are none; ``keys_at``: each struct's keys, as
+    SQL."""
     k = "k"
     # Each key once: one given twice is the conversion's to refuse, naming it.
     unknown = (
-        f"list_filter(list_distinct(coalesce({keys_at[path]}, [])),"
+        f"list_filter(list_distinct(coalesce({keys_at[names]}, [])),"
         f" lambda {k}: NOT list_contains({_known(node)}, {k}))"
     )
-    escaped = f"replace(replace({k}, '\\', '\\\\'), '\"', '\\\"')"
     own = (
         f"list_transform({unknown}, lambda {k}: struct_pack(key := {k},"
-        f" value := json_extract({record}, {_lit(path + '.')} || '\"' || {escaped} || '\"')))"
+        f" value := {json_member(record, k, under=names)}))"
     )
     inner = [
-        _entry(name, _kept_object(child, f'{path}."{name}"', record, keys_at))
+        _entry(name, _kept_object(child, (*names, name), record, keys_at))
         for name, child in node.fields
         if isinstance(child, Struct)
     ]

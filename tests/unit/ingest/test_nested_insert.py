@@ -163,7 +163,7 @@ def test_clean_values_are_typed_per_leaf(con: duckdb.DuckDBPyConnection, fmt: st
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
-def test_nested_columns_that_are_no_struct_at_the_root(
+def test_nested_columns_whose_root_is_a_list_or_a_map(
     con: duckdb.DuckDBPyConnection, fmt: str
 ) -> None:
     # Given a table whose nested columns are a list of structs and a map: no part of them is
@@ -176,11 +176,11 @@ def test_nested_columns_that_are_no_struct_at_the_root(
         {"id": 2, "tags": [], "m": {}},
         {"id": 3},
     ]
-    # Then clean values load, typed
+    # When clean values are loaded, then they are typed
     table = load(con, rows, fmt, spec=spec)
     assert table.column("tags").to_pylist() == [[{"k": "a", "v": 1}, None], [], None]
     assert table.column("m").to_pylist() == [[("x", 2)], [], None]
-    # And a bad part is named by its path
+    # When a batch holds a bad part, then it is refused naming its path
     bad = [*rows, {"id": 4, "tags": [{"k": "b", "v": "2"}]}]
     assert refusal(con, bad, fmt, spec=spec) == (
         "batch refused: row 3, field 'tags[0].v': expected an integer that fits BIGINT (BIGINT)"
@@ -359,6 +359,50 @@ def test_a_table_keeping_unknown_fields_keeps_them_at_their_path(
         "batch refused: row 0, field 'context.tags[1].q': unknown field (the struct has no such"
         " field; unknown fields under a list or a map are not kept)"
     )
+
+
+# Keys a ``$."..."`` JSON path cannot name as written: the empty key, and keys holding a
+# backslash, a quote, a slash or a tilde.
+AWKWARD_KEYS = ("", "a\\", 'q"', "x/y", "~0", "~/")
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_unknown_fields_with_any_key_are_kept(con: duckdb.DuckDBPyConnection, fmt: str) -> None:
+    # Given a table keeping unknown fields, and records whose unknown keys, at the top and
+    # inside a struct at two depths, are every awkward key
+    spec = TableSpec.create(
+        name="t",
+        schema="id INTEGER, c STRUCT(a INTEGER, s STRUCT(b VARCHAR)), extra JSON",
+        extra_fields="keep",
+        overflow_column="extra",
+    )
+    rows: list[dict[str, object]] = [
+        {"id": n, key: n, "c": {"a": 1, key: [n], "s": {"b": "x", key: {"k": n}}}}
+        for n, key in enumerate(AWKWARD_KEYS)
+    ]
+    # Then each is kept under its own key, at its path
+    table = load(con, rows, fmt, spec=spec, limits=InsertLimits())
+    assert [json.loads(v) for v in table.column("extra").to_pylist()] == [
+        {key: n, "c": {key: [n], "s": {key: {"k": n}}}} for n, key in enumerate(AWKWARD_KEYS)
+    ]
+    assert table.column("c").to_pylist() == [{"a": 1, "s": {"b": "x"}}] * len(AWKWARD_KEYS)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("key", AWKWARD_KEYS)
+def test_a_bad_map_value_under_any_key_is_named_by_its_key(
+    con: duckdb.DuckDBPyConnection, fmt: str, key: str
+) -> None:
+    # Given a map whose entry under an awkward key is not of the value type
+    spec = TableSpec.create(name="t", schema="id INTEGER, m MAP(VARCHAR, INTEGER)")
+    rows: list[dict[str, object]] = [{"id": 1, "m": {"ok": 1}}, {"id": 2, "m": {key: "x"}}]
+    # Then the batch is refused naming the entry (a clean one with that key loads)
+    field = "m['" + key + "']"
+    assert refusal(con, rows, fmt, spec=spec) == (
+        f"batch refused: row 1, field {field!r}: expected an integer that fits INTEGER (INTEGER)"
+    )
+    loaded = load(con, [{"id": 1, "m": {key: 7, "ok": 1}}], fmt, spec=spec)
+    assert loaded.column("m").to_pylist() == [[(key, 7), ("ok", 1)]]
 
 
 @pytest.mark.parametrize("fmt", ["ndjson", "json"])
