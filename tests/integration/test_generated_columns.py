@@ -377,3 +377,52 @@ def test_table_paths_lists_each_path_with_its_type_and_a_declaration(lake: Lake)
 
     with pytest.raises(InvalidInputError, match="'note' is not a JSON column"):
         lake.json_paths("raw", column="note")
+
+
+def test_table_paths_quote_keys_that_are_not_plain_names(lake: Lake) -> None:
+    # Given keys a bare JSON path would misread: a dot, a space, a quote, a backslash, the
+    # empty key, and a plain nested path spelled like the dotted key
+    lake.create_table("odd", schema="ts TIMESTAMP NOT NULL, properties JSON")
+    rows: list[dict[str, Any]] = [
+        {
+            "ts": "2026-05-02T00:00:00",
+            "properties": {
+                "a.b": n,
+                "a": {"b": "nested"},
+                "x y": [{"k-1": n}],
+                'q"': True,
+                "back\\slash": n / 2,
+                "": {"inner": n},
+            },
+        }
+        for n in range(3)
+    ]
+    lake.insert("odd", rows)
+    # Then each path names its own keys, quoted where they are not plain names
+    found = {p.path: (p.type, p.declaration) for p in lake.json_paths("odd").paths}
+    assert found == {
+        '$."a.b"': ("BIGINT", """a_b BIGINT AS (TRY_CAST(properties->>'$."a.b"' AS BIGINT))"""),
+        "$.a": ("JSON", "a JSON AS (properties->'$.a')"),
+        "$.a.b": ("VARCHAR", "a_b VARCHAR AS (properties->>'$.a.b')"),
+        '$."x y"': ("JSON", """x_y JSON AS (properties->'$."x y"')"""),
+        '$."x y"[*]': ("JSON", None),
+        '$."x y"[*]."k-1"': ("BIGINT", None),
+        '$."q\\""': ("BOOLEAN", """q BOOLEAN AS (TRY_CAST(properties->>'$."q\\""' AS BOOLEAN))"""),
+        '$."back\\\\slash"': (
+            "DOUBLE",
+            """back_slash DOUBLE AS (TRY_CAST(properties->>'$."back\\\\slash"' AS DOUBLE))""",
+        ),
+        # The empty key: reported, but no JSON path can declare it
+        '$.""': ("JSON", None),
+        '$."".inner': ("BIGINT", None),
+    }
+    # And each declaration reads its own path's values
+    declared = [d for _, d in found.values() if d is not None and not d.startswith("a_b VARCHAR")]
+    lake.create_table(
+        "odd_typed", schema=f"ts TIMESTAMP NOT NULL, properties JSON, {', '.join(declared)}"
+    )
+    lake.insert("odd_typed", rows)
+    answer = lake.query("SELECT a_b, x_y, q, back_slash FROM odd_typed ORDER BY a_b").to_pylist()
+    assert answer == [
+        {"a_b": n, "x_y": f'[{{"k-1":{n}}}]', "q": True, "back_slash": n / 2} for n in range(3)
+    ]

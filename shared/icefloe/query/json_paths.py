@@ -23,6 +23,23 @@ from icefloe.query.views import files_source
 from icefloe.spec.type_tree import field_sql
 from icefloe.storage import ObjectStore
 
+# Each node's path, built from its parent's: json_tree's own ``fullkey`` does not quote keys
+# (a key ``a.b`` reads as ``a`` then ``b``). A key that is not a plain name is quoted, with
+# its backslashes and quotes escaped; list positions fold to ``[*]``.
+_SEGMENT = (
+    "CASE WHEN named.type = 'ARRAY' THEN '[*]'"
+    " WHEN regexp_full_match(n.key, '[A-Za-z_][A-Za-z0-9_]*') THEN '.' || n.key"
+    " ELSE '.\"' || replace(replace(n.key, '\\', '\\\\'), '\"', '\\\"') || '\"' END"
+)
+_PATHS = (
+    "WITH RECURSIVE named(r, id, type, path) AS ("
+    " SELECT r, id, type, '$' FROM nodes WHERE parent IS NULL"
+    " UNION ALL"
+    f" SELECT n.r, n.id, n.type, named.path || {_SEGMENT}"
+    " FROM nodes n JOIN named ON n.r = named.r AND n.parent = named.id)"
+    " SELECT path, count(DISTINCT r) AS rows, histogram(type) AS types FROM named"
+    " WHERE path <> '$' GROUP BY path ORDER BY rows DESC, path"
+)
 # JSON types json_tree reports, as the column type that holds every value of them.
 _NUMBERS = {"UBIGINT": "BIGINT", "BIGINT": "BIGINT", "DOUBLE": "DOUBLE"}
 _NAME_PART = re.compile(r"[^0-9a-zA-Z]+")
@@ -94,12 +111,11 @@ def json_paths(
         )
         count = con.execute("SELECT count(*) FROM sampled").fetchone()
         rows_read = int(count[0]) if count else 0
-        found = con.execute(
-            "SELECT path, count(DISTINCT r) AS rows, histogram(type) AS types FROM ("
-            " SELECT s.r, regexp_replace(t.fullkey, '\\[[0-9]+\\]', '[*]', 'g') AS path, t.type"
-            " FROM sampled s, json_tree(s.j) t WHERE t.fullkey <> '$')"
-            " GROUP BY path ORDER BY rows DESC, path"
-        ).fetchall()
+        con.execute(
+            "CREATE TEMP TABLE nodes AS"
+            " SELECT s.r, t.id, t.parent, t.key, t.type FROM sampled s, json_tree(s.j) t"
+        )
+        found = con.execute(_PATHS).fetchall()
     finally:
         con.close()
     paths = tuple(
@@ -111,7 +127,8 @@ def json_paths(
 def _path(column: str, path: str, rows: int, types: dict[str, int], total: int) -> JsonPath:
     kind = inferred_type(types)
     declaration = None
-    if kind is not None and "[*]" not in path:
+    # A path through the empty key (``$.""``) is one DuckDB's JSON paths cannot express.
+    if kind is not None and "[*]" not in path and '.""' not in path:
         name = _NAME_PART.sub("_", path.removeprefix("$.")).strip("_").lower() or "value"
         if not name[0].isalpha():
             name = "p_" + name
