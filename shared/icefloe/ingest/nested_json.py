@@ -280,26 +280,27 @@ class _OncePerRow:
     once per use."""
 
     def __init__(self, name: str, tree: TypeNode, parsed: str, typed: _Typed) -> None:
+        self._name = name
         self._tree = tree
         self._typed = typed
         self._parsed: dict[tuple[str, ...], str] = {(): parsed}
         self._values: dict[tuple[str, ...], str] = {}
         self.parsed_layer: list[tuple[str, str]] = []
         self.typed_layer: list[tuple[str, str]] = []
-        self._add(name, tree, (), parsed)
+        self._add(tree, (), parsed)
 
-    def _add(self, name: str, node: TypeNode, path: tuple[str, ...], expression: str) -> None:
+    def _add(self, node: TypeNode, path: tuple[str, ...], expression: str) -> None:
         """``node`` at ``path``, taken out of the parsed tree by ``expression``."""
         if path:
-            alias = _alias(name, f"p{len(self.parsed_layer)}")
+            alias = _alias(self._name, f"p{len(self.parsed_layer)}")
             self.parsed_layer.append((alias, expression))
             self._parsed[path] = alias
         if isinstance(node, Struct):
             for field, child in node.fields:
                 child_expression = f"struct_extract({expression}, {_lit(field)})"
-                self._add(name, child, (*path, field), child_expression)
+                self._add(child, (*path, field), child_expression)
             return
-        alias = _alias(name, f"v{len(self.typed_layer)}")
+        alias = _alias(self._name, f"v{len(self.typed_layer)}")
         self.typed_layer.append((alias, self._typed.value(node, self._parsed[path], depth=0)))
         self._values[path] = alias
 
