@@ -167,6 +167,50 @@ def test_claims_are_all_or_nothing(meta: MetaStore, events_spec: TableSpec) -> N
     assert meta.release_claim(token) == 1
 
 
+def test_groups_claimed_together_are_each_all_or_nothing(
+    meta: MetaStore, events_spec: TableSpec, postgres_dsn: str
+) -> None:
+    # Given five live files: one claimed already, one row locked by another claimer's
+    # transaction, one replaced (no longer live)
+    meta.create_table(events_spec)
+    meta.commit_append("events", files=[new_file(n) for n in "abcde"])
+    a, b, c, d, e = (f.file_id for f in meta.files("events"))
+    lease = timedelta(minutes=5)
+    held = meta.claim_files("events", [a], lease=lease)
+    assert held is not None
+    meta.commit_replace("events", remove=[e], add=[new_file("e2")])
+    other = psycopg.connect(postgres_dsn, options=f"-c search_path={meta.schema}")
+    try:
+        other.execute("SELECT 1 FROM data_files WHERE file_id = %s FOR UPDATE", (d,))
+        # When four groups are claimed in one call
+        tokens = meta.claim_groups("events", [[a, b], [c], [d], [e]], lease=lease)
+    finally:
+        other.rollback()
+        other.close()
+    # Then only the group whose files were all free is claimed, under its own token
+    assert tokens[0] is None and tokens[2] is None and tokens[3] is None
+    assert tokens[1] is not None and tokens[1] != held
+    by_id = {f.file_id: f for f in meta.files("events")}
+    assert (by_id[a].claim_token, by_id[b].claim_token) == (held, None)
+    assert by_id[c].claim_token == tokens[1] and by_id[c].claimed
+    assert by_id[d].claim_token is None
+    # and b, left out with a's group, can be claimed now that the lock is gone, as can d
+    assert None not in meta.claim_groups("events", [[b], [d]], lease=lease)
+
+
+def test_groups_claimed_together_may_not_share_a_file(
+    meta: MetaStore, events_spec: TableSpec
+) -> None:
+    meta.create_table(events_spec)
+    meta.commit_append("events", files=[new_file("a"), new_file("b")])
+    a, b = (f.file_id for f in meta.files("events"))
+    with pytest.raises(InvalidInputError, match="share a file"):
+        meta.claim_groups("events", [[a, b], [b]], lease=timedelta(minutes=5))
+    with pytest.raises(InvalidInputError, match="no file ids"):
+        meta.claim_groups("events", [[a], []], lease=timedelta(minutes=5))
+    assert not any(f.claimed for f in meta.files("events"))
+
+
 def test_append_retried_with_the_same_idempotency_key_returns_the_first_snapshot(
     meta: MetaStore, events_spec: TableSpec
 ) -> None:

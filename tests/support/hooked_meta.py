@@ -78,7 +78,9 @@ class HookedMetaStore(MetaStore):
             )
         return super().commit(table, **request)
 
-    def files_by_id(self, table: str, file_ids: Sequence[int]) -> list[DataFile]:
+    def files_by_id(
+        self, table: str, file_ids: Sequence[int], *, statistics: bool = True
+    ) -> list[DataFile]:
         if self._before_files_by_id is not None:
             self._before_files_by_id(file_ids)
-        return super().files_by_id(table, file_ids)
+        return super().files_by_id(table, file_ids, statistics=statistics)

@@ -58,7 +58,8 @@ def check_claim(
 ) -> list[DataFile] | ReplaceOutcome:
     """The group's input files, live and still claimed by it (the claim renewed for
     ``renew_for`` when given); otherwise why the job must not run: ``already_committed`` (with
-    the earlier snapshot) or ``claim_lost`` (with the reason)."""
+    the earlier snapshot) or ``claim_lost`` (with the reason). The inputs come without their
+    column statistics, which no merge reads."""
     earlier = meta.snapshot_for_key(group.table, group.idempotency_key)
     if earlier is not None:
         return ReplaceOutcome(
@@ -66,7 +67,7 @@ def check_claim(
             snapshot_id=earlier.snapshot_id,
             reason=f"committed by an earlier delivery as snapshot {earlier.snapshot_id}",
         )
-    inputs = meta.files_by_id(group.table, group.file_ids)
+    inputs = meta.files_by_id(group.table, group.file_ids, statistics=False)
     lost = claim_problem(
         file_ids=group.file_ids,
         partition_path=group.partition_path,

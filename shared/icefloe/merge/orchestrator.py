@@ -196,26 +196,24 @@ class MergeOrchestrator:
             sent.extend(g for t, g in pending if t.claim_token not in failed_tokens)
             pending.clear()
 
-        heavy: list[MergeGroup] = []
-        for group in groups:
-            if group.bytes > cap:
-                heavy.append(group)
-                continue
-            token = self._meta.claim_files(table, group.file_ids, lease=self._lease)
-            if token is None:
-                contended += 1
-                continue
-            task = MergeTask(
-                table=table,
-                partition_path=group.partition_path,
-                file_ids=group.file_ids,
-                claim_token=token,
-            )
-            pending.append((task, group))
-            if len(pending) >= SEND_CHUNK:
+        heavy = [g for g in groups if g.bytes > cap]
+        light = [g for g in groups if g.bytes <= cap]
+        for start in range(0, len(light), SEND_CHUNK):
+            chunk = light[start : start + SEND_CHUNK]
+            tokens = self._meta.claim_groups(table, [g.file_ids for g in chunk], lease=self._lease)
+            for group, token in zip(chunk, tokens, strict=True):
+                if token is None:
+                    contended += 1
+                    continue
+                task = MergeTask(
+                    table=table,
+                    partition_path=group.partition_path,
+                    file_ids=group.file_ids,
+                    claim_token=token,
+                )
+                pending.append((task, group))
+            if pending:
                 flush()
-        if pending:
-            flush()
         heavy_jobs: tuple[str, ...] = ()
         to_heavy = 0
         if heavy and self._heavy is not None:

@@ -22,7 +22,13 @@ from icefloe.metastore.models import (
     TableStatus,
 )
 from icefloe.metastore.pinned import Pin, PinnedSnapshot, files_at, live_at, resolve
-from icefloe.metastore.rows import FILE_COLUMNS, SNAPSHOT_COLUMNS, data_file, snapshot_of
+from icefloe.metastore.rows import (
+    FILE_COLUMNS,
+    FILE_COLUMNS_WITHOUT_STATS,
+    SNAPSHOT_COLUMNS,
+    data_file,
+    snapshot_of,
+)
 
 
 class SnapshotReads(StoreAccess):
@@ -171,13 +177,16 @@ class SnapshotReads(StoreAccess):
             rows = conn.execute(query, params).fetchall()
         return list(map(LiveFile._make, rows))
 
-    def files_by_id(self, table: str, file_ids: Sequence[int]) -> list[DataFile]:
+    def files_by_id(
+        self, table: str, file_ids: Sequence[int], *, statistics: bool = True
+    ) -> list[DataFile]:
         """The rows of these files of ``table``, live or not, in id order (missing ids are
-        simply absent): what a merge worker checks its inputs against."""
+        simply absent): what a merge worker checks its inputs against. Without
+        ``statistics``, each file's ``column_stats`` is empty (a merge reads none)."""
         query = sql.SQL(
             "SELECT {columns} FROM data_files"
             " WHERE table_id = (SELECT table_id FROM lake_tables WHERE name = %s AND dropped_at IS NULL) AND file_id = ANY(%s) ORDER BY file_id"
-        ).format(columns=sql.SQL(FILE_COLUMNS))
+        ).format(columns=sql.SQL(FILE_COLUMNS if statistics else FILE_COLUMNS_WITHOUT_STATS))
         with self._autocommit() as conn:
             rows = conn.execute(query, (table, sorted(set(file_ids)))).fetchall()
         return [data_file(row) for row in rows]

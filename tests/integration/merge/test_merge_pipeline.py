@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 from datetime import timedelta
 
 import pyarrow.parquet as pq
@@ -194,3 +195,20 @@ def test_the_merge_planners_listing_is_the_heads_files_without_their_statistics(
     assert listed == expected
     assert sum(f.claimed for f in listed) == 2
     assert len({f.partition_path for f in listed}) == 2 and len({f.row_count for f in listed}) > 1
+
+
+def test_a_merges_inputs_are_their_full_rows_without_the_statistics(lake: Lake) -> None:
+    # Given live files beside replaced ones, with column statistics
+    lake.create()
+    lake.insert_batches("events", batches=4, rows=30, days=2)
+    merge_locally(meta=lake.meta, worker=MergeWorker(meta=lake.meta, objects=lake.objects))
+    lake.insert_batches("events", batches=2, rows=10, days=2)
+    every = lake.meta.files("events", snapshot_id=1) + lake.meta.files("events")
+    ids = sorted({f.file_id for f in every})
+    full = lake.meta.files_by_id("events", ids)
+    assert len(full) == len(ids) and all(f.column_stats for f in full)
+    # When they are read as a merge reads its inputs
+    bare = lake.meta.files_by_id("events", ids, statistics=False)
+    # Then each is its full row with no statistics, replaced files as well as live ones
+    assert bare == [replace(f, column_stats={}) for f in full]
+    assert {f.end_snapshot is None for f in bare} == {True, False}
