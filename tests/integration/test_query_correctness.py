@@ -79,6 +79,25 @@ def test_typed_constants_prune_as_duckdb_compares_them(
     assert answer(unpruned, sql) == [(expected,)]
 
 
+@pytest.mark.parametrize("text", ["100%", "%%", "%(x)s", "%s", "a%%b%"])
+def test_a_literal_holding_the_drivers_placeholder_mark_prunes_as_itself(
+    meta: MetaStore, objects: LocalObjectStore, inserter: Inserter, text: str
+) -> None:
+    # Given a file holding the text, among files that hold other values of the column
+    inserter.insert_rows("t", [{"ts": "2026-11-05T01:00:00", "v": 9, "s": text}])
+    engine = QueryEngine(meta=meta, objects=objects)
+    literal = "'" + text + "'"
+    # When the column is compared with it, the answer finds that one file's row
+    equal = engine.query(f"SELECT v FROM t WHERE s = {literal}")
+    assert equal.rows.to_pylist() == [{"v": 9}]
+    assert equal.plan("t").files_scanned == 1
+    in_list = engine.query(f"SELECT count(*) AS n FROM t WHERE s IN ({literal}, 'd1')")
+    assert in_list.rows.to_pylist() == [{"n": 5}]
+    assert answer(engine, f"SELECT count(*) FROM t WHERE s >= {literal} AND s < 'd'") == [
+        (sum(text <= s < "d" for s in (text, "d1", "d2", "d3", "d4")),)
+    ]
+
+
 def test_each_reference_to_a_table_is_pruned_on_its_own(
     meta: MetaStore, objects: LocalObjectStore, inserter: Inserter
 ) -> None:

@@ -79,8 +79,9 @@ class PinnedSnapshot:
         )
         for i, (name, value) in enumerate(sorted((partition_equals or {}).items())):
             where = sql.SQL("{} AND partition_values -> {} = {}").format(
-                where, sql.Literal(name), sql.Placeholder(f"partition_{i}")
+                where, sql.Placeholder(f"partition_name_{i}"), sql.Placeholder(f"partition_{i}")
             )
+            params[f"partition_name_{i}"] = name
             params[f"partition_{i}"] = Jsonb(value)
         # One statement, one row: the files to read as one text (a row per file, four fields
         # each), their count, how many live files the window left (only when statistics
@@ -99,7 +100,9 @@ class PinnedSnapshot:
             if may_match is not None
             else sql.SQL("NULL"),
             where=where,
-            needed=sql.SQL(" AND {}").format(render(may_match, renamed=renamed))
+            needed=sql.SQL(" AND {}").format(
+                _with_parameters(render(may_match, renamed=renamed), self._conn)
+            )
             if may_match is not None
             else sql.SQL(""),
         )
@@ -263,3 +266,10 @@ def files_at(
         columns=sql.SQL(FILE_COLUMNS), where=where
     )
     return [data_file(row) for row in conn.execute(query, params).fetchall()]
+
+
+def _with_parameters(expression: sql.Composable, conn: Conn) -> sql.SQL:
+    """``expression`` (literals inlined) as text for a statement run with parameters: each
+    ``%`` in it doubled, since psycopg reads the statement's ``%`` as placeholders (a literal
+    ``'100%'`` would fail, and ``'%%'`` would compare as ``'%'``)."""
+    return sql.SQL(expression.as_string(conn).replace("%", "%%"))
