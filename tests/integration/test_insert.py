@@ -940,3 +940,30 @@ def test_a_column_name_of_the_longest_length_allowed_is_inserted_by_every_path(
     assert sorted(read_back(meta, objects, "t"), key=str) == sorted(
         [(datetime(2026, 2, 3, 10), "x"), (datetime(2026, 2, 3, 11), None)], key=str
     )
+
+
+def test_a_partition_value_too_long_to_store_refuses_the_batch_naming_its_row(
+    meta: MetaStore, tmp_path: Path
+) -> None:
+    meta.create_table(
+        TableSpec.create(
+            name="tenants",
+            schema="ts TIMESTAMP NOT NULL, tenant VARCHAR",
+            partition_by="day(ts), truncate[400](tenant)",
+        )
+    )
+    objects = LocalObjectStore(tmp_path / "warehouse")
+    inserter = Inserter(meta=meta, objects=objects)
+    rows = [{"ts": f"2026-05-0{1 + i % 2}", "tenant": f"t{i}"} for i in range(6)]
+    rows[3]["tenant"] = "ü" * 300  # 600 bytes, 1,800 escaped: truncated to 400 characters
+    try:
+        with pytest.raises(BatchRejectedError) as refused:
+            inserter.insert_rows("tenants", rows)
+    finally:
+        inserter.close()
+    (problem,) = refused.value.problems
+    assert (problem.row, problem.field) == (3, "tenant")
+    assert "truncate[400](tenant)" in problem.message and "255" in problem.message
+    assert meta.status("tenants").rows == 0 and not list(
+        (tmp_path / "warehouse").rglob("*.parquet")
+    )

@@ -115,3 +115,34 @@ def test_undeliverable_messages_fail_with_a_reason(
     )
     assert list(outcome.failed) == ["bad"] + ([] if default else ["m0", "m1", "m2"])
     assert reason in outcome.failed["bad"]
+
+
+@pytest.mark.parametrize("value", ["é" * 200, "x" * 300, "k" * 1000])
+def test_a_partition_value_too_long_to_store_fails_only_its_message(
+    meta: MetaStore, tmp_path: Path, value: str
+) -> None:
+    # Given a table partitioned by a tenant column, and a message whose tenant escapes to a
+    # path segment longer than a file name may be (or a key longer than S3 allows)
+    meta.create_table(
+        TableSpec.create(
+            name="tenants",
+            schema="ts TIMESTAMP NOT NULL, tenant VARCHAR",
+            partition_by="identity(tenant), day(ts)",
+        )
+    )
+    inserter = Inserter(meta=meta, objects=LocalObjectStore(tmp_path / "warehouse"))
+    try:
+        batch = [
+            QueueMessage(f"m{i}", json.dumps({"ts": "2026-05-01", "tenant": tenant}))
+            for i, tenant in enumerate(["a", value, "b"])
+        ]
+        # When the batch is inserted
+        outcome = insert_queue_messages(inserter, batch, default_table="tenants")
+    finally:
+        inserter.close()
+    # Then that message alone fails, naming its row and field, and its neighbours commit
+    assert list(outcome.failed) == ["m1"]
+    assert "row 0 of the message" in outcome.failed["m1"]
+    assert "field 'tenant'" in outcome.failed["m1"] and "partition path" in outcome.failed["m1"]
+    assert [c.rows for c in outcome.commits] == [2]
+    assert meta.status("tenants").rows == 2

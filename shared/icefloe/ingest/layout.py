@@ -23,10 +23,12 @@ import pyarrow.compute as pc
 
 from icefloe.datafiles import key_values
 from icefloe.duck import ident
+from icefloe.errors import BatchRejectedError, RowProblem
 from icefloe.ingest.arrow_input import ARROW_TYPES
 from icefloe.ingest.row_ids import ROW_ID_CHUNK_ROWS, ROW_ID_COLUMN
 from icefloe.spec import PartitionField, PartitionValue, TableSpec, bucket_of, partition_start
 from icefloe.spec.types import is_string
+from icefloe.storage import MAX_KEY_BYTES
 
 _VIEW = "__icefloe_batch"
 
@@ -59,14 +61,17 @@ def split_partitions(
     if _one_value_each(keys):
         # One partition (most small batches): no sort, no positions.
         values = tuple(_as_partition_value(keys.column(c)[0].as_py()) for c in names)
-        return [
-            Partition(
-                values=values,
-                path=spec.partition_path(values),
-                start=partition_start(fields, values),
-                positions=None,
-            )
-        ]
+        return _storable(
+            spec,
+            [
+                Partition(
+                    values=values,
+                    path=spec.partition_path(values),
+                    start=partition_start(fields, values),
+                    positions=None,
+                )
+            ],
+        )
     # Events mostly come in time order: their keys then need no sort, and each partition's
     # rows are a run of the batch's (a slice, not a copy).
     order = None if _in_order(keys) else _sort_indices_by_columns(keys)
@@ -87,7 +92,50 @@ def split_partitions(
                 positions=positions,
             )
         )
+    return _storable(spec, partitions)
+
+
+# A partition's path is part of its files' keys: each segment must fit a file name (255 bytes
+# on the usual filesystems), and the whole key S3's 1,024 bytes. The key's other parts: the
+# table, "/data/", "/", a 32-character id and ".parquet".
+_MAX_SEGMENT_BYTES = 255
+_KEY_OVERHEAD_BYTES = len("/data/") + 1 + 32 + len(".parquet")
+
+
+def _storable(spec: TableSpec, partitions: list[Partition]) -> list[Partition]:
+    """``partitions``, or BatchRejectedError naming the first row and field whose partition
+    value makes a path too long to store (a long identity or truncate value, escaped)."""
+    room = MAX_KEY_BYTES - _KEY_OVERHEAD_BYTES - len(spec.name.encode("utf-8"))
+    for part in partitions:
+        segments = part.path.split("/")
+        too_long = [
+            (field, len(segment))
+            for field, segment in zip(spec.partition_by, segments, strict=True)
+            if len(segment) > _MAX_SEGMENT_BYTES
+        ]
+        if not too_long and len(part.path) <= room:
+            continue
+        field, size = too_long[0] if too_long else (spec.partition_by[0], len(part.path))
+        limit = _MAX_SEGMENT_BYTES if too_long else room
+        row = _first_row(part)
+        problem = RowProblem(
+            row=row,
+            field=field.source,
+            message=(
+                f"its partition value ({field.to_text()}) makes a partition path of"
+                f" {size} bytes escaped, more than the {limit} a stored file's key allows"
+            ),
+        )
+        raise BatchRejectedError(f"batch refused: {problem}", problems=(problem,))
     return partitions
+
+
+def _first_row(part: Partition) -> int:
+    if part.positions is None:
+        return 0
+    if isinstance(part.positions, range):
+        return part.positions.start
+    return int(part.positions[0].as_py())
 
 
 # From this many rows a partition is ordered by its packed key, when the keys pack. Ranking
