@@ -146,3 +146,32 @@ def test_a_partition_value_too_long_to_store_fails_only_its_message(
     assert "field 'tenant'" in outcome.failed["m1"] and "partition path" in outcome.failed["m1"]
     assert [c.rows for c in outcome.commits] == [2]
     assert meta.status("tenants").rows == 2
+
+
+def test_a_message_giving_a_key_twice_fails_alone_naming_the_key(
+    inserter: Inserter, meta: MetaStore
+) -> None:
+    ts = '"ts": "2026-05-01T10:00:00Z"'
+    batch = [
+        QueueMessage("top", f'{{{ts}, "event": "e", "event": "f"}}'),
+        QueueMessage("inner", f'{{{ts}, "event": "e", "user_id": {{"x": 1, "x": 2}}}}'),
+        QueueMessage(
+            "enveloped",
+            f'{{"table": "events", "rows": [{{{ts}, "event": "e"}}, {{{ts}, "event": "e",'
+            f' "user_id": "u", "user_id": "v"}}]}}',
+        ),
+        # The repeated member's ':' is made up by an escaped one: still found.
+        QueueMessage("escaped", f'{{{ts}, "event": "\\u003a", "event": "e"}}'),
+        # Escaped and literal colons in values and keys, no key repeated: inserted.
+        QueueMessage("colons", f'{{{ts}, "event": "a:\\u003A:b", "user_id": "{{\\"k:\\": 1}}"}}'),
+        *messages(2),
+    ]
+    outcome = insert_queue_messages(inserter, batch, default_table="events")
+    assert outcome.failed == {
+        "top": "message body gives the key 'event' twice in one object",
+        "inner": "message body gives the key 'x' twice in one object",
+        "enveloped": "message body gives the key 'user_id' twice in one object",
+        "escaped": "message body gives the key 'event' twice in one object",
+    }
+    assert [c.rows for c in outcome.commits] == [3]
+    assert meta.status("events").rows == 3

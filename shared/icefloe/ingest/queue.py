@@ -12,6 +12,7 @@ of the system (meta store, object store, local disk) fails the whole batch.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -136,6 +137,9 @@ def _parse(message: QueueMessage, *, default_table: str | None) -> _Parsed:
         if str(e).startswith(("depth limit", "recursion limit")):  # orjson reads 1,024 levels
             raise InvalidInputError(f"message body is nested too deeply: {e}") from e
         raise InvalidInputError(f"message body is not JSON: {e}") from e
+    repeated = _repeated_key(message.body, body)
+    if repeated is not None:
+        raise InvalidInputError(f"message body gives the key {repeated!r} twice in one object")
     if not isinstance(body, dict):
         raise InvalidInputError("message body is not a JSON object")
     if set(body) == {"table", "rows"}:
@@ -154,6 +158,35 @@ def _parse(message: QueueMessage, *, default_table: str | None) -> _Parsed:
             " attribute 'table', or configure a default table"
         )
     return _Parsed(message.message_id, table, [body])
+
+
+def _repeated_key(text: str, parsed: object) -> str | None:
+    """A key ``text`` gives twice in one object (orjson keeps the last value silently), or None.
+
+    Outside strings, standard JSON has exactly one ``:`` per object member; inside, a ``:`` is
+    itself, unless escaped as ``\\u003a``. So when the text escapes none, it repeats no key
+    exactly when it holds as many ``:`` as the parsed value printed again: one count in C for
+    the common case, a second parse only when the counts differ (or a ``\\u003`` escape
+    appears)."""
+    if "\\u003" not in text and text.count(":") == orjson.dumps(parsed).count(b":"):
+        return None
+
+    class _Repeated(Exception):
+        pass
+
+    def pairs(members: list[tuple[str, object]]) -> dict[str, object]:
+        seen: dict[str, object] = {}
+        for key, value in members:
+            if key in seen:
+                raise _Repeated(key)
+            seen[key] = value
+        return seen
+
+    try:
+        json.loads(text, object_pairs_hook=pairs)
+    except _Repeated as e:
+        return str(e.args[0])
+    return None
 
 
 def _insert_group(inserter: Inserter, table: str, pending: list[_Parsed], tally: _Tally) -> None:
