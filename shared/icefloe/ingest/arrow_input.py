@@ -7,19 +7,30 @@ passes, the columns are used as they are (absent nullable columns become nulls).
 (another type, an unknown column, a value that fails a check) returns None, and the DuckDB
 conversion, which names the row and field at fault, decides. JSON columns are always checked
 by that conversion (JSON text must be parsed), over their own columns only.
+
+Also what any Arrow input goes through before the conversion reads it: two columns or struct
+fields of one name (:func:`duplicate_names`), text that is not UTF-8 at any depth
+(:func:`text_not_utf8`), parts of Arrow's null type given the declared type
+(:func:`null_children_typed`).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection
+from dataclasses import dataclass
 from datetime import date, datetime
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from icefloe.errors import RowProblem
 from icefloe.ingest.sources import InsertLimits
 from icefloe.ingest.strict_json import as_one_value, value_bytes
 from icefloe.spec import Column, TableSpec
+from icefloe.spec.type_tree import Leaf, ListOf, MapOf, Struct, TypeNode
+from icefloe.spec.types import type_tree
 
 # The Arrow type the DuckDB conversion gives each column type it can be skipped for.
 ARROW_TYPES: dict[str, pa.DataType] = {
@@ -134,3 +145,272 @@ def utf8_valid(values: pa.ChunkedArray) -> bool:
         except pa.ArrowInvalid:
             return False
     return True
+
+
+def duplicate_names(table: pa.Table) -> list[RowProblem]:
+    """A problem for each name that two columns of ``table``, or two fields of one of its
+    structs (at any depth), share: which of them the name means cannot be told."""
+    problems = _twice(table.column_names, "")
+    pending: list[tuple[pa.DataType, str]] = [(f.type, f.name) for f in table.schema]
+    while pending:  # (how deep a type nests is bounded before: see sources.arrow_batch)
+        kind, path = pending.pop(0)
+        if isinstance(kind, pa.BaseExtensionType):
+            pending.append((kind.storage_type, path))
+        elif isinstance(kind, pa.DictionaryType | pa.RunEndEncodedType):
+            pending.append((kind.value_type, path))
+        elif isinstance(kind, pa.StructType):
+            names = [kind.field(i).name for i in range(kind.num_fields)]
+            problems += _twice(names, path)
+            pending += [(kind.field(i).type, f"{path}.{name}") for i, name in enumerate(names)]
+        elif isinstance(kind, pa.MapType):
+            pending += [(kind.key_type, f"{path}.key"), (kind.item_type, f"{path}[]")]
+        elif isinstance(kind, _LIST_TYPES):
+            pending.append((kind.value_type, f"{path}[]"))
+    return problems
+
+
+_LIST_TYPES = (
+    pa.ListType,
+    pa.LargeListType,
+    pa.FixedSizeListType,
+    pa.ListViewType,
+    pa.LargeListViewType,
+)
+
+
+def _twice(names: list[str], parent: str) -> list[RowProblem]:
+    """A problem for each of ``names`` given more than once (once each)."""
+    seen: set[str] = set()
+    twice: dict[str, None] = {}
+    for name in names:
+        if name in seen:
+            twice[name] = None
+        seen.add(name)
+    return [
+        RowProblem(
+            row=None,
+            field=f"{parent}.{name}" if parent else name,
+            message="more than one "
+            + ("field" if parent else "column")
+            + " of this name (which one it means cannot be told)",
+        )
+        for name in twice
+    ]
+
+
+NOT_UTF8 = "bytes that are not UTF-8"
+_NOT_UTF8_AT = re.compile(r"Invalid UTF8 sequence at string index (\d+)")
+
+
+def text_not_utf8(name: str, column: pa.ChunkedArray) -> RowProblem | None:
+    """The first value of the column ``name`` holding text that is not UTF-8 (a caller's Arrow
+    memory need not be), wherever it is in a nested type: a struct field, a list element, a
+    map key or value, a dictionary's value; by row and path (``tags[2]``, ``st.a``,
+    ``m['k']``, ``m['k'].a``). None when there is none. Each chunk is checked whole by Arrow's
+    full validation; only one that fails it is looked through. A chunk that fails it for
+    another reason, or whose text lies in a type not looked through (a union, a run-end
+    encoding, a list view), is refused as not valid Arrow data."""
+    if not _holds_text(column.type):
+        return None
+    start = 0
+    for chunk in column.chunks:
+        try:
+            chunk.validate(full=True)
+        except pa.ArrowInvalid as e:
+            try:
+                found = _first_not_utf8(chunk)
+            except _NotLookedThrough:
+                found = None
+            else:
+                if found is None and _NOT_UTF8_AT.search(str(e)):
+                    start += len(chunk)
+                    continue  # only behind NULLs (a NULL struct's field, a NULL list's values)
+            if found is None:
+                return RowProblem(row=None, field=name, message=f"not valid Arrow data: {e}")
+            return RowProblem(row=start + found.index, field=name + found.path, message=found.why)
+        start += len(chunk)
+    return None
+
+
+class _NotLookedThrough(Exception):
+    """Text in a type :func:`_first_not_utf8` does not look through, or an Arrow validation
+    failure that is not about UTF-8."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Found:
+    index: int  # of the value in the array looked through
+    path: str  # below that value: "" for the value itself
+    why: str
+
+
+def _is_text(kind: pa.DataType) -> bool:
+    return bool(
+        pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_string_view(kind)
+    )
+
+
+def _holds_text(kind: pa.DataType) -> bool:
+    """Whether a value of an Arrow type may hold text, at any depth."""
+    if _is_text(kind):
+        return True
+    if isinstance(kind, pa.BaseExtensionType):
+        return _holds_text(kind.storage_type)
+    if isinstance(kind, pa.DictionaryType | pa.RunEndEncodedType):
+        return _holds_text(kind.value_type)
+    if isinstance(kind, pa.MapType):
+        return _holds_text(kind.key_type) or _holds_text(kind.item_type)
+    if isinstance(kind, _LIST_TYPES):
+        return _holds_text(kind.value_type)
+    return any(_holds_text(kind.field(i).type) for i in range(kind.num_fields))
+
+
+def _first_not_utf8(values: pa.Array) -> _Found | None:
+    """The first value of ``values`` (a NULL one never) holding text that is not UTF-8, and
+    where in it; None when there is none."""
+    kind = values.type
+    if isinstance(values, pa.ExtensionArray):
+        return _first_not_utf8(values.storage)
+    if not _holds_text(kind):
+        return None
+    if _is_text(kind):
+        try:
+            values.validate(full=True)  # (the bytes behind a NULL are not looked at)
+        except pa.ArrowInvalid as e:
+            at = _NOT_UTF8_AT.search(str(e))
+            if at is None:
+                raise _NotLookedThrough from e
+            return _Found(int(at.group(1)), "", NOT_UTF8)
+        return None
+    if isinstance(values, pa.DictionaryArray):
+        try:
+            values.dictionary.validate(full=True)
+        except pa.ArrowInvalid:
+            return _first_not_utf8(values.dictionary_decode())  # (only the values used)
+        return None
+    if isinstance(values, pa.StructArray):
+        found: _Found | None = None
+        for i, field in enumerate(values.flatten()):  # (a NULL struct's fields are NULL)
+            hit = _first_not_utf8(field)
+            if hit is not None and (found is None or hit.index < found.index):
+                found = _Found(hit.index, f".{kind.field(i).name}{hit.path}", hit.why)
+        return found
+    if isinstance(values, pa.MapArray):  # (before lists: a MapArray is a ListArray)
+        entries, parents = _elements(values)
+        keys, items = entries.flatten()
+        key_hit, item_hit = _first_not_utf8(keys), _first_not_utf8(items)
+        if key_hit is not None and (item_hit is None or key_hit.index <= item_hit.index):
+            entry, below, why = key_hit.index, "", f"map key: {key_hit.why}"
+        elif item_hit is not None:
+            entry, below, why = item_hit.index, item_hit.path, item_hit.why
+        else:
+            return None
+        return _Found(int(parents[entry]), f"['{_key_text(keys, entry)}']{below}", why)
+    if isinstance(values, pa.ListArray | pa.LargeListArray | pa.FixedSizeListArray):
+        elements, parents = _elements(values)
+        hit = _first_not_utf8(elements)
+        if hit is None:
+            return None
+        row = int(parents[hit.index])
+        position = hit.index - int(np.searchsorted(parents, row))
+        return _Found(row, f"[{position}]{hit.path}", hit.why)
+    raise _NotLookedThrough  # a union, a run-end encoding, a list view
+
+
+def _elements(
+    lists: pa.ListArray | pa.LargeListArray | pa.FixedSizeListArray | pa.MapArray,
+) -> tuple[pa.Array, np.ndarray]:
+    """The elements of the lists that are not NULL, and the index of the list of each."""
+    if isinstance(lists, pa.FixedSizeListArray):
+        size = lists.type.list_size
+        offsets = (np.arange(len(lists) + 1) + lists.offset) * size
+    else:
+        offsets = lists.offsets.to_numpy()  # (the slice's own, into the whole values)
+    first, last = int(offsets[0]), int(offsets[-1])
+    elements = lists.values.slice(first, last - first)
+    parents = np.repeat(np.arange(len(lists)), np.diff(offsets))
+    if lists.null_count:
+        kept = lists.is_valid().to_numpy(zero_copy_only=False)[parents]
+        elements, parents = elements.filter(pa.array(kept)), parents[kept]
+    return elements, parents
+
+
+def _key_text(keys: pa.Array, at: int) -> str:
+    """A map key as a path shows it (bytes that are not UTF-8 escaped)."""
+    if isinstance(keys, pa.DictionaryArray):
+        keys = keys.dictionary_decode()
+    key = keys[at]
+    try:
+        return str(key.as_py())
+    except UnicodeDecodeError:
+        raw: bytes = key.as_buffer().to_pybytes()
+        return raw.decode("utf-8", "backslashreplace")
+
+
+def null_children_typed(spec: TableSpec, table: pa.Table) -> pa.Table:
+    """``table`` with each part of Arrow's null type (what pyarrow infers for a struct field,
+    a list element or a map value that is None in every row) inside a column of the spec
+    given the type the column declares there: all NULL either way, but DuckDB reads the null
+    type as INTEGER, which a nested column's declared shape would refuse."""
+    for i, name in enumerate(table.column_names):
+        kind = table.schema.field(i).type
+        if name not in spec.column_names or not _holds_null(kind):
+            continue
+        typed = _nulls_typed(kind, type_tree(spec.column(name).type))
+        if not typed.equals(kind):
+            table = table.set_column(
+                i, table.schema.field(i).with_type(typed), table.column(i).cast(typed)
+            )
+    return table
+
+
+def _holds_null(kind: pa.DataType) -> bool:
+    if pa.types.is_null(kind):
+        return True
+    if isinstance(kind, pa.MapType):
+        return _holds_null(kind.item_type)
+    if isinstance(kind, pa.ListType | pa.LargeListType | pa.FixedSizeListType):
+        return _holds_null(kind.value_type)
+    if isinstance(kind, pa.StructType):
+        return any(_holds_null(kind.field(i).type) for i in range(kind.num_fields))
+    return False
+
+
+def _nulls_typed(kind: pa.DataType, node: TypeNode) -> pa.DataType:
+    """``kind`` with each null type in it that ``node`` declares a type for given that type."""
+    if pa.types.is_null(kind):
+        return _arrow_type(node)
+    if isinstance(kind, pa.StructType) and isinstance(node, Struct):
+        declared = dict(node.fields)
+        fields = [kind.field(i) for i in range(kind.num_fields)]
+        return pa.struct(
+            [
+                f.with_type(_nulls_typed(f.type, declared[f.name])) if f.name in declared else f
+                for f in fields
+            ]
+        )
+    if isinstance(kind, pa.MapType) and isinstance(node, MapOf):
+        item = kind.item_field.with_type(_nulls_typed(kind.item_type, node.value))
+        return pa.map_(kind.key_field, item, keys_sorted=kind.keys_sorted)
+    if isinstance(kind, pa.ListType | pa.LargeListType | pa.FixedSizeListType) and isinstance(
+        node, ListOf
+    ):
+        element = kind.value_field.with_type(_nulls_typed(kind.value_type, node.element))
+        if isinstance(kind, pa.LargeListType):
+            return pa.large_list(element)
+        if isinstance(kind, pa.FixedSizeListType):
+            return pa.list_(element, kind.list_size)
+        return pa.list_(element)
+    return kind
+
+
+def _arrow_type(node: TypeNode) -> pa.DataType:
+    """An Arrow type of the declared type's shape whose NULL the conversion reads as a NULL of
+    it (a leaf the fast path has no type for: text, which every leaf type takes)."""
+    if isinstance(node, Leaf):
+        return ARROW_TYPES.get(node.name, pa.string())
+    if isinstance(node, Struct):
+        return pa.struct([(name, _arrow_type(child)) for name, child in node.fields])
+    if isinstance(node, ListOf):
+        return pa.list_(_arrow_type(node.element))
+    return pa.map_(_arrow_type(node.key), _arrow_type(node.value))

@@ -9,15 +9,19 @@ and :mod:`~icefloe.ingest.json_records` for JSON text), which names the rows at 
 
 from __future__ import annotations
 
-import re
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from functools import cache
 
 import duckdb
 import pyarrow as pa
 
-from icefloe.errors import RowProblem
-from icefloe.ingest.arrow_input import json_columns_to_check, proven_clean
+from icefloe.ingest.arrow_input import (
+    duplicate_names,
+    json_columns_to_check,
+    null_children_typed,
+    proven_clean,
+    text_not_utf8,
+)
 from icefloe.ingest.conversion import (
     check_row_count,
     identity_sources,
@@ -116,6 +120,7 @@ def load_batch_checking_json_beside(
     if not isinstance(batch, ArrowBatch) or batch.table.num_rows < _JSON_CHECK_BESIDE_FROM_ROWS:
         return load_batch(con, spec, batch, limits=limits), None
     table = batch.table
+    _refuse_duplicate_names(table)
     check_row_count(table.num_rows, limits)
     proven = _proven_clean_arrow(spec, table, limits)
     if proven is None:
@@ -150,6 +155,7 @@ def _load_arrow(
 ) -> pa.Table:
     """Typed Arrow input: Arrow's checks when they prove it clean (JSON columns still parsed
     by DuckDB, over those columns alone), else the DuckDB conversion, which names the rows."""
+    _refuse_duplicate_names(table)
     check_row_count(table.num_rows, limits)
     proven = _proven_clean_arrow(spec, table, limits) if fast else None
     if proven is not None:
@@ -173,6 +179,7 @@ def _converted_arrow(
 ) -> pa.Table:
     """Typed Arrow input through the DuckDB conversion, which names the rows at fault."""
     _refuse_text_not_utf8(table)
+    table = null_children_typed(spec, table)
     con.register(_ARROW_INPUT, table)
     try:
         return load_typed(con, spec, _ARROW_INPUT, {}, "Arrow", limits)
@@ -180,34 +187,25 @@ def _converted_arrow(
         con.unregister(_ARROW_INPUT)
 
 
-_NOT_UTF8_AT = re.compile(r"Invalid UTF8 sequence at string index (\d+)")
-_NOT_UTF8 = "bytes that are not UTF-8"
-
-
 def _refuse_text_not_utf8(table: pa.Table) -> None:
-    """Refuse Arrow input whose text is not UTF-8 (a caller's Arrow memory need not be),
-    naming the first row and field, before DuckDB reads it (which refuses it without)."""
-    for name, column in zip(table.column_names, table.columns, strict=True):
-        storage = (
-            column.type.storage_type
-            if isinstance(column.type, pa.BaseExtensionType)
-            else column.type
-        )
-        if storage not in (pa.string(), pa.large_string()):
-            continue
-        start = 0
-        for chunk in column.chunks:
-            try:
-                chunk.validate(full=True)
-            except pa.ArrowInvalid as e:
-                at = _NOT_UTF8_AT.search(str(e))
-                problem = (
-                    RowProblem(row=start + int(at.group(1)), field=name, message=_NOT_UTF8)
-                    if at is not None
-                    else RowProblem(row=None, field=name, message=f"not valid Arrow data: {e}")
-                )
-                raise refuse([problem]) from e
-            start += len(chunk)
+    """Refuse Arrow input holding text that is not UTF-8 (a caller's Arrow memory need not
+    be), at any depth of a nested type, naming the first row and path of each column, before
+    DuckDB reads it (which refuses it at the top level without naming it, and below it not at
+    all: the table's files would be unreadable)."""
+    problems = [
+        problem
+        for name, column in zip(table.column_names, table.columns, strict=True)
+        if (problem := text_not_utf8(name, column)) is not None
+    ]
+    if problems:  # by row, a column's before the next's in the same row
+        raise refuse(sorted(problems, key=lambda p: p.row if p.row is not None else -1))
+
+
+def _refuse_duplicate_names(table: pa.Table) -> None:
+    """Refuse Arrow input with two columns, or two fields of a struct, of one name."""
+    problems = duplicate_names(table)
+    if problems:
+        raise refuse(problems)
 
 
 def _load_ndjson_fast(
