@@ -644,7 +644,11 @@ BAD_ROWS: list[tuple[str, object, str]] = [
     ("string for a boolean", [{"ts": "2026-03-01", "event": "a", "ok": "yes"}], "field 'ok'"),
     ("decimal overflow", [{"ts": "2026-03-01", "event": "a", "price": 1e12}], "field 'price'"),
     ("bad date", [{"ts": "2026-03-01", "event": "a", "d": "2026-02-30"}], "field 'd'"),
-    ("bad list element", [{"ts": "2026-03-01", "event": "a", "tags": ["x", 1]}], "field 'tags'"),
+    (
+        "bad list element",
+        [{"ts": "2026-03-01", "event": "a", "tags": ["x", 1]}],
+        "row 0, field 'tags[1]': expected a string (VARCHAR)",
+    ),
     ("object for a list", [{"ts": "2026-03-01", "event": "a", "tags": {"x": 1}}], "field 'tags'"),
     ("null in required column", [{"ts": "2026-03-01", "event": None}], "required"),
     ("missing required column", [{"ts": "2026-03-01"}], "row 0, field 'event': required"),

@@ -105,6 +105,23 @@ def value_checks(
     """The checks of a typed value ``v`` of type ``kind`` that is not NULL: (condition, error
     code) pairs, in order, each condition true when ``v`` fails that check."""
     checks: list[tuple[str, str]] = []
+    if is_list(kind):
+        # A list parsed whole (from CSV text): each element gets its type's checks.
+        e = f"__e{kind.count('[]')}"
+        for condition, code in value_checks(
+            kind[:-2],
+            e,
+            max_value_bytes=max_value_bytes,
+            json_proven_standard=json_proven_standard,
+        ):
+            checks.append(
+                (
+                    f"coalesce(list_bool_or(list_transform({v},"
+                    f" lambda {e}: {e} IS NOT NULL AND ({condition}))), false)",
+                    code,
+                )
+            )
+        return checks
     if kind in _TIME_BOUNDS:
         low, high = _TIME_BOUNDS[kind]
         checks.append((f"NOT isfinite({v}) OR {v} < {low} OR {v} > {high}", "range"))
@@ -167,21 +184,6 @@ def _outer_error(
     return "CASE " + " ".join(checks) + " END"
 
 
-def _element_json_types(element: str) -> str:
-    """The JSON value types a list element of ``element`` type may have (null always may)."""
-    if element == "JSON":
-        return "('NULL', 'VARCHAR', 'BIGINT', 'UBIGINT', 'DOUBLE', 'BOOLEAN', 'OBJECT', 'ARRAY')"
-    if element == "BOOLEAN":
-        return "('NULL', 'BOOLEAN')"
-    if is_integer(element):
-        return "('NULL', 'BIGINT', 'UBIGINT')"
-    if element in ("FLOAT", "DOUBLE") or element.startswith("DECIMAL"):
-        return "('NULL', 'BIGINT', 'UBIGINT', 'DOUBLE')"
-    if element in ("TIMESTAMP", "TIMESTAMPTZ"):
-        return "('NULL', 'VARCHAR', 'BIGINT', 'UBIGINT')"
-    return "('NULL', 'VARCHAR')"
-
-
 def json_column(
     col: Column, *, max_value_bytes: int, max_json_depth: int, partition_source: bool = False
 ) -> ColumnSQL:
@@ -217,9 +219,12 @@ def _pointer_token(name: str) -> str:
 
 
 def json_leaf_value(r: str, kind: str) -> str:
-    """SQL of the typed value of the JSON expression ``r`` as a column of type ``kind`` (not a
-    STRUCT or MAP): NULL when ``r`` is absent, JSON null, or not strictly of the type (a string
-    is never a number, nor a fraction an integer; out of range is NULL)."""
+    """SQL of the typed value of the JSON expression ``r`` as a column of type ``kind``, a
+    leaf (not a STRUCT, MAP or list: those are typed part by part, see
+    :mod:`~icefloe.ingest.nested_json`): NULL when ``r`` is absent, JSON null, or not strictly
+    of the type (a string is never a number, nor a fraction an integer; out of range is
+    NULL)."""
+    assert not is_list(kind), "a list is typed element by element (nested_json)"
     t = f"json_type({r})"
     text = f"({r} ->> '$')"
     if kind == "VARCHAR":
@@ -242,16 +247,6 @@ def json_leaf_value(r: str, kind: str) -> str:
         value = tz_value if kind == "TIMESTAMPTZ" else f"(({tz_value}) AT TIME ZONE 'UTC')"
     elif kind == "BLOB":
         value = f"CASE WHEN {t} = 'VARCHAR' THEN TRY(from_base64({text})) END"
-    elif is_list(kind):
-        cast = f"TRY_CAST({r} AS {kind})"
-        element_types = f"json_type({r}, '$[*]')"
-        json_nulls = f"len(list_filter({element_types}, x -> x = 'NULL'))"
-        strict = (
-            f"{t} = 'ARRAY'"
-            f" AND len(list_filter({element_types}, x -> x NOT IN {_element_json_types(kind[:-2])})) = 0"
-            f" AND len({cast}) - list_count({cast}) = {json_nulls}"
-        )
-        value = f"CASE WHEN {strict} THEN {cast} END"
     else:  # DATE, TIME, UUID: text forms
         value = f"CASE WHEN {t} = 'VARCHAR' THEN TRY_CAST({text} AS {kind}) END"
     return value

@@ -22,6 +22,7 @@ from icefloe.ingest.sources import InsertLimits
 from icefloe.ingest.strict_json import may_not_be_standard
 from icefloe.spec import Column, TableSpec
 from icefloe.spec.type_tree import is_nested_text
+from icefloe.spec.types import is_list
 
 MAX_PROBLEMS = 5
 
@@ -54,7 +55,11 @@ def load_typed(
                 for name in unknown
             ]
         )
-    nested = {c.name for c in spec.columns if c.name in source_types and is_nested_text(c.type)}
+    nested = {
+        c.name
+        for c in spec.columns
+        if c.name in source_types and _converted_nested(c.type, source_types[c.name])
+    }
     layout = [
         problem
         for c in spec.columns
@@ -79,6 +84,16 @@ def load_typed(
     assert count is not None
     check_row_count(int(count[0]), limits)
     return convert(con, sqls, source, params, limits)
+
+
+def _converted_nested(kind: str, source_type: str) -> bool:
+    """Whether a column of type ``kind`` is converted from a typed source of DuckDB type
+    ``source_type`` part by part (:mod:`~icefloe.ingest.nested_typed`): a nested type, or a
+    list from a source list, whose elements then get a column's checks one by one (a list
+    CAST as a whole takes infinities, years past 9999, oversized text, and rounds a DOUBLE
+    into an integer). A list from text (CSV) is parsed as a whole, and its elements checked
+    after (:func:`~icefloe.ingest.columns.value_checks`)."""
+    return is_nested_text(kind) or (is_list(kind) and source_type.endswith("[]"))
 
 
 def check_row_count(rows: int, limits: InsertLimits) -> None:
@@ -256,7 +271,10 @@ def _message(kind: str, type_name: str, limits: InsertLimits) -> str:
     if kind == "missing":
         return "required, but missing or null"
     if kind == "range":
-        what = "a date" if type_name == "DATE" else "a timestamp"
+        element = type_name
+        while element.endswith("[]"):
+            element = element[:-2]
+        what = "a date" if element == "DATE" else "a timestamp"
         return f"expected {what} from year 1 to 9999 ({type_name}); infinities are refused"
     if kind == "finite":
         return (

@@ -1,4 +1,4 @@
-"""Nested columns (STRUCT, MAP, lists of them) typed from JSON, strictly at every leaf.
+"""Nested columns (STRUCT, MAP, lists of anything) typed from JSON, strictly at every leaf.
 
 A nested value is read as JSON (as every field is) and typed leaf by leaf with the checks a
 top-level column of the leaf's type gets (:func:`~icefloe.ingest.columns.json_leaf_value`,
@@ -32,16 +32,17 @@ from icefloe.ingest.columns import (
 from icefloe.ingest.nested_diagnosis import diagnosis_sql
 from icefloe.spec import Column
 from icefloe.spec.type_tree import Leaf, ListOf, MapOf, Struct, TypeNode, is_nested_text
-from icefloe.spec.types import is_integer, type_tree
+from icefloe.spec.types import is_integer, is_list, type_tree
 
 # An exact decimal integer, as a JSON object's key must spell an integer map key.
 INTEGER_KEY = "-?(0|[1-9][0-9]*)"
 
 
 def is_nested_column(column: Column) -> bool:
-    """Whether the column holds a STRUCT or MAP anywhere in its type (plain lists of leaves
-    keep the top-level list conversion)."""
-    return is_nested_text(column.type)
+    """Whether the column is converted here: it holds a STRUCT or MAP anywhere in its type, or
+    it is a list (a list of leaves too: each element is typed and checked as a column of its
+    type is, and a bad one is named by its path, ``tags[2]``)."""
+    return is_nested_text(column.type) or is_list(column.type)
 
 
 def nested_json_column(
