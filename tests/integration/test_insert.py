@@ -904,6 +904,49 @@ def test_rows_land_in_the_partition_their_values_map_to_for_every_transform(
     assert seen == expected and result.partitions == len(expected) and total == 200
 
 
+@pytest.mark.parametrize(
+    ("kind", "low", "high"),
+    [
+        ("SMALLINT", -(2**15), 2**15 - 1),
+        ("INTEGER", -(2**31), 2**31 - 1),
+        ("UBIGINT", 0, 2**64 - 1),
+        ("HUGEINT", -(2**63), 2**63 - 1),  # Python rows carry 64 bits
+    ],
+)
+def test_truncate_partitions_values_at_their_types_limits(
+    meta: MetaStore, objects: ObjectStore, inserter: Inserter, kind: str, low: int, high: int
+) -> None:
+    # Given a column truncated by a width that does not divide its type's least value
+    spec = TableSpec.create(name="lim", schema=f"n {kind}", partition_by="truncate[3](n)")
+    meta.create_table(spec)
+    rows = [{"n": low}, {"n": high}, {"n": -7 if low < 0 else 7}]
+    # When rows at the limits are inserted
+    inserter.insert_rows("lim", rows)
+    # Then each lands in the partition of its floor to a multiple of 3 (below the type's least
+    # value for the least value itself), as the spec computes it
+    landed = {
+        f.partition_path: [
+            r["n"] for r in pq.read_table(io.BytesIO(objects.get(f.path))).to_pylist()
+        ]
+        for f in meta.files("lim")
+    }
+    assert landed == {spec.partition_path(spec.partition_values(r)): [r["n"]] for r in rows}
+    assert spec.partition_values({"n": -(2**31)}) == (-(2**31) - 1,)
+
+
+def test_a_bigint_whose_truncate_partition_leaves_bigint_is_refused_naming_the_column(
+    meta: MetaStore, objects: ObjectStore, inserter: Inserter
+) -> None:
+    meta.create_table(
+        TableSpec.create(name="lim", schema="n BIGINT", partition_by="truncate[3](n)")
+    )
+    with pytest.raises(BatchRejectedError) as refused:
+        inserter.insert_rows("lim", [{"n": 5}, {"n": -(2**63)}])
+    (problem,) = refused.value.problems
+    assert problem.field == "n" and "truncate partition" in problem.message
+    assert meta.files("lim") == [] and stored_keys(objects) == []
+
+
 def _typed(row: dict[str, object]) -> dict[str, object]:
     return {**row, "ts": datetime.fromisoformat(str(row["ts"]))}
 

@@ -373,6 +373,15 @@ def duckdb_partition_keys(
     try:
         keys = [f"{_expression(spec, f, i)} AS __p{i}" for i, f in enumerate(fields)]
         return con.execute(f"SELECT {', '.join(keys)} FROM {_VIEW}").to_arrow_table()
+    except (duckdb.OutOfRangeException, duckdb.ConversionException) as e:
+        # Only truncate can leave a type: a value within its width of the type's minimum.
+        truncated = [f.source for f in fields if f.transform == "truncate"]
+        problem = RowProblem(
+            row=None,
+            field=truncated[0] if len(truncated) == 1 else None,
+            message=f"a value's truncate partition lies outside the integers it can store: {e}",
+        )
+        raise BatchRejectedError(f"batch refused: {problem}", problems=(problem,)) from e
     finally:
         con.unregister(_VIEW)
 
@@ -424,7 +433,15 @@ def _expression(spec: TableSpec, field: PartitionField, position: int) -> str:
         width = int(field.param or 1)
         if is_string(column_type):
             return f"left({source}, {width})"
-        return f"({source} - ((({source} % {width}) + {width}) % {width}))"
+        # In HUGEINT: the floor of a value near its type's minimum lies below that minimum
+        # (INTEGER -2147483648, width 3: -2147483649). Then back to BIGINT, which every key
+        # of a narrower column fits (a BIGINT key below it is refused: duckdb_partition_keys),
+        # or to UBIGINT, which holds the floor of any UBIGINT.
+        wide = f"CAST({source} AS HUGEINT)"
+        floor = f"({wide} - ((({wide} % {width}) + {width}) % {width}))"
+        if column_type in ("HUGEINT", "UHUGEINT"):
+            return floor
+        return f"CAST({floor} AS {'UBIGINT' if column_type == 'UBIGINT' else 'BIGINT'})"
     return ident(f"__bucket{position}")
 
 
