@@ -10,6 +10,7 @@ messages of a refused batch.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -20,6 +21,15 @@ from icefloe.spec.types import is_integer, is_list
 
 _INTEGER_JSON = "('BIGINT', 'UBIGINT')"
 _NUMBER_JSON = "('BIGINT', 'UBIGINT', 'DOUBLE')"
+# The forms text (CSV, Arrow and Parquet strings) must have to become a number, as JSON spells
+# numbers: DuckDB's own casts take '3.7' as the integer 4, '0x10' as 16, '1_000' as 1000 and
+# ' 5' as 5. NaN and infinities pass here, to be refused by name (value_checks).
+_INTEGER_TEXT = "-?(0|[1-9][0-9]*)"
+_NUMBER_TEXT = "-?(0|[1-9][0-9]*)([.][0-9]+)?([eE][-+]?[0-9]+)?|(?i:[-+]?(inf|infinity|nan))"
+# A date alone: DuckDB's cast keeps the date of '2026-11-01 junk' or of a timestamp. Infinities
+# pass here, to be refused by name (value_checks).
+_DATE_TEXT = "-?[0-9]{4,}-[0-9]{1,2}-[0-9]{1,2}|-?infinity"
+_DECIMAL = re.compile(r"DECIMAL\((\d+),\s*(\d+)\)")
 # Epoch milliseconds accepted for timestamps: years 1677..2262, the range of int64 nanoseconds.
 _EPOCH_MS_MIN, _EPOCH_MS_MAX = -9_223_372_036_854, 9_223_372_036_854
 
@@ -76,6 +86,12 @@ def expected(type_name: str) -> str:
         return f"an integer that fits {type_name}"
     if is_list(type_name):
         return f"a JSON array of {type_name[:-2]} values"
+    decimal = _DECIMAL.fullmatch(type_name)
+    if decimal is not None:
+        return (
+            f"a number that fits {type_name}, with at most {decimal.group(2)} digits after the"
+            " point"
+        )
     if type_name.startswith("STRUCT("):
         return "a JSON object"
     if type_name.startswith("MAP("):
@@ -235,8 +251,10 @@ def json_leaf_value(r: str, kind: str) -> str:
         value = f"CASE WHEN {t} = 'BOOLEAN' THEN TRY_CAST({text} AS BOOLEAN) END"
     elif is_integer(kind):
         value = f"CASE WHEN {t} IN {_INTEGER_JSON} THEN TRY_CAST({text} AS {kind}) END"
-    elif kind in ("FLOAT", "DOUBLE") or kind.startswith("DECIMAL"):
+    elif kind in ("FLOAT", "DOUBLE"):
         value = f"CASE WHEN {t} IN {_NUMBER_JSON} THEN TRY_CAST({text} AS {kind}) END"
+    elif kind.startswith("DECIMAL"):
+        value = f"CASE WHEN {t} IN {_NUMBER_JSON} THEN {_exact_decimal(text, kind)} END"
     elif kind in ("TIMESTAMP", "TIMESTAMPTZ"):
         ms = f"TRY_CAST({text} AS BIGINT)"
         tz_value = (
@@ -247,9 +265,32 @@ def json_leaf_value(r: str, kind: str) -> str:
         value = tz_value if kind == "TIMESTAMPTZ" else f"(({tz_value}) AT TIME ZONE 'UTC')"
     elif kind == "BLOB":
         value = f"CASE WHEN {t} = 'VARCHAR' THEN TRY(from_base64({text})) END"
-    else:  # DATE, TIME, UUID: text forms
+    elif kind == "DATE":
+        value = f"CASE WHEN {t} = 'VARCHAR' THEN {_strict_date(text)} END"
+    else:  # TIME, UUID: text forms
         value = f"CASE WHEN {t} = 'VARCHAR' THEN TRY_CAST({text} AS {kind}) END"
     return value
+
+
+def _exact_decimal(text: str, kind: str) -> str:
+    """SQL of the number spelled by the text ``text`` as a ``kind`` (a DECIMAL), NULL when it
+    does not fit or has more digits after the point than the scale: DuckDB's cast rounds
+    (1.235 to 1.24), and a value is refused rather than altered, as an integer refuses 3.7.
+    Compared with the text read at the largest scale the column's integer digits leave, and
+    as a double (for a scale that leaves none, and JSON numbers, which are doubles)."""
+    value = f"TRY_CAST({text} AS {kind})"
+    decimal = _DECIMAL.fullmatch(kind)
+    if decimal is None:
+        return value
+    width, scale = int(decimal.group(1)), int(decimal.group(2))
+    wide = f"TRY_CAST({text} AS DECIMAL(38, {38 - (width - scale)}))"
+    exact = f"{value} = {wide} AND CAST({value} AS DOUBLE) = TRY_CAST({text} AS DOUBLE)"
+    return f"CASE WHEN {exact} THEN {value} END"
+
+
+def _strict_date(text: str) -> str:
+    """SQL of the date the text ``text`` spells, NULL unless it is a date alone."""
+    return f"CASE WHEN regexp_full_match({text}, '{_DATE_TEXT}') THEN TRY_CAST({text} AS DATE) END"
 
 
 def sql_column(
@@ -320,9 +361,38 @@ def typed_leaf_value(r: str, kind: str, source: str) -> str:
         value = tz_value if kind == "TIMESTAMPTZ" else f"(({tz_value}) AT TIME ZONE 'UTC')"
     elif kind == "VARCHAR":
         value = r if source == "VARCHAR" else f"TRY_CAST({r} AS VARCHAR)"
+    elif source == "VARCHAR":
+        value = _text_value(r, kind)
+    elif kind.startswith("DECIMAL"):
+        # From an integer or a DECIMAL: NULL when the cast rounds (a larger scale's digits).
+        cast = f"TRY_CAST({r} AS {kind})"
+        value = f"CASE WHEN {cast} = {r} THEN {cast} END"
     else:
         value = f"TRY_CAST({r} AS {_storage_type(kind)})"
     return value
+
+
+def _text_value(r: str, kind: str) -> str:
+    """SQL of the text ``r`` as a ``kind`` (not VARCHAR, JSON or a time): a number, a boolean
+    or a date only in the form JSON would give it (a number spelled as JSON spells it, true or
+    false, a date alone); other types as DuckDB parses them."""
+    if is_integer(kind):
+        return (
+            f"CASE WHEN regexp_full_match({r}, '{_INTEGER_TEXT}') THEN TRY_CAST({r} AS {kind}) END"
+        )
+    if kind in ("FLOAT", "DOUBLE"):
+        return (
+            f"CASE WHEN regexp_full_match({r}, '{_NUMBER_TEXT}') THEN TRY_CAST({r} AS {kind}) END"
+        )
+    if kind.startswith("DECIMAL"):
+        return (
+            f"CASE WHEN regexp_full_match({r}, '{_NUMBER_TEXT}') THEN {_exact_decimal(r, kind)} END"
+        )
+    if kind == "BOOLEAN":
+        return f"CASE WHEN {r} IN ('true', 'false') THEN {r} = 'true' END"
+    if kind == "DATE":
+        return _strict_date(r)
+    return f"TRY_CAST({r} AS {_storage_type(kind)})"
 
 
 _INTEGER_SOURCES = (

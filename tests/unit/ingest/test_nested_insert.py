@@ -454,8 +454,8 @@ def test_decimal_and_uuid_leaves(con: duckdb.DuckDBPyConnection) -> None:
     )
     assert load(con, rows, "ndjson", spec=spec).to_pylist()[0]["s"][0]["d"] == Decimal("12.34")
     assert refusal(con, [{"s": [{"d": "12.34"}]}], "ndjson", spec=spec) == (
-        "batch refused: row 0, field 's[0].d': expected a number that fits DECIMAL(10,2)"
-        " (DECIMAL(10,2))"
+        "batch refused: row 0, field 's[0].d': expected a number that fits DECIMAL(10,2),"
+        " with at most 2 digits after the point (DECIMAL(10,2))"
     )
 
 
