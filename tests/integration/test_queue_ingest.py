@@ -175,3 +175,24 @@ def test_a_message_giving_a_key_twice_fails_alone_naming_the_key(
     }
     assert [c.rows for c in outcome.commits] == [3]
     assert meta.status("events").rows == 3
+
+
+@pytest.mark.parametrize(("depth", "named"), [(300, True), (1_020, False)])
+def test_a_key_given_twice_deep_in_a_message_is_found(
+    inserter: Inserter, depth: int, named: bool
+) -> None:
+    # Given a message nesting past what orjson prints (254 levels), or past what Python's
+    # parser reads (but within orjson's 1,024), with a key given twice at the bottom
+    nested = '{"k": 1, "k": 2}'
+    for _ in range(depth - 1):
+        nested = "[" + nested + "]"
+    deep = f'{{"ts": "2026-05-01T10:00:00Z", "event": "e", "user_id": {nested}}}'
+    clean = deep.replace('"k": 1, "k": 2', '"k": 1, "j": 2')
+    batch = [QueueMessage("deep", deep), QueueMessage("clean", clean), *messages(1)]
+    outcome = insert_queue_messages(inserter, batch, default_table="events")
+    # Then that message fails for it (naming the key when Python's parser can reach it); the
+    # same message without the repeat fails only for its type
+    key = "the key 'k'" if named else "a key"
+    assert outcome.failed["deep"] == f"message body gives {key} twice in one object"
+    assert "given twice" not in outcome.failed["clean"] and "user_id" in outcome.failed["clean"]
+    assert [c.rows for c in outcome.commits] == [1]

@@ -139,7 +139,8 @@ def _parse(message: QueueMessage, *, default_table: str | None) -> _Parsed:
         raise InvalidInputError(f"message body is not JSON: {e}") from e
     repeated = _repeated_key(message.body, body)
     if repeated is not None:
-        raise InvalidInputError(f"message body gives the key {repeated!r} twice in one object")
+        key = f"the key {repeated!r}" if repeated else "a key"
+        raise InvalidInputError(f"message body gives {key} twice in one object")
     if not isinstance(body, dict):
         raise InvalidInputError("message body is not a JSON object")
     if set(body) == {"table", "rows"}:
@@ -161,14 +162,15 @@ def _parse(message: QueueMessage, *, default_table: str | None) -> _Parsed:
 
 
 def _repeated_key(text: str, parsed: object) -> str | None:
-    """A key ``text`` gives twice in one object (orjson keeps the last value silently), or None.
+    """A key ``text`` gives twice in one object (orjson keeps the last value silently), or None
+    (``""`` for one found nested too deeply to name).
 
     Outside strings, standard JSON has exactly one ``:`` per object member; inside, a ``:`` is
     itself, unless escaped as ``\\u003a``. So when the text escapes none, it repeats no key
     exactly when it holds as many ``:`` as the parsed value printed again: one count in C for
     the common case, a second parse only when the counts differ (or a ``\\u003`` escape
     appears)."""
-    if "\\u003" not in text and text.count(":") == orjson.dumps(parsed).count(b":"):
+    if "\\u003" not in text and text.count(":") == _printed_colons(parsed):
         return None
 
     class _Repeated(Exception):
@@ -186,7 +188,32 @@ def _repeated_key(text: str, parsed: object) -> str | None:
         json.loads(text, object_pairs_hook=pairs)
     except _Repeated as e:
         return str(e.args[0])
+    except RecursionError:  # nested deeper than Python's parser goes (orjson reads 1,024)
+        # Unnamed, and only when no escaped ':' can explain the difference.
+        escaped = "\\u003" in text
+        return "" if not escaped and text.count(":") != _printed_colons(parsed) else None
     return None
+
+
+def _printed_colons(parsed: object) -> int:
+    """The ``:`` of ``parsed`` printed as JSON: one per object member, and those its strings
+    hold. orjson prints it in C; past its 254 levels of nesting, a walk without recursion
+    counts them."""
+    try:
+        return orjson.dumps(parsed).count(b":")
+    except (orjson.JSONEncodeError, TypeError):
+        pass
+    count, pending = 0, [parsed]
+    while pending:
+        value = pending.pop()
+        if isinstance(value, dict):
+            count += len(value) + sum(key.count(":") for key in value)
+            pending.extend(value.values())
+        elif isinstance(value, list):
+            pending.extend(value)
+        elif isinstance(value, str):
+            count += value.count(":")
+    return count
 
 
 def _insert_group(inserter: Inserter, table: str, pending: list[_Parsed], tally: _Tally) -> None:
