@@ -60,10 +60,14 @@ class QueryDatabase:
         max_age_s: float = DEFAULT_MAX_AGE_S,
         max_idle_cursors: int = DEFAULT_MAX_IDLE_CURSORS,
         clock: Callable[[], float] = time.monotonic,
+        settings: Sequence[str] = (),
     ) -> None:
+        """``settings``: statements run on each new database before it is locked, beside
+        the query database's own."""
         self._root = root_uri.rstrip("/") + "/"
         self.limits = limits
         self._configure = configure
+        self._settings = tuple(settings)
         self._max_age_s = max_age_s
         self._max_views = max_views
         self._max_idle = max_idle_cursors
@@ -193,6 +197,7 @@ class QueryDatabase:
                 # file per query.
                 "SET GLOBAL parquet_metadata_cache = true",
                 "SET GLOBAL validate_external_file_cache = 'NO_VALIDATION'",
+                *self._settings,
             ),
         )
 

@@ -27,6 +27,22 @@ PIVOT_TYPE_PREFIX = "__pivot_enum_"
 # A statement that may be such a PIVOT (a wrong guess costs one look at the catalog).
 _MAY_PIVOT = re.compile(r"pivot", re.IGNORECASE)
 
+# DuckDB (1.5.5, and 1.5.6 still) pushes an OR holding an IS [NOT] DISTINCT FROM into a
+# Parquet scan as an optional filter that skips a row group whose column is all NULL, though
+# NULL IS DISTINCT FROM 5 is true: `x IS DISTINCT FROM 5 OR x = 7` loses the NULL rows. A
+# statement that may hold one (both words anywhere: a wrong guess costs only speed) runs in a
+# second database with filter pushdown off, which reads every row group of the files the
+# snapshot's pruning kept.
+_MAY_DISTINCT_FROM = re.compile(r"\bdistinct\s+from\b", re.IGNORECASE)
+_MAY_OR = re.compile(r"\bor\b", re.IGNORECASE)
+WITHOUT_FILTER_PUSHDOWN = "SET GLOBAL disabled_optimizers = 'filter_pushdown'"
+
+
+def needs_no_filter_pushdown(statement: str) -> bool:
+    """Whether ``statement`` may hold an OR with an IS [NOT] DISTINCT FROM (see above)."""
+    return bool(_MAY_DISTINCT_FROM.search(statement) and _MAY_OR.search(statement))
+
+
 # (table name, the SELECT its view stands for)
 ViewBinding = tuple[str, str]
 
@@ -61,13 +77,19 @@ class InProcessExecutor:
     ) -> None:
         self.limits = limits
         self._database = QueryDatabase(root_uri=root_uri, limits=limits, configure=configure)
+        # Opened on its first statement (most processes never run one).
+        self._without_pushdown = QueryDatabase(
+            root_uri=root_uri,
+            limits=limits,
+            configure=configure,
+            settings=(WITHOUT_FILTER_PUSHDOWN,),
+        )
 
     def execute(self, statement: str, views: Sequence[ViewBinding]) -> pa.Table:
         fired = threading.Event()
+        database = self._without_pushdown if needs_no_filter_pushdown(statement) else self._database
         try:
-            with self._database.session(
-                views, time_limit_s=self.limits.timeout_s, fired=fired
-            ) as cursor:
+            with database.session(views, time_limit_s=self.limits.timeout_s, fired=fired) as cursor:
                 reader = cursor.execute(statement).to_arrow_reader(RESULT_BATCH_ROWS)
                 rows = collect(reader, self.limits)
                 if _MAY_PIVOT.search(statement):
@@ -85,9 +107,11 @@ class InProcessExecutor:
 
     def forget_views(self) -> None:
         self._database.forget_views()
+        self._without_pushdown.forget_views()
 
     def close(self) -> None:
         self._database.close()
+        self._without_pushdown.close()
 
 
 def _drop_pivot_types(cursor: duckdb.DuckDBPyConnection) -> None:
