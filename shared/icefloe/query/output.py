@@ -47,14 +47,42 @@ def json_safe(value: Any) -> Any:
 
 def json_rows(table: pa.Table) -> list[dict[str, Any]]:
     """One object per row, keyed by column name (a MAP value is an object keyed by its keys'
-    text, as DuckDB writes a MAP as JSON)."""
-    return [{k: json_safe(v) for k, v in row.items()} for row in python_rows(table)]
+    text, as DuckDB writes a MAP as JSON). A name the result repeats (``SELECT a.id, b.id``
+    over a join) is keyed as DuckDB names it when the query is read as a subquery: ``id``,
+    ``id_1``, ``id_2``, so that no column is lost."""
+    keys = unique_names(table.column_names)
+    return [{k: json_safe(v) for k, v in zip(keys, row, strict=True)} for row in python_rows(table)]
 
 
-def python_rows(table: pa.Table) -> list[dict[str, Any]]:
-    """Each row as Python values; a MAP value is a dict."""
-    rows: list[dict[str, Any]] = table.to_pylist(maps_as_pydicts="strict")
-    return rows
+def json_values(table: pa.Table) -> list[list[Any]]:
+    """Each row as a list of JSON-safe values, in column order (every column, whatever its
+    name)."""
+    return [[json_safe(v) for v in row] for row in python_rows(table)]
+
+
+def unique_names(names: Sequence[str]) -> list[str]:
+    """``names`` with each repeat renamed as DuckDB renames it in a subquery (``a``, ``a_1``,
+    ``a_2``; a name already taken gets a suffix of its own, ``a_1_1``)."""
+    taken: set[str] = set()
+    unique: list[str] = []
+    for name in names:
+        candidate, n = name, 0
+        while candidate in taken:
+            n += 1
+            candidate = f"{name}_{n}"
+        taken.add(candidate)
+        unique.append(candidate)
+    return unique
+
+
+def python_rows(table: pa.Table) -> list[list[Any]]:
+    """Each row as a list of Python values, in column order (a MAP value is a dict)."""
+    columns = [
+        table.column(i).to_pylist(maps_as_pydicts="strict") for i in range(table.num_columns)
+    ]
+    if not columns:
+        return [[] for _ in range(table.num_rows)]
+    return [list(row) for row in zip(*columns, strict=True)]
 
 
 def write_result(table: pa.Table, *, fmt: str, out: TextIO, output: str | None = None) -> None:
@@ -98,7 +126,7 @@ def csv_safe(table: pa.Table) -> pa.Table:
 
 def text_table(table: pa.Table) -> str:
     headers = table.column_names
-    rows = [[_cell(row[h]) for h in headers] for row in python_rows(table.slice(0, MAX_TEXT_ROWS))]
+    rows = [[_cell(v) for v in row] for row in python_rows(table.slice(0, MAX_TEXT_ROWS))]
     widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(headers)]
     lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
     lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]

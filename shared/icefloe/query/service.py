@@ -18,7 +18,7 @@ import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 
 from icefloe.query.engine import QueryEngine, QueryResult
-from icefloe.query.output import csv_safe, json_rows
+from icefloe.query.output import csv_safe, json_rows, json_values
 from icefloe.storage import ObjectStore
 
 ResultFormat = Literal["json", "csv", "parquet"]
@@ -76,7 +76,7 @@ def answer_query(
     base = _summary(result)
     if request.format != "parquet" and table.num_rows <= request.max_rows:
         if request.format == "json":
-            rows = [list(r.values()) for r in json_rows(table)]
+            rows = json_values(table)
             if len(json.dumps(rows)) <= MAX_INLINE_BYTES:
                 return QueryAnswer(**base, columns=table.column_names, rows=rows)
         else:
