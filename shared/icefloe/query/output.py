@@ -76,13 +76,118 @@ def unique_names(names: Sequence[str]) -> list[str]:
 
 
 def python_rows(table: pa.Table) -> list[list[Any]]:
-    """Each row as a list of Python values, in column order (a MAP value is a dict)."""
-    columns = [
-        table.column(i).to_pylist(maps_as_pydicts="strict") for i in range(table.num_columns)
-    ]
+    """Each row as a list of Python values, in column order (a MAP value is a dict). A value
+    Python cannot hold as it is (see :func:`python_columns`) is DuckDB's text of it."""
+    columns = python_columns(table)
     if not columns:
         return [[] for _ in range(table.num_rows)]
     return [list(row) for row in zip(*columns, strict=True)]
+
+
+def python_columns(table: pa.Table) -> list[list[Any]]:
+    """Each column's values as Python values, in column order. Where Python cannot hold a
+    value as DuckDB means it (a DATE or TIMESTAMP past year 9999 or infinite, ``TIME
+    '24:00:00'``), the value is DuckDB's text of it; a column of a type Python has no faithful
+    value for (INTERVAL, VARINT, a MAP keyed by lists or structs, a struct with unnamed
+    fields, and anything holding one) is DuckDB's text throughout."""
+    with _DuckText(table) as text:
+        return [_column_values(table.column(i), i, text) for i in range(table.num_columns)]
+
+
+_CONVERSION_ERRORS = (OverflowError, ValueError, TypeError, ArithmeticError, pa.ArrowException)
+
+
+def _column_values(column: pa.ChunkedArray, position: int, text: _DuckText) -> list[Any]:
+    if needs_text(column.type):
+        return text(position)
+    try:
+        values: list[Any] = column.to_pylist(maps_as_pydicts="strict")
+    except _CONVERSION_ERRORS:
+        # Only the values that do not convert are DuckDB's: as text, or inside a list, struct
+        # or map as the JSON DuckDB writes of the value (an infinite date in a struct is
+        # ``{"d": "infinity"}``).
+        texts = text(position, as_json=pa.types.is_nested(column.type))
+        values = []
+        for i, scalar in enumerate(column):
+            try:
+                values.append(scalar.as_py(maps_as_pydicts="strict"))
+            except _CONVERSION_ERRORS:
+                values.append(texts[i])
+        return values
+    if pa.types.is_time(column.type):
+        # Python's time stops at 23:59:59.999999: DuckDB's TIME '24:00:00' comes out as 00:00.
+        ticks = column.cast(pa.int64()).to_pylist()
+        late = [i for i, (v, t) in enumerate(zip(values, ticks, strict=True)) if v == time() and t]
+        if late:
+            texts = text(position)
+            for i in late:
+                values[i] = texts[i]
+    return values
+
+
+def needs_text(data_type: pa.DataType) -> bool:
+    """Whether values of ``data_type`` have no faithful Python (or CSV) form, so that output
+    writes DuckDB's text of them."""
+    if pa.types.is_interval(data_type) or isinstance(data_type, pa.BaseExtensionType):
+        return True
+    if pa.types.is_dictionary(data_type):
+        return needs_text(data_type.value_type)
+    if pa.types.is_map(data_type):
+        return (
+            pa.types.is_nested(data_type.key_type)
+            or needs_text(data_type.key_type)
+            or needs_text(data_type.item_type)
+        )
+    if pa.types.is_struct(data_type):
+        names = [data_type.field(i).name for i in range(data_type.num_fields)]
+        if "" in names or len(set(names)) < len(names):
+            return True
+        return any(needs_text(data_type.field(i).type) for i in range(data_type.num_fields))
+    if (
+        pa.types.is_list(data_type)
+        or pa.types.is_large_list(data_type)
+        or pa.types.is_fixed_size_list(data_type)
+        or pa.types.is_list_view(data_type)
+        or pa.types.is_large_list_view(data_type)
+    ):
+        return needs_text(data_type.value_type)
+    if pa.types.is_union(data_type):
+        return any(needs_text(data_type.field(i).type) for i in range(data_type.num_fields))
+    return False
+
+
+class _DuckText:
+    """DuckDB's text (``CAST(... AS VARCHAR)``) of a column of ``table``, by position; opens
+    one DuckDB (in UTC, as the query's) only when a column needs it."""
+
+    def __init__(self, table: pa.Table) -> None:
+        self._table = table
+        self._con: duckdb.DuckDBPyConnection | None = None
+
+    def __enter__(self) -> _DuckText:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        if self._con is not None:
+            self._con.close()
+
+    def __call__(self, position: int, *, as_json: bool = False) -> list[Any]:
+        if self._con is None:
+            # One thread keeps the rows in order.
+            self._con = duckdb.connect(config={"threads": 1})
+            self._con.execute("SET TimeZone = 'UTC'")
+        one = pa.table([self._table.column(position)], names=["v"])
+        cast = "json(to_json(v))" if as_json else "CAST(v AS VARCHAR)"
+        self._con.register("answer_column", one)
+        try:
+            texts = [
+                v for (v,) in self._con.execute(f"SELECT {cast} FROM answer_column").fetchall()
+            ]
+        finally:
+            self._con.unregister("answer_column")
+        if as_json:
+            return [None if v is None else json.loads(v) for v in texts]
+        return texts
 
 
 def write_result(table: pa.Table, *, fmt: str, out: TextIO, output: str | None = None) -> None:
@@ -107,21 +212,49 @@ def write_result(table: pa.Table, *, fmt: str, out: TextIO, output: str | None =
 
 
 def csv_safe(table: pa.Table) -> pa.Table:
-    """CSV cannot hold nested or binary values: write those as JSON or hex text."""
-    for position, field in enumerate(table.schema):
-        if (
-            pa.types.is_nested(field.type)
-            or pa.types.is_binary(field.type)
-            or pa.types.is_fixed_size_binary(field.type)
-        ):
-            values = [
-                None
-                if v is None
-                else (v.hex() if isinstance(v, bytes) else json.dumps(json_safe(v)))
-                for v in table.column(position).to_pylist(maps_as_pydicts="strict")
-            ]
+    """CSV cannot hold nested or binary values: write those as JSON or hex text; values CSV
+    has no form for (an INTERVAL, a VARINT, an infinite or year-10000 date) as DuckDB's
+    text."""
+    with _DuckText(table) as text:
+        for position, field in enumerate(table.schema):
+            column = table.column(position)
+            if needs_text(field.type) or not _fits_python(column):
+                values: list[Any] = text(position)
+            elif (
+                pa.types.is_nested(field.type)
+                or pa.types.is_binary(field.type)
+                or pa.types.is_fixed_size_binary(field.type)
+            ):
+                values = [
+                    None
+                    if v is None
+                    else (v.hex() if isinstance(v, bytes) else json.dumps(json_safe(v)))
+                    for v in _column_values(column, position, text)
+                ]
+            else:
+                continue
             table = table.set_column(position, field.name, pa.array(values, pa.string()))
     return table
+
+
+def _fits_python(column: pa.ChunkedArray) -> bool:
+    """Whether a date, time or timestamp column holds only values Python can (no infinity, no
+    year past 9999, no ``24:00:00``); other columns are taken to."""
+    data_type = column.type
+    if not (
+        pa.types.is_date(data_type)
+        or pa.types.is_timestamp(data_type)
+        or pa.types.is_time(data_type)
+    ):
+        return True
+    try:
+        values = column.to_pylist()
+    except _CONVERSION_ERRORS:
+        return False
+    if pa.types.is_time(data_type):
+        ticks = column.cast(pa.int64()).to_pylist()
+        return not any(v == time() and t for v, t in zip(values, ticks, strict=True))
+    return True
 
 
 def text_table(table: pa.Table) -> str:
