@@ -25,7 +25,7 @@ from icefloe import duck
 from icefloe.duck import ident
 from icefloe.errors import InvalidInputError
 from icefloe.ingest.row_ids import ROW_ID_COLUMN
-from icefloe.query.sql_refs import walk
+from icefloe.query.sql_refs import load_tree, walk
 from icefloe.spec import TableSpec
 from icefloe.stability import unstable_calls
 
@@ -65,9 +65,16 @@ def check_predicate(spec: TableSpec, where: str) -> str:
             f"delete refused: a predicate longer than {MAX_PREDICATE_CHARS:,} characters"
         )
     with _checker() as con:
-        expression = _framed_expression(con, spec, where)
-        _check_expression(spec, expression)
-        predicate = f"({_render(con, spec, expression)})"
+        try:
+            expression = _framed_expression(con, spec, where)
+            _check_expression(spec, expression)
+            predicate = f"({_render(con, spec, expression)})"
+        except RecursionError:
+            # Reading, checking and rendering the parse tree go one Python call per level.
+            raise InvalidInputError(
+                "delete refused: the predicate nests too deeply to check (calls or operators"
+                " inside one another several hundred levels deep); nest fewer levels"
+            ) from None
         columns = ", ".join(f"{ident(c.name)} {c.type}" for c in spec.columns)
         con.execute(f"CREATE OR REPLACE TEMP TABLE {ident(spec.name)} ({columns})")
         try:
@@ -94,7 +101,7 @@ def _checker() -> Iterator[duckdb.DuckDBPyConnection]:
 def _parse(con: duckdb.DuckDBPyConnection, statement: str) -> dict[str, Any]:
     raw = con.execute("SELECT json_serialize_sql(?)", [statement]).fetchone()
     assert raw is not None
-    tree: dict[str, Any] = json.loads(raw[0])
+    tree: dict[str, Any] = load_tree(raw[0], refused="delete refused")
     if tree.get("error"):
         raise InvalidInputError(
             f"delete refused: the predicate is not one expression: {tree.get('error_message')}"
@@ -172,11 +179,26 @@ def _to_text(con: duckdb.DuckDBPyConnection, expression: dict[str, Any]) -> str:
 
 
 def _without_locations(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _without_locations(v) for k, v in value.items() if k != "query_location"}
-    if isinstance(value, list):
-        return [_without_locations(v) for v in value]
-    return value
+    """A copy of a parse tree without its ``query_location`` fields; by a loop, not one
+    Python call per level, so a deeply nested predicate does not reach the recursion limit."""
+    copy: list[Any] = [None]
+    # (a parsed container, the container its copy goes into, the key or index there)
+    stack: list[tuple[Any, Any, Any]] = [(value, copy, 0)]
+    while stack:
+        item, into, key = stack.pop()
+        if isinstance(item, dict):
+            made: Any = {}
+            for k, v in item.items():
+                if k != "query_location":
+                    made[k] = None
+                    stack.append((v, made, k))
+        elif isinstance(item, list):
+            made = [None] * len(item)
+            stack.extend((v, made, i) for i, v in enumerate(item))
+        else:
+            made = item
+        into[key] = made
+    return copy[0]
 
 
 def _check_expression(spec: TableSpec, where: dict[str, Any]) -> None:

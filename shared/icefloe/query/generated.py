@@ -10,7 +10,6 @@ connection locked down as a query's is.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import duckdb
@@ -19,7 +18,7 @@ from icefloe import duck
 from icefloe.duck import ident
 from icefloe.errors import InvalidInputError
 from icefloe.query.sandbox import check_references, lock_down
-from icefloe.query.sql_refs import analyze, walk
+from icefloe.query.sql_refs import analyze, load_tree, walk
 from icefloe.settings.limits import QueryLimits
 from icefloe.spec import Column, TableSpec
 
@@ -125,7 +124,7 @@ def _check_one(
 def _parse(con: duckdb.DuckDBPyConnection, select: str, where: str) -> Any:
     raw = con.execute("SELECT json_serialize_sql(?)", [select]).fetchone()
     assert raw is not None
-    tree = json.loads(raw[0])
+    tree = load_tree(raw[0], refused=where, error=GeneratedColumnError)
     if tree.get("error"):
         raise GeneratedColumnError(
             f"{where}: its expression does not parse: {tree.get('error_message', '')}"

@@ -19,7 +19,6 @@ connection, where the caller's tables are the snapshot's views.
 
 from __future__ import annotations
 
-import json
 import re
 import threading
 from collections.abc import Collection, Iterator, Sequence
@@ -31,7 +30,7 @@ import duckdb
 from icefloe import duck
 from icefloe.duck import string_literal
 from icefloe.errors import InvalidInputError, TableNotFoundError
-from icefloe.query.sql_refs import SqlRefs, walk
+from icefloe.query.sql_refs import SqlRefs, load_tree, walk
 from icefloe.settings.limits import QueryLimits
 
 
@@ -279,7 +278,7 @@ def _binds_exactly(analyzed: str, placeholders: Sequence[str]) -> bool:
     finally:
         con.close()
     assert raw is not None
-    tree = json.loads(raw[0])
+    tree = load_tree(raw[0], refused="query refused", error=QueryRefusedError)
     if tree.get("error"):
         return False
     enums = [

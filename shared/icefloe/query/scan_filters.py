@@ -171,7 +171,15 @@ class ScanPlanner:
             except duckdb.Error as e:
                 logger.debug("scan planning failed, reading every file: %s", e)
                 return {name: TableScans(name, None) for name in views}
-        plan = json.loads(raw[0]) if raw is not None else {"error": True}
+        try:
+            return self._decode(raw[0] if raw is not None else None, views)
+        except RecursionError:
+            # A plan nested deeper than Python's JSON reader (or the filter decoding) may go.
+            logger.debug("scan plan nests too deeply to read, reading every file")
+            return {name: TableScans(name, None) for name in views}
+
+    def _decode(self, raw: str | None, views: Mapping[str, str]) -> dict[str, TableScans]:
+        plan = json.loads(raw) if raw is not None else {"error": True}
         if plan.get("error"):
             logger.debug("plan not serializable, reading every file: %s", plan.get("error_message"))
             return {name: TableScans(name, None) for name in views}

@@ -60,6 +60,21 @@ _SOURCE_KINDS = frozenset(
 )
 
 
+def load_tree(raw: str, *, refused: str, error: type[InvalidInputError] = InvalidInputError) -> Any:
+    """A tree DuckDB serialized (``json_serialize_sql``, ``json_serialize_plan``) as Python
+    values, or ``error`` ("``refused``: ...") when it nests deeper than Python's JSON reader may
+    go: DuckDB parses expressions nested up to its ``max_expression_depth`` (1,000), and each
+    level is several levels of JSON, so about 450 nested calls already pass Python's recursion
+    limit. Raising that limit could overflow the C stack; the caller is asked to nest less."""
+    try:
+        return json.loads(raw)
+    except RecursionError:
+        raise error(
+            f"{refused}: the expression nests too deeply to check (calls or operators inside"
+            " one another several hundred levels deep); nest fewer levels"
+        ) from None
+
+
 def analyze(sql: str, *, con: duckdb.DuckDBPyConnection | None = None) -> SqlRefs:
     """The names one SELECT statement reaches (parsed by ``con``, or a throwaway connection:
     opening one costs several milliseconds)."""
@@ -71,7 +86,7 @@ def analyze(sql: str, *, con: duckdb.DuckDBPyConnection | None = None) -> SqlRef
         if own:
             parser.close()
     assert raw is not None
-    tree = json.loads(raw[0])
+    tree = load_tree(raw[0], refused="query refused")
     if tree.get("error"):
         raise InvalidInputError(
             f"query refused: {tree.get('error_message', 'cannot parse the SQL')}"
