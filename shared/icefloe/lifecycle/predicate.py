@@ -64,6 +64,14 @@ def check_predicate(spec: TableSpec, where: str) -> str:
         raise InvalidInputError(
             f"delete refused: a predicate longer than {MAX_PREDICATE_CHARS:,} characters"
         )
+    try:
+        where.encode("utf-8")
+    except UnicodeEncodeError as e:
+        # A lone surrogate (U+D800 to U+DFFF) is a Python str but no text DuckDB can take.
+        raise InvalidInputError(
+            f"delete refused: the predicate is not valid Unicode text ({e.reason}: character"
+            f" {e.start + 1} is {where[e.start]!r})"
+        ) from None
     with _checker() as con:
         try:
             expression = _framed_expression(con, spec, where)

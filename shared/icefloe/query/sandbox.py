@@ -113,6 +113,14 @@ def check_query(sql: str, *, limits: QueryLimits) -> CheckedQuery:
             f"query refused: SQL longer than {limits.max_sql_chars:,} characters"
         )
     try:
+        sql.encode("utf-8")
+    except UnicodeEncodeError as e:
+        # A lone surrogate (U+D800 to U+DFFF) is a Python str but no text DuckDB can take.
+        raise QueryRefusedError(
+            f"query refused: the SQL is not valid Unicode text ({e.reason}: character"
+            f" {e.start + 1} is {sql[e.start]!r})"
+        ) from None
+    try:
         statements = duckdb.extract_statements(sql)
         tokens = _tokens(sql)
     except duckdb.Error as e:

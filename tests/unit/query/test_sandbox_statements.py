@@ -110,3 +110,32 @@ def test_text_that_is_not_ascii_is_one_statement(sql: str) -> None:
 def test_a_pivot_that_lists_its_values_runs_as_written() -> None:
     sql = "PIVOT events ON event IN ('a', 'b') USING count(*)"
     assert check_query(sql, limits=LIMITS).analyzed == sql == check_sql(sql, limits=LIMITS)
+
+
+@pytest.mark.parametrize(
+    ("sql", "where"),
+    [
+        ("SELECT '\ud800' AS x", "character 9 is '\\ud800'"),
+        ("SELECT 1 -- \udcff", "character 13 is '\\udcff'"),
+    ],
+)
+def test_text_that_is_not_valid_unicode_is_refused(sql: str, where: str) -> None:
+    with pytest.raises(QueryRefusedError) as refused:
+        check_query(sql, limits=LIMITS)
+    assert str(refused.value) == (
+        f"query refused: the SQL is not valid Unicode text (surrogates not allowed: {where})"
+    )
+
+
+def test_a_delete_predicate_that_is_not_valid_unicode_is_refused() -> None:
+    from icefloe.errors import InvalidInputError
+    from icefloe.lifecycle.predicate import check_predicate
+    from icefloe.spec import TableSpec, parse_schema
+
+    spec = TableSpec(name="c", columns=tuple(parse_schema("v VARCHAR")))
+    with pytest.raises(InvalidInputError) as refused:
+        check_predicate(spec, "v = '\ud800'")
+    assert str(refused.value) == (
+        "delete refused: the predicate is not valid Unicode text (surrogates not allowed:"
+        " character 6 is '\\ud800')"
+    )
