@@ -298,14 +298,18 @@ def listing_window(
     if field is None or field.source not in ranges:
         return None, None
     r = ranges[field.source]
+    # Every bound as the naive UTC instant it stands for (a date at its midnight), as the
+    # view's window conditions read it (:func:`icefloe.query.views.window_conditions`); one
+    # out of Python's range leaves its side open.
+    lower, upper = _as_naive(r.lower), _as_naive(r.upper)
     start_from = start_before = None
-    if r.lower is not None:
-        start = field.apply(r.lower)
+    if lower is not None:
+        start = field.apply(lower)
         start_from = start if isinstance(start, datetime) else None
-    if r.upper is not None:
-        start = field.apply(r.upper)
+    if upper is not None:
+        start = field.apply(upper)
         if isinstance(start, datetime):
-            exact_start = _as_naive(r.upper) == start
+            exact_start = upper == start
             if exact_start and not r.upper_inclusive:
                 start_before = start
             else:
@@ -317,7 +321,10 @@ def listing_window(
 
 def _as_naive(value: Any) -> Any:
     if isinstance(value, datetime) and value.tzinfo is not None:
-        return value.astimezone(UTC).replace(tzinfo=None)
+        try:
+            return value.astimezone(UTC).replace(tzinfo=None)
+        except OverflowError:
+            return None
     if isinstance(value, date) and not isinstance(value, datetime):
         return datetime(value.year, value.month, value.day)
     return value

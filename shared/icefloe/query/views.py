@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, date, datetime, time
 
 from icefloe.duck import ident, name_literal, string_literal
 from icefloe.ingest.generated_values import computed_value_sql
@@ -15,14 +15,69 @@ from icefloe.spec import TableSpec
 from icefloe.spec.layout import LayoutColumn
 from icefloe.spec.reading import scan_groups
 from icefloe.spec.remap import Cast, Remap, column_remap
+from icefloe.spec.types import normalize_type
 
 
 @dataclass(frozen=True, slots=True)
 class TimeRange:
-    """An explicit window on a table's time column: ``start <= ts < end`` (either may be open)."""
+    """An explicit window on a table's time column: ``start <= ts < end`` (either may be open).
+
+    The bounds are instants: an aware datetime at its offset, a naive one (or a date, at
+    midnight) in UTC, as icefloe's naive timestamps are. A ``TIMESTAMP`` column holds UTC and
+    a ``TIMESTAMPTZ`` column instants, so each is compared as the instant it holds; a
+    ``DATE`` column's day is compared at its midnight (UTC), as DuckDB compares a DATE with
+    a TIMESTAMP: ``end=2026-01-01 12:00`` keeps 2026-01-01, ``start=2026-01-01 12:00`` does
+    not. The file listing (:func:`icefloe.query.pruning.listing_window`) reads the bounds the
+    same way."""
 
     start: datetime | None = None
     end: datetime | None = None
+
+
+def window_conditions(column: str, column_type: str, window: TimeRange) -> list[str]:
+    """The SQL conditions keeping the rows of ``window`` on the time column ``column`` of
+    ``column_type`` (DATE, TIMESTAMP or TIMESTAMPTZ): typed literals of the bounds' UTC
+    instants, so DuckDB never reads a bound's text in the column's type (which drops an
+    offset for TIMESTAMP and the time of day for DATE) nor in a session time zone."""
+    conditions = []
+    for bound, is_start in ((window.start, True), (window.end, False)):
+        if bound is None:
+            continue
+        moment = _utc(bound)
+        if moment is None:  # the UTC instant is outside years 1-9999, where no value is
+            after_all = bound.year > 1  # beyond year 9999 (else before year 1)
+            if is_start == after_all:
+                conditions.append("false")
+            continue
+        conditions.append(_bound_sql(ident(column), normalize_type(column_type), moment, is_start))
+    return conditions
+
+
+def _utc(bound: date) -> datetime | None:
+    """A bound as a naive UTC datetime (None when out of Python's range)."""
+    if not isinstance(bound, datetime):
+        return datetime(bound.year, bound.month, bound.day)
+    if bound.tzinfo is None or bound.utcoffset() is None:
+        return bound.replace(tzinfo=None)
+    try:
+        return bound.astimezone(UTC).replace(tzinfo=None)
+    except OverflowError:
+        return None
+
+
+def _bound_sql(column: str, column_type: str, moment: datetime, is_start: bool) -> str:
+    if column_type == "DATE":
+        # DATE vs. the instant as DuckDB compares them: the day's midnight.
+        day = moment.date()
+        midnight = moment.time() == time(0)
+        if is_start:  # midnight(d) >= moment
+            return f"{column} {'>=' if midnight else '>'} DATE '{day.isoformat()}'"
+        return f"{column} {'<' if midnight else '<='} DATE '{day.isoformat()}'"
+    text = moment.isoformat(sep=" ")
+    literal = (
+        f"TIMESTAMPTZ '{text}+00:00'" if column_type == "TIMESTAMPTZ" else f"TIMESTAMP '{text}'"
+    )
+    return f"{column} {'>=' if is_start else '<'} {literal}"
 
 
 def parquet_source(uris: Sequence[str]) -> str:
@@ -138,11 +193,6 @@ def view_body(
         conditions.append(f"{ident(spec.tenant_column)} = {string_literal(tenant)}")
     field = spec.time_partition_field
     if window is not None and field is not None:
-        if window.start is not None:
-            conditions.append(
-                f"{ident(field.source)} >= {string_literal(window.start.isoformat())}"
-            )
-        if window.end is not None:
-            conditions.append(f"{ident(field.source)} < {string_literal(window.end.isoformat())}")
+        conditions += window_conditions(field.source, spec.column(field.source).type, window)
     where = " WHERE " + " AND ".join(conditions) if conditions else ""
     return f"SELECT {select} FROM {source}{where}"
