@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from datetime import date, datetime
+from datetime import date, datetime, time
 from decimal import Decimal
 from pathlib import Path
 
@@ -26,11 +26,12 @@ pytestmark = pytest.mark.integration
 
 SCHEMA = (
     "ts TIMESTAMP NOT NULL, dec DECIMAL(5,2), st STRUCT(x DECIMAL(5,2), d DATE),"
-    " m MAP(VARCHAR, DATE), dl DATE[], dt DATE, n BIGINT, b BOOLEAN, x DOUBLE"
+    " m MAP(VARCHAR, DATE), dl DATE[], dt DATE, n BIGINT, b BOOLEAN, x DOUBLE, tm TIME"
 )
 TS = "2026-11-01T00:00:00"
 DECIMAL = "expected a number that fits DECIMAL(5,2), with at most 2 digits after the point"
 DATE = "expected an ISO-8601 date string (DATE)"
+TIME = "expected an ISO-8601 time of day before 24:00:00 (TIME)"
 
 
 @pytest.fixture
@@ -78,6 +79,10 @@ JSON_BAD: list[tuple[dict[str, object], str, str]] = [
     ({"st": {"d": "2026-11-01 junk"}}, "st.d", DATE),
     ({"m": {"a": "2026-11-01 junk"}}, "m['a']", DATE),
     ({"dl": ["2026-11-01", "2026-11-01 junk"]}, "dl[1]", DATE),
+    ({"tm": "24:00:00"}, "tm", TIME),
+    ({"tm": "10:00:00+02"}, "tm", TIME),
+    ({"tm": "10:00:00 junk"}, "tm", TIME),
+    ({"tm": "10:00:00.1234567"}, "tm", TIME),
 ]
 
 
@@ -147,6 +152,8 @@ CSV_BAD: list[tuple[str, str, str, str]] = [
     ("x", "1_000.5", "x", "expected a number that fits DOUBLE (DOUBLE)"),
     ("dec", "1.235", "dec", f"{DECIMAL} (DECIMAL(5,2))"),
     ("dt", "2026-11-01 junk", "dt", DATE),
+    ("tm", "24:00:00", "tm", TIME),
+    ("tm", "10:00+02:00", "tm", TIME),
 ]
 
 
@@ -173,13 +180,16 @@ def test_csv_text_in_json_forms_is_taken(
     meta: MetaStore, objects: ObjectStore, inserter: Inserter, strict: TableSpec
 ) -> None:
     data = (
-        f"ts,n,b,x,dec,dt\n{TS},-12,true,1.5e2,1.50,2026-11-01\n{TS},0,false,-0.25,7,\n"
+        f"ts,n,b,x,dec,dt,tm\n{TS},-12,true,1.5e2,1.50,2026-11-01,23:59:59.999999\n"
+        f"{TS},0,false,-0.25,7,,00:00\n{TS},1,TRUE,0,0,,\n{TS},2,False,0,0,,\n"
     ).encode()
     inserter.insert_bytes("strict", data, fmt="csv")
     rows = sorted(stored(meta, objects), key=lambda r: str(r["n"]))
-    assert [(r["n"], r["b"], r["x"], r["dec"], r["dt"]) for r in rows] == [
-        (-12, True, 150.0, Decimal("1.50"), date(2026, 11, 1)),
-        (0, False, -0.25, Decimal("7.00"), None),
+    assert [(r["n"], r["b"], r["x"], r["dec"], r["dt"], r["tm"]) for r in rows] == [
+        (-12, True, 150.0, Decimal("1.50"), date(2026, 11, 1), time(23, 59, 59, 999999)),
+        (0, False, -0.25, Decimal("7.00"), None, time(0, 0)),
+        (1, True, 0.0, Decimal("0.00"), None, None),
+        (2, False, 0.0, Decimal("0.00"), None, None),
     ]
 
 

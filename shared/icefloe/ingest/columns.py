@@ -29,6 +29,9 @@ _NUMBER_TEXT = "-?(0|[1-9][0-9]*)([.][0-9]+)?([eE][-+]?[0-9]+)?|(?i:[-+]?(inf|in
 # A date alone: DuckDB's cast keeps the date of '2026-11-01 junk' or of a timestamp. Infinities
 # pass here, to be refused by name (value_checks).
 _DATE_TEXT = "-?[0-9]{4,}-[0-9]{1,2}-[0-9]{1,2}|-?infinity"
+# A time of day alone, to the microsecond: no offset (DuckDB's cast drops it), no more digits
+# (it rounds them away), nothing after it (it ignores that).
+_TIME_TEXT = "[0-9]{2}:[0-9]{2}(:[0-9]{2}([.][0-9]{1,6})?)?"
 _DECIMAL = re.compile(r"DECIMAL\((\d+),\s*(\d+)\)")
 # Epoch milliseconds accepted for timestamps: years 1677..2262, the range of int64 nanoseconds.
 _EPOCH_MS_MIN, _EPOCH_MS_MAX = -9_223_372_036_854, 9_223_372_036_854
@@ -70,7 +73,7 @@ EXPECTED: dict[str, str] = {
     "VARCHAR": "a string",
     "BOOLEAN": "true or false",
     "DATE": "an ISO-8601 date string",
-    "TIME": "an ISO-8601 time string",
+    "TIME": "an ISO-8601 time of day before 24:00:00",
     "TIMESTAMP": "an ISO-8601 timestamp string or epoch milliseconds",
     "TIMESTAMPTZ": "an ISO-8601 timestamp string or epoch milliseconds",
     "UUID": "a UUID string",
@@ -143,6 +146,10 @@ def value_checks(
         checks.append((f"NOT isfinite({v}) OR {v} < {low} OR {v} > {high}", "range"))
     elif kind in ("FLOAT", "DOUBLE"):
         checks.append((f"isnan({v}) OR isinf({v})", "finite"))
+    elif kind == "TIME":
+        # DuckDB's TIME holds 24:00:00; Python's (and so every client's, the statistics' and
+        # a partition path's) reads it as 00:00:00.
+        checks.append((f"{v} >= TIME '24:00:00'", "type"))
     if kind == "VARCHAR" and partition_source:
         checks.append((f"contains({v}, chr(0))", "nul"))
     if kind == "JSON" and not json_proven_standard:
@@ -267,7 +274,9 @@ def json_leaf_value(r: str, kind: str) -> str:
         value = f"CASE WHEN {t} = 'VARCHAR' THEN TRY(from_base64({text})) END"
     elif kind == "DATE":
         value = f"CASE WHEN {t} = 'VARCHAR' THEN {_strict_date(text)} END"
-    else:  # TIME, UUID: text forms
+    elif kind == "TIME":
+        value = f"CASE WHEN {t} = 'VARCHAR' THEN {_strict_time(text)} END"
+    else:  # UUID: text forms
         value = f"CASE WHEN {t} = 'VARCHAR' THEN TRY_CAST({text} AS {kind}) END"
     return value
 
@@ -291,6 +300,11 @@ def _exact_decimal(text: str, kind: str) -> str:
 def _strict_date(text: str) -> str:
     """SQL of the date the text ``text`` spells, NULL unless it is a date alone."""
     return f"CASE WHEN regexp_full_match({text}, '{_DATE_TEXT}') THEN TRY_CAST({text} AS DATE) END"
+
+
+def _strict_time(text: str) -> str:
+    """SQL of the time of day the text ``text`` spells, NULL unless it is a time alone."""
+    return f"CASE WHEN regexp_full_match({text}, '{_TIME_TEXT}') THEN TRY_CAST({text} AS TIME) END"
 
 
 def sql_column(
@@ -389,9 +403,12 @@ def _text_value(r: str, kind: str) -> str:
             f"CASE WHEN regexp_full_match({r}, '{_NUMBER_TEXT}') THEN {_exact_decimal(r, kind)} END"
         )
     if kind == "BOOLEAN":
-        return f"CASE WHEN {r} IN ('true', 'false') THEN {r} = 'true' END"
+        # In any case: spreadsheets export TRUE and FALSE.
+        return f"CASE WHEN lower({r}) IN ('true', 'false') THEN lower({r}) = 'true' END"
     if kind == "DATE":
         return _strict_date(r)
+    if kind == "TIME":
+        return _strict_time(r)
     return f"TRY_CAST({r} AS {_storage_type(kind)})"
 
 
