@@ -7,6 +7,7 @@ file: zstd, statistics on, per-column min/max/null counts read back from the wri
 from __future__ import annotations
 
 import functools
+import json
 import math
 import os
 import time
@@ -344,13 +345,24 @@ def footer_stats(
         nulls = 0
         complete = True
         bounded = True
+        per_second = _time_units_per_second(column)
         for group in range(metadata.num_row_groups):
             s = metadata.row_group(group).column(position).statistics
             if s is None:
                 complete = False
                 break
             nulls += s.null_count or 0
-            if s.has_min_max:
+            if s.has_min_max and per_second is not None:
+                # TIME from its stored integers: pyarrow's datetime.time cannot hold 24:00:00
+                # (it gives 00:00:00, which would prove a file holding 24:00:00 held no late
+                # time), nor a value outside the day (then the file's range is unknown).
+                least, most = _time_text(s.min_raw, per_second), _time_text(s.max_raw, per_second)
+                if least is None or most is None:
+                    bounded = False
+                else:
+                    lows.append(least)
+                    highs.append(most)
+            elif s.has_min_max:
                 lows.append(s.min)
                 highs.append(s.max)
             elif not s.has_null_count or s.null_count < s.num_values:
@@ -364,6 +376,30 @@ def footer_stats(
         high = _json_safe(max(highs), bound="max") if known else None  # type: ignore[type-var]
         stats[column.path] = ColumnStats(min=low, max=high, null_count=nulls)
     return stats
+
+
+_TIME_UNITS_PER_SECOND = {"milliseconds": 1_000, "microseconds": 1_000_000, "nanoseconds": 10**9}
+
+
+def _time_units_per_second(column: pq.ColumnSchema) -> int | None:
+    """How many of a TIME column's stored units make a second; None for another column."""
+    if column.logical_type.type != "TIME":
+        return None
+    unit = json.loads(column.logical_type.to_json()).get("timeUnit")
+    return _TIME_UNITS_PER_SECOND.get(unit, 0) or None
+
+
+def _time_text(raw: object, per_second: int) -> str | None:
+    """A TIME statistic's stored integer as the text the meta store compares (``12:00:00``,
+    ``12:00:00.500000``, ``24:00:00``; fixed-width fields, so text order is time order), in
+    whole microseconds as DuckDB reads the column (a nanosecond unit's fraction is dropped,
+    as DuckDB drops it); None outside ``00:00:00`` to ``24:00:00`` or not an integer."""
+    if not isinstance(raw, int) or isinstance(raw, bool) or not 0 <= raw <= 86_400 * per_second:
+        return None
+    micros = raw * 1_000_000 // per_second
+    seconds, fraction = divmod(micros, 1_000_000)
+    text = f"{seconds // 3600:02d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+    return f"{text}.{fraction:06d}" if fraction else text
 
 
 def _json_safe(value: object, *, bound: str) -> JsonScalar:

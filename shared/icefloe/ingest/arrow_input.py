@@ -414,3 +414,124 @@ def _arrow_type(node: TypeNode) -> pa.DataType:
     if isinstance(node, ListOf):
         return pa.list_(_arrow_type(node.element))
     return pa.map_(_arrow_type(node.key), _arrow_type(node.value))
+
+
+# -- TIME values outside the day ----------------------------------------------------------------
+
+
+# Units of each Arrow time unit in a day: a TIME is from 00:00:00 up to, not including,
+# 24:00:00 (Python's datetime.time cannot hold 24:00:00, so neither could the values,
+# statistics and partition values read back).
+_DAY: dict[str, int] = {"s": 86_400, "ms": 86_400_000, "us": 86_400_000_000, "ns": 86_400 * 10**9}
+TIME_OUT_OF_RANGE = "a TIME must be from 00:00:00 up to (not including) 24:00:00"
+
+
+def time_out_of_range(name: str, column: pa.ChunkedArray) -> RowProblem | None:
+    """The first value of the column ``name`` holding a time (Arrow time32 or time64, any
+    unit) outside ``[00:00:00, 24:00:00)``, wherever it is in a nested type (a struct field,
+    a list element, a map key or value, a dictionary's value, a run-end encoded or sparse
+    union's value), by row and path as :func:`text_not_utf8` names them. None when there is
+    none. Arrow holds a time as any integer; DuckDB stores one past the day as garbage."""
+    if not _holds_time(column.type):
+        return None
+    start = 0
+    for chunk in column.chunks:
+        found = _first_bad_time(chunk)
+        if found is not None:
+            return RowProblem(row=start + found.index, field=name + found.path, message=found.why)
+        start += len(chunk)
+    return None
+
+
+def _holds_time(kind: pa.DataType) -> bool:
+    """Whether a value of an Arrow type may hold a time, at any depth."""
+    if pa.types.is_time(kind):
+        return True
+    if isinstance(kind, pa.BaseExtensionType):
+        return _holds_time(kind.storage_type)
+    if isinstance(kind, pa.DictionaryType | pa.RunEndEncodedType):
+        return _holds_time(kind.value_type)
+    if isinstance(kind, pa.MapType):
+        return _holds_time(kind.key_type) or _holds_time(kind.item_type)
+    if isinstance(kind, _LIST_TYPES):
+        return _holds_time(kind.value_type)
+    return any(_holds_time(kind.field(i).type) for i in range(kind.num_fields))
+
+
+def _first_bad_time(values: pa.Array) -> _Found | None:
+    """The first value of ``values`` (a NULL one never) holding a time outside the day, and
+    where in it; None when there is none."""
+    kind = values.type
+    if isinstance(values, pa.ExtensionArray):
+        return _first_bad_time(values.storage)
+    if not _holds_time(kind):
+        return None
+    if pa.types.is_time(kind):
+        return _first_time_outside_day(values)
+    if isinstance(values, pa.DictionaryArray):
+        if _first_bad_time(values.dictionary) is None:
+            return None
+        return _first_bad_time(values.dictionary_decode())  # (only the values used)
+    if isinstance(values, pa.RunEndEncodedArray):
+        return _first_bad_time(pc.run_end_decode(values))
+    if isinstance(values, pa.ListViewArray | pa.LargeListViewArray):
+        as_list = pa.list_ if isinstance(values, pa.ListViewArray) else pa.large_list
+        return _first_bad_time(values.cast(as_list(kind.value_field)))
+    if isinstance(values, pa.UnionArray):  # sparse: each child's values of its own rows
+        found: _Found | None = None
+        codes = values.type_codes.to_numpy(zero_copy_only=False)
+        for i, field in enumerate(kind):
+            rows = np.flatnonzero(codes == kind.type_codes[i])
+            hit = _first_bad_time(values.field(i).take(pa.array(rows, pa.int64())))
+            if hit is not None and (found is None or rows[hit.index] < found.index):
+                found = _Found(int(rows[hit.index]), f".{field.name}{hit.path}", hit.why)
+        return found
+    if isinstance(values, pa.StructArray):
+        found = None
+        for i, child in enumerate(values.flatten()):  # (a NULL struct's fields are NULL)
+            hit = _first_bad_time(child)
+            if hit is not None and (found is None or hit.index < found.index):
+                found = _Found(hit.index, f".{kind.field(i).name}{hit.path}", hit.why)
+        return found
+    if isinstance(values, pa.MapArray):  # (before lists: a MapArray is a ListArray)
+        entries, parents = _elements(values)
+        keys, items = entries.flatten()
+        key_hit, item_hit = _first_bad_time(keys), _first_bad_time(items)
+        if key_hit is not None and (item_hit is None or key_hit.index <= item_hit.index):
+            entry, below, why = key_hit.index, "", f"map key: {key_hit.why}"
+        elif item_hit is not None:
+            entry, below, why = item_hit.index, item_hit.path, item_hit.why
+        else:
+            return None
+        return _Found(int(parents[entry]), f"['{_key_text(keys, entry)}']{below}", why)
+    if isinstance(values, pa.ListArray | pa.LargeListArray | pa.FixedSizeListArray):
+        elements, parents = _elements(values)
+        hit = _first_bad_time(elements)
+        if hit is None:
+            return None
+        row = int(parents[hit.index])
+        position = hit.index - int(np.searchsorted(parents, row))
+        return _Found(row, f"[{position}]{hit.path}", hit.why)
+    return None
+
+
+def _first_time_outside_day(values: pa.Array) -> _Found | None:
+    kind = values.type
+    day = _DAY[kind.unit]
+    ticks = values.view(pa.int32() if kind.bit_width == 32 else pa.int64())
+    outside = pc.or_(pc.less(ticks, 0), pc.greater_equal(ticks, day))
+    at = pc.index(outside, True).as_py()  # (a NULL's ticks give NULL: never found)
+    if at < 0:
+        return None
+    return _Found(at, "", f"{TIME_OUT_OF_RANGE}; got {_ticks_text(ticks[at].as_py(), day)}")
+
+
+def _ticks_text(ticks: int, day: int) -> str:
+    """A time of ``ticks`` units (``day`` of them a day) as text, hours past 23 and all."""
+    per_second = day // 86_400
+    sign = "-" if ticks < 0 else ""
+    seconds, fraction = divmod(abs(ticks), per_second)
+    text = f"{sign}{seconds // 3600:02d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+    if fraction:
+        text += f".{fraction:0{len(str(per_second)) - 1}d}".rstrip("0")
+    return text

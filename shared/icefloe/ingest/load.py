@@ -21,6 +21,7 @@ from icefloe.ingest.arrow_input import (
     null_children_typed,
     proven_clean,
     text_not_utf8,
+    time_out_of_range,
 )
 from icefloe.ingest.conversion import (
     check_row_count,
@@ -120,7 +121,7 @@ def load_batch_checking_json_beside(
     if not isinstance(batch, ArrowBatch) or batch.table.num_rows < _JSON_CHECK_BESIDE_FROM_ROWS:
         return load_batch(con, spec, batch, limits=limits), None
     table = batch.table
-    _refuse_duplicate_names(table)
+    _refuse_bad_shape(table)
     check_row_count(table.num_rows, limits)
     proven = _proven_clean_arrow(spec, table, limits)
     if proven is None:
@@ -155,7 +156,7 @@ def _load_arrow(
 ) -> pa.Table:
     """Typed Arrow input: Arrow's checks when they prove it clean (JSON columns still parsed
     by DuckDB, over those columns alone), else the DuckDB conversion, which names the rows."""
-    _refuse_duplicate_names(table)
+    _refuse_bad_shape(table)
     check_row_count(table.num_rows, limits)
     proven = _proven_clean_arrow(spec, table, limits) if fast else None
     if proven is not None:
@@ -178,7 +179,7 @@ def _converted_arrow(
     con: duckdb.DuckDBPyConnection, spec: TableSpec, table: pa.Table, limits: InsertLimits
 ) -> pa.Table:
     """Typed Arrow input through the DuckDB conversion, which names the rows at fault."""
-    _refuse_text_not_utf8(table)
+    _refuse_bad_values(table)
     table = null_children_typed(spec, table)
     con.register(_ARROW_INPUT, table)
     try:
@@ -187,21 +188,23 @@ def _converted_arrow(
         con.unregister(_ARROW_INPUT)
 
 
-def _refuse_text_not_utf8(table: pa.Table) -> None:
+def _refuse_bad_values(table: pa.Table) -> None:
     """Refuse Arrow input holding text that is not UTF-8 (a caller's Arrow memory need not
-    be), at any depth of a nested type, naming the first row and path of each column, before
-    DuckDB reads it (which refuses it at the top level without naming it, and below it not at
-    all: the table's files would be unreadable)."""
+    be) or a time outside ``[00:00:00, 24:00:00)`` (Arrow holds a time as any integer), at
+    any depth of a nested type, naming the first row and path of each column, before DuckDB
+    reads it (which refuses text at the top level without naming it, and below it not at
+    all: the table's files would be unreadable; and stores such a time as garbage)."""
     problems = [
         problem
         for name, column in zip(table.column_names, table.columns, strict=True)
-        if (problem := text_not_utf8(name, column)) is not None
+        # (time first: Arrow's full validation, which looks for the text, fails on it too)
+        if (problem := time_out_of_range(name, column) or text_not_utf8(name, column)) is not None
     ]
     if problems:  # by row, a column's before the next's in the same row
         raise refuse(sorted(problems, key=lambda p: p.row if p.row is not None else -1))
 
 
-def _refuse_duplicate_names(table: pa.Table) -> None:
+def _refuse_bad_shape(table: pa.Table) -> None:
     """Refuse Arrow input with two columns, or two fields of a struct, of one name."""
     problems = duplicate_names(table)
     if problems:
