@@ -1,10 +1,14 @@
 """Arrow input refused before anything is stored: a TIME outside ``[00:00:00, 24:00:00)`` (Arrow
 holds a time as any integer, and DuckDB stored one past the day as garbage), at the top level
-or inside a nested type, in every time unit, named by row and path. And a Parquet file that holds a TIME of 24:00:00 (written by another engine)
+or inside a nested type, in every time unit, named by row and path; a column of an Arrow type
+DuckDB cannot read (a half float, a 256-bit decimal, a dense union, a struct with no fields),
+named with its type, which crashed the insert with DuckDB's own error; a directory given as
+the input file. And a Parquet file that holds a TIME of 24:00:00 (written by another engine)
 gets statistics that never prune it wrongly."""
 
 from __future__ import annotations
 
+import decimal
 from datetime import time
 from pathlib import Path
 
@@ -152,6 +156,55 @@ def test_times_of_the_day_are_taken_and_a_bad_one_behind_null_or_unused_is_not_l
         {"id": 1, "t": time(0), "st": {"a": time(23, 59, 59, 999999)}},
         {"id": 2, "t": time(0), "st": None},
     ]
+
+
+@pytest.mark.parametrize(
+    ("column", "values", "field", "type_text"),
+    [
+        ("d", pa.array([decimal.Decimal("1.5"), None], pa.decimal256(40, 2)), "d", "decimal256"),
+        ("f", pa.array([1.0, 2.0], pa.float16()), "f", "float16"),
+        ("s", pa.array([{}, None], pa.struct([])), "s", "struct<>"),
+        (
+            "v",
+            pa.UnionArray.from_dense(
+                pa.array([0, 0], pa.int8()), pa.array([0, 1], pa.int32()), [pa.array(["a", "b"])]
+            ),
+            "v",
+            "dense_union",
+        ),
+        (
+            "s",
+            pa.array([{"a": {}}, None], pa.struct([("a", pa.struct([]))])),
+            "s.a",
+            "struct<>",
+        ),
+        ("l", pa.array([[1.0], None], pa.list_(pa.float16())), "l[]", "float16"),
+    ],
+    ids=["decimal256", "float16", "empty-struct", "dense-union", "nested-empty-struct", "list"],
+)
+def test_an_arrow_type_duckdb_cannot_read_is_refused_naming_the_column_and_type(
+    connected_lake: Lake, column: str, values: pa.Array, field: str, type_text: str
+) -> None:
+    _lake_with_a_row(connected_lake)
+    batch = pa.table({"id": pa.array([1, 2], pa.int32()), column: values})
+    with pytest.raises(BatchRejectedError) as refused:
+        connected_lake.insert("a", batch)
+    assert [(p.row, p.field) for p in refused.value.problems] == [(None, field)]
+    assert f"Arrow type {type_text}" in str(refused.value)
+    assert "not supported" in str(refused.value)
+    assert _ids(connected_lake) == [0]
+
+
+def test_a_directory_given_as_the_input_file_is_refused_naming_it(
+    connected_lake: Lake, tmp_path: Path
+) -> None:
+    _lake_with_a_row(connected_lake)
+    with pytest.raises(BatchRejectedError) as refused:
+        connected_lake.insert("a", str(tmp_path))
+    assert str(refused.value) == (
+        f"cannot read input file {str(tmp_path)!r}: it is a directory (insert its files one by one)"
+    )
+    assert _ids(connected_lake) == [0]
 
 
 def test_a_parquet_file_holding_time_2400_is_never_pruned_wrongly(connected_lake: Lake) -> None:

@@ -416,7 +416,51 @@ def _arrow_type(node: TypeNode) -> pa.DataType:
     return pa.map_(_arrow_type(node.key), _arrow_type(node.value))
 
 
-# -- TIME values outside the day ----------------------------------------------------------------
+# -- what DuckDB cannot read, and TIME values outside the day ----------------------------------
+
+
+def unreadable_types(table: pa.Table) -> list[RowProblem]:
+    """A problem for each column (or part of one, at any depth) of an Arrow type DuckDB
+    cannot read: a half float, a 256-bit decimal, a dense union, a struct with no fields.
+    DuckDB's scan fails on them with its own errors, before any row is looked at."""
+    problems = []
+    for name, kind in zip(table.column_names, table.schema.types, strict=True):
+        found = _unreadable(kind)
+        if found is not None:
+            path, why = found
+            problems.append(RowProblem(row=None, field=name + path, message=why))
+    return problems
+
+
+def _unreadable(data_type: pa.DataType) -> tuple[str, str] | None:
+    """Where in ``data_type`` (a path below it) a type DuckDB cannot read is, and why."""
+    pending: list[tuple[pa.DataType, str]] = [(data_type, "")]
+    while pending:  # (how deep a type nests is bounded before: see sources.arrow_batch)
+        kind, path = pending.pop(0)
+        if pa.types.is_float16(kind):
+            return path, "Arrow type float16 (a half float) is not supported: cast it to float32"
+        if pa.types.is_decimal256(kind):
+            return path, (
+                f"Arrow type {kind} is not supported (decimals up to 38 digits are:"
+                " cast it to decimal128)"
+            )
+        if isinstance(kind, pa.UnionType) and kind.mode == "dense":
+            return path, "Arrow type dense_union is not supported"
+        if isinstance(kind, pa.StructType) and kind.num_fields == 0:
+            return path, "Arrow type struct<> (a struct with no fields) is not supported"
+        if isinstance(kind, pa.BaseExtensionType):
+            pending.append((kind.storage_type, path))
+        elif isinstance(kind, pa.DictionaryType | pa.RunEndEncodedType):
+            pending.append((kind.value_type, path))
+        elif isinstance(kind, pa.StructType):
+            pending += [(f.type, f"{path}.{f.name}") for f in kind]
+        elif isinstance(kind, pa.MapType):
+            pending += [(kind.key_type, f"{path}.key"), (kind.item_type, f"{path}[]")]
+        elif isinstance(kind, _LIST_TYPES):
+            pending.append((kind.value_type, f"{path}[]"))
+        elif isinstance(kind, pa.UnionType):
+            pending += [(f.type, f"{path}.{f.name}") for f in kind]
+    return None
 
 
 # Units of each Arrow time unit in a day: a TIME is from 00:00:00 up to, not including,

@@ -22,6 +22,7 @@ from icefloe.ingest.arrow_input import (
     proven_clean,
     text_not_utf8,
     time_out_of_range,
+    unreadable_types,
 )
 from icefloe.ingest.conversion import (
     check_row_count,
@@ -205,8 +206,9 @@ def _refuse_bad_values(table: pa.Table) -> None:
 
 
 def _refuse_bad_shape(table: pa.Table) -> None:
-    """Refuse Arrow input with two columns, or two fields of a struct, of one name."""
-    problems = duplicate_names(table)
+    """Refuse Arrow input with two columns, or two fields of a struct, of one name, or with
+    a part of a type DuckDB cannot read, before anything reads a value of it."""
+    problems = duplicate_names(table) + unreadable_types(table)
     if problems:
         raise refuse(problems)
 

@@ -12,6 +12,7 @@ import enum
 import math
 import numbers
 import os
+import stat
 import tempfile
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -450,9 +451,14 @@ def stage_stream(
 def stage_file(path: Path, *, fmt: InputFormat, limits: InsertLimits) -> StagedBatch:
     """Use a local file in place (it is read, never changed or deleted)."""
     try:
-        size = path.stat().st_size
+        status = path.stat()
     except OSError as e:
         raise BatchRejectedError(f"cannot read input file {str(path)!r}: {e.strerror}") from e
+    if stat.S_ISDIR(status.st_mode):
+        raise BatchRejectedError(
+            f"cannot read input file {str(path)!r}: it is a directory (insert its files one by one)"
+        )
+    size = status.st_size
     if size > limits.max_batch_bytes:
         raise _too_big(size, limits)
     return StagedBatch(path=path, format=fmt, size_bytes=size, owned=False, source=str(path))
