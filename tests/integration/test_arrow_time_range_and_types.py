@@ -250,3 +250,37 @@ def test_a_parquet_file_holding_time_2400_is_never_pruned_wrongly(connected_lake
     assert ids("t BETWEEN TIME '11:00:00' AND TIME '13:00:00'") == [1]
     assert ids("t < TIME '01:00:00'") == [3]
     assert ids("t >= TIME '00:00:00'") == [1, 2, 3]
+
+
+def test_integers_carried_as_decimals_of_scale_zero_fill_integer_columns(
+    connected_lake: Lake,
+) -> None:
+    lake = connected_lake
+    # DuckDB and Arrow carry HUGEINT as decimal128(38, 0): such a column fills an integer
+    # column when each value fits it; a fraction never does
+    lake.create_table("h", schema="id INTEGER, h HUGEINT, b BIGINT")
+    wide = pa.decimal128(38, 0)
+    lake.insert(
+        "h",
+        pa.table(
+            {
+                "id": pa.array([1, 2], pa.int32()),
+                "h": pa.array([decimal.Decimal(2**100), decimal.Decimal(-(2**120))], wide),
+                "b": pa.array([decimal.Decimal(2**63 - 1), None], wide),
+            }
+        ),
+    )
+    refused = {
+        "b": pa.table({"id": [3], "b": pa.array([decimal.Decimal(2**63)], wide)}),
+        "h": pa.table({"id": [4], "h": pa.array([decimal.Decimal("1.5")], pa.decimal128(38, 1))}),
+    }
+    for field, table in refused.items():
+        with pytest.raises(BatchRejectedError) as error:
+            lake.insert("h", table)
+        (problem,) = error.value.problems
+        assert (problem.row, problem.field) == (0, field)
+    rows = lake.query("SELECT id, h::VARCHAR AS h, b FROM h ORDER BY id").to_pylist()
+    assert rows == [
+        {"id": 1, "h": str(2**100), "b": 2**63 - 1},
+        {"id": 2, "h": str(-(2**120)), "b": None},
+    ]

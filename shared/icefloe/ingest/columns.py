@@ -432,7 +432,9 @@ def accepts(kind: str, source: str) -> bool:
     if source == "VARCHAR":
         return True  # text is parsed as the type (CSV, or strings in Parquet)
     if is_integer(kind):
-        return source in _INTEGER_SOURCES
+        # A DECIMAL of scale 0 holds integers only: DuckDB and Arrow carry HUGEINT so.
+        whole = _DECIMAL.fullmatch(source)
+        return source in _INTEGER_SOURCES or (whole is not None and whole.group(2) == "0")
     if kind in ("FLOAT", "DOUBLE"):
         return source in (*_INTEGER_SOURCES, "FLOAT", "DOUBLE") or source.startswith("DECIMAL")
     if kind.startswith("DECIMAL"):
