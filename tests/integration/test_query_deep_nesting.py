@@ -49,3 +49,10 @@ def test_a_delete_nested_a_few_hundred_levels_runs(table: Lake) -> None:
 def test_a_generated_column_nested_too_deeply_is_refused(table: Lake) -> None:
     with pytest.raises(GeneratedColumnError, match=f"generated column 'x' of 'g': {TOO_DEEP}"):
         table.create_table("g", schema=f"id INTEGER, x BIGINT AS ({DEEP})")
+
+
+def test_a_custom_merge_query_nested_too_deeply_is_refused(connected_lake: Lake) -> None:
+    query = f"sql:SELECT * FROM c WHERE {DEEP} > -100"
+    with pytest.raises(InvalidInputError, match=f"^custom merge query refused: {TOO_DEEP}"):
+        connected_lake.create_table("c", schema="id INTEGER", merge=query)
+    assert [t.name for t in connected_lake.tables()] == []

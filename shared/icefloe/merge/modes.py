@@ -6,7 +6,6 @@ the file sort keys (row-group key first) and then ``_row_id``, so outputs are de
 
 from __future__ import annotations
 
-import json
 from typing import assert_never
 
 import duckdb
@@ -16,6 +15,7 @@ from icefloe.duck import ident, key_sql
 from icefloe.errors import InvalidInputError
 from icefloe.ingest.row_ids import ROW_ID_COLUMN
 from icefloe.query.sandbox import QueryRefusedError, check_sql, lock_down
+from icefloe.query.sql_refs import load_tree
 from icefloe.query.views import view_sql
 from icefloe.settings.limits import QueryLimits
 from icefloe.spec import AggregateMode, AppendMode, CustomMode, ReplaceMode, TableSpec
@@ -81,7 +81,11 @@ def custom_select(spec: TableSpec, mode: CustomMode) -> str:
         raw = con.execute("SELECT json_serialize_sql(?)", [statement]).fetchone()
     finally:
         con.close()
-    tree = json.loads(raw[0]) if raw is not None else {}
+    tree = (
+        load_tree(raw[0], refused="custom merge query refused", error=QueryRefusedError)
+        if raw is not None
+        else {}
+    )
     columns = [spec.name, ROW_ID_COLUMN, *(c.name for c in spec.columns)]
     unstable = unstable_calls(tree.get("statements"), columns=columns)
     if unstable:
