@@ -1,6 +1,7 @@
 """Expressions nested within DuckDB's depth limit but past what Python's JSON reader of the
 parse tree may go: a clean refusal naming the nesting, never a RecursionError; a delete's
-predicate nested a few hundred levels (which DuckDB takes) is checked and runs."""
+predicate nested a few hundred levels (which DuckDB takes) is checked and runs. And a
+generated column's expression holding a lone surrogate: refused, not a binding's RuntimeError."""
 
 from __future__ import annotations
 
@@ -55,4 +56,12 @@ def test_a_custom_merge_query_nested_too_deeply_is_refused(connected_lake: Lake)
     query = f"sql:SELECT * FROM c WHERE {DEEP} > -100"
     with pytest.raises(InvalidInputError, match=f"^custom merge query refused: {TOO_DEEP}"):
         connected_lake.create_table("c", schema="id INTEGER", merge=query)
+    assert [t.name for t in connected_lake.tables()] == []
+
+
+def test_a_generated_column_whose_expression_holds_a_lone_surrogate_is_refused(
+    connected_lake: Lake,
+) -> None:
+    with pytest.raises(GeneratedColumnError, match="not valid Unicode text"):
+        connected_lake.create_table("c", schema="id INTEGER, g VARCHAR AS ('\ud800')")
     assert [t.name for t in connected_lake.tables()] == []

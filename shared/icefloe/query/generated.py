@@ -57,6 +57,13 @@ def _check_one(
 ) -> None:
     assert column.expression is not None
     where = f"generated column {column.name!r} of {spec.name!r}"
+    try:
+        column.expression.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise GeneratedColumnError(
+            f"{where}: its expression is not valid Unicode text ({e.reason}: character"
+            f" {e.start} is {column.expression[e.start]!r})"
+        ) from None
     select = f"SELECT ({column.expression}) FROM {ident(spec.name)}"
     tree = _parse(con, select, where)
     refs = analyze(select, con=con)
