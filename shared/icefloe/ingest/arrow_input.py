@@ -21,7 +21,6 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import date, datetime
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -305,34 +304,43 @@ def _first_not_utf8(values: pa.Array) -> _Found | None:
             entry, below, why = item_hit.index, item_hit.path, item_hit.why
         else:
             return None
-        return _Found(int(parents[entry]), f"['{_key_text(keys, entry)}']{below}", why)
+        return _Found(parents[entry].as_py(), f"['{_key_text(keys, entry)}']{below}", why)
     if isinstance(values, pa.ListArray | pa.LargeListArray | pa.FixedSizeListArray):
         elements, parents = _elements(values)
         hit = _first_not_utf8(elements)
         if hit is None:
             return None
-        row = int(parents[hit.index])
-        position = hit.index - int(np.searchsorted(parents, row))
+        row, position = _position_in_list(parents, hit.index)
         return _Found(row, f"[{position}]{hit.path}", hit.why)
     raise _NotLookedThrough  # a union, a run-end encoding, a list view
 
 
 def _elements(
     lists: pa.ListArray | pa.LargeListArray | pa.FixedSizeListArray | pa.MapArray,
-) -> tuple[pa.Array, np.ndarray]:
-    """The elements of the lists that are not NULL, and the index of the list of each."""
+) -> tuple[pa.Array, pa.Array]:
+    """The elements of the lists that are not NULL, and the index of the list of each (in
+    Arrow alone: the Lambda layer ships no numpy)."""
     if isinstance(lists, pa.FixedSizeListArray):
         size = lists.type.list_size
-        offsets = (np.arange(len(lists) + 1) + lists.offset) * size
+        start = lists.offset * size
+        offsets = pa.array(range(start, start + (len(lists) + 1) * size, size), pa.int64())
     else:
-        offsets = lists.offsets.to_numpy()  # (the slice's own, into the whole values)
-    first, last = int(offsets[0]), int(offsets[-1])
+        offsets = lists.offsets.cast(pa.int64())  # (the slice's own, into the whole values)
+    first, last = offsets[0].as_py(), offsets[-1].as_py()
     elements = lists.values.slice(first, last - first)
-    parents = np.repeat(np.arange(len(lists)), np.diff(offsets))
+    # Each list's index, once per element it spans (NULL lists included, as the offsets do).
+    spans = pa.LargeListArray.from_arrays(pc.subtract(offsets, first), pa.nulls(last - first))
+    parents = pc.list_parent_indices(spans)
     if lists.null_count:
-        kept = lists.is_valid().to_numpy(zero_copy_only=False)[parents]
-        elements, parents = elements.filter(pa.array(kept)), parents[kept]
+        kept = pc.take(lists.is_valid(), parents)
+        elements, parents = elements.filter(kept), parents.filter(kept)
     return elements, parents
+
+
+def _position_in_list(parents: pa.Array, element: int) -> tuple[int, int]:
+    """The list an element (an index into the elements) belongs to, and its place there."""
+    row = parents[element].as_py()
+    return row, element - pc.index(parents, row).as_py()
 
 
 def _key_text(keys: pa.Array, at: int) -> str:
@@ -523,12 +531,11 @@ def _first_bad_time(values: pa.Array) -> _Found | None:
         return _first_bad_time(values.cast(as_list(kind.value_field)))
     if isinstance(values, pa.UnionArray):  # sparse: each child's values of its own rows
         found: _Found | None = None
-        codes = values.type_codes.to_numpy(zero_copy_only=False)
         for i, field in enumerate(kind):
-            rows = np.flatnonzero(codes == kind.type_codes[i])
-            hit = _first_bad_time(values.field(i).take(pa.array(rows, pa.int64())))
-            if hit is not None and (found is None or rows[hit.index] < found.index):
-                found = _Found(int(rows[hit.index]), f".{field.name}{hit.path}", hit.why)
+            rows = pc.indices_nonzero(pc.equal(values.type_codes, kind.type_codes[i]))
+            hit = _first_bad_time(values.field(i).take(rows))
+            if hit is not None and (found is None or rows[hit.index].as_py() < found.index):
+                found = _Found(rows[hit.index].as_py(), f".{field.name}{hit.path}", hit.why)
         return found
     if isinstance(values, pa.StructArray):
         found = None
@@ -547,14 +554,13 @@ def _first_bad_time(values: pa.Array) -> _Found | None:
             entry, below, why = item_hit.index, item_hit.path, item_hit.why
         else:
             return None
-        return _Found(int(parents[entry]), f"['{_key_text(keys, entry)}']{below}", why)
+        return _Found(parents[entry].as_py(), f"['{_key_text(keys, entry)}']{below}", why)
     if isinstance(values, pa.ListArray | pa.LargeListArray | pa.FixedSizeListArray):
         elements, parents = _elements(values)
         hit = _first_bad_time(elements)
         if hit is None:
             return None
-        row = int(parents[hit.index])
-        position = hit.index - int(np.searchsorted(parents, row))
+        row, position = _position_in_list(parents, hit.index)
         return _Found(row, f"[{position}]{hit.path}", hit.why)
     return None
 
