@@ -17,7 +17,7 @@ fields of one name (:func:`duplicate_names`), text that is not UTF-8 at any dept
 from __future__ import annotations
 
 import re
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from datetime import date, datetime
 
@@ -251,17 +251,23 @@ def _is_text(kind: pa.DataType) -> bool:
 
 def _holds_text(kind: pa.DataType) -> bool:
     """Whether a value of an Arrow type may hold text, at any depth."""
-    if _is_text(kind):
+    return _holds_leaf(kind, _is_text)
+
+
+def _holds_leaf(kind: pa.DataType, leaf: Callable[[pa.DataType], bool]) -> bool:
+    """Whether a value of an Arrow type may hold a value of a type ``leaf`` picks, at any
+    depth."""
+    if leaf(kind):
         return True
     if isinstance(kind, pa.BaseExtensionType):
-        return _holds_text(kind.storage_type)
+        return _holds_leaf(kind.storage_type, leaf)
     if isinstance(kind, pa.DictionaryType | pa.RunEndEncodedType):
-        return _holds_text(kind.value_type)
+        return _holds_leaf(kind.value_type, leaf)
     if isinstance(kind, pa.MapType):
-        return _holds_text(kind.key_type) or _holds_text(kind.item_type)
+        return _holds_leaf(kind.key_type, leaf) or _holds_leaf(kind.item_type, leaf)
     if isinstance(kind, _LIST_TYPES):
-        return _holds_text(kind.value_type)
-    return any(_holds_text(kind.field(i).type) for i in range(kind.num_fields))
+        return _holds_leaf(kind.value_type, leaf)
+    return any(_holds_leaf(kind.field(i).type, leaf) for i in range(kind.num_fields))
 
 
 def _first_not_utf8(values: pa.Array) -> _Found | None:
@@ -287,17 +293,29 @@ def _first_not_utf8(values: pa.Array) -> _Found | None:
         except pa.ArrowInvalid:
             return _first_not_utf8(values.dictionary_decode())  # (only the values used)
         return None
+    if isinstance(values, _NESTED_ARRAYS):
+        return _first_below(values, _first_not_utf8)
+    raise _NotLookedThrough  # a union, a run-end encoding, a list view
+
+
+_NESTED_ARRAYS = (pa.StructArray, pa.ListArray, pa.LargeListArray, pa.FixedSizeListArray)
+
+
+def _first_below(values: pa.Array, find: Callable[[pa.Array], _Found | None]) -> _Found | None:
+    """The first value of a struct, map or list array whose fields, keys, values or elements
+    ``find`` finds something in, by its path below the value; None for any other array."""
+    kind = values.type
     if isinstance(values, pa.StructArray):
         found: _Found | None = None
-        for i, field in enumerate(values.flatten()):  # (a NULL struct's fields are NULL)
-            hit = _first_not_utf8(field)
+        for i, child in enumerate(values.flatten()):  # (a NULL struct's fields are NULL)
+            hit = find(child)
             if hit is not None and (found is None or hit.index < found.index):
                 found = _Found(hit.index, f".{kind.field(i).name}{hit.path}", hit.why)
         return found
     if isinstance(values, pa.MapArray):  # (before lists: a MapArray is a ListArray)
         entries, parents = _elements(values)
         keys, items = entries.flatten()
-        key_hit, item_hit = _first_not_utf8(keys), _first_not_utf8(items)
+        key_hit, item_hit = find(keys), find(items)
         if key_hit is not None and (item_hit is None or key_hit.index <= item_hit.index):
             entry, below, why = key_hit.index, "", f"map key: {key_hit.why}"
         elif item_hit is not None:
@@ -307,12 +325,12 @@ def _first_not_utf8(values: pa.Array) -> _Found | None:
         return _Found(parents[entry].as_py(), f"['{_key_text(keys, entry)}']{below}", why)
     if isinstance(values, pa.ListArray | pa.LargeListArray | pa.FixedSizeListArray):
         elements, parents = _elements(values)
-        hit = _first_not_utf8(elements)
+        hit = find(elements)
         if hit is None:
             return None
         row, position = _position_in_list(parents, hit.index)
         return _Found(row, f"[{position}]{hit.path}", hit.why)
-    raise _NotLookedThrough  # a union, a run-end encoding, a list view
+    return None
 
 
 def _elements(
@@ -497,17 +515,7 @@ def time_out_of_range(name: str, column: pa.ChunkedArray) -> RowProblem | None:
 
 def _holds_time(kind: pa.DataType) -> bool:
     """Whether a value of an Arrow type may hold a time, at any depth."""
-    if pa.types.is_time(kind):
-        return True
-    if isinstance(kind, pa.BaseExtensionType):
-        return _holds_time(kind.storage_type)
-    if isinstance(kind, pa.DictionaryType | pa.RunEndEncodedType):
-        return _holds_time(kind.value_type)
-    if isinstance(kind, pa.MapType):
-        return _holds_time(kind.key_type) or _holds_time(kind.item_type)
-    if isinstance(kind, _LIST_TYPES):
-        return _holds_time(kind.value_type)
-    return any(_holds_time(kind.field(i).type) for i in range(kind.num_fields))
+    return _holds_leaf(kind, pa.types.is_time)
 
 
 def _first_bad_time(values: pa.Array) -> _Found | None:
@@ -537,32 +545,7 @@ def _first_bad_time(values: pa.Array) -> _Found | None:
             if hit is not None and (found is None or rows[hit.index].as_py() < found.index):
                 found = _Found(rows[hit.index].as_py(), f".{field.name}{hit.path}", hit.why)
         return found
-    if isinstance(values, pa.StructArray):
-        found = None
-        for i, child in enumerate(values.flatten()):  # (a NULL struct's fields are NULL)
-            hit = _first_bad_time(child)
-            if hit is not None and (found is None or hit.index < found.index):
-                found = _Found(hit.index, f".{kind.field(i).name}{hit.path}", hit.why)
-        return found
-    if isinstance(values, pa.MapArray):  # (before lists: a MapArray is a ListArray)
-        entries, parents = _elements(values)
-        keys, items = entries.flatten()
-        key_hit, item_hit = _first_bad_time(keys), _first_bad_time(items)
-        if key_hit is not None and (item_hit is None or key_hit.index <= item_hit.index):
-            entry, below, why = key_hit.index, "", f"map key: {key_hit.why}"
-        elif item_hit is not None:
-            entry, below, why = item_hit.index, item_hit.path, item_hit.why
-        else:
-            return None
-        return _Found(parents[entry].as_py(), f"['{_key_text(keys, entry)}']{below}", why)
-    if isinstance(values, pa.ListArray | pa.LargeListArray | pa.FixedSizeListArray):
-        elements, parents = _elements(values)
-        hit = _first_bad_time(elements)
-        if hit is None:
-            return None
-        row, position = _position_in_list(parents, hit.index)
-        return _Found(row, f"[{position}]{hit.path}", hit.why)
-    return None
+    return _first_below(values, _first_bad_time)
 
 
 def _first_time_outside_day(values: pa.Array) -> _Found | None:
