@@ -13,9 +13,9 @@ from icefloe.compaction.planning import claim_partitions
 from icefloe.compaction.spark_job import (
     CompactionResult,
     PartitionOutcome,
-    SparkMergeUnsupportedError,
     compact_with_spark,
 )
+from icefloe.compaction.spark_modes import SparkMergeUnsupportedError
 from icefloe.settings.limits import DEFAULT_COMPACTION_LEASE
 from icefloe.settings.parts import EmrJobConfig
 

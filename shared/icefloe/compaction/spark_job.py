@@ -31,10 +31,10 @@ import pyarrow.compute as pc
 
 from icefloe import duck
 from icefloe.compaction.manifest import CompactionManifest, PartitionGroup
+from icefloe.compaction.spark_modes import SparkMergeUnsupportedError, apply_mode
 from icefloe.compaction.tracking import outputs_prefix
 from icefloe.config import WarehouseLocation
 from icefloe.datafiles import membership_column
-from icefloe.errors import IcefloeError
 from icefloe.ingest.row_ids import ROW_ID_COLUMN
 from icefloe.merge.claimed_replace import (
     ClaimedGroup,
@@ -47,13 +47,13 @@ from icefloe.merge.rowgroups import RowGroupCutter
 from icefloe.merge.writer import RollingParquetWriter, upload_staged
 from icefloe.metastore.models import ColumnStats, DataFile, JsonScalar, NewFile
 from icefloe.metastore.store import MetaStore
-from icefloe.spec import AggregateMode, AppendMode, CustomMode, ReplaceMode, TableSpec
+from icefloe.spec import CustomMode, TableSpec
 from icefloe.spec.layout import FileLayout
 from icefloe.storage import ObjectStore, open_object_store
 from icefloe.tracing import span
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import SparkSession
 
 PARTITION_COLUMN = "__icefloe_partition"
 FILE_COLUMN = "__icefloe_file"
@@ -63,10 +63,6 @@ _OUTPUT_SCHEMA = (
 )
 
 PartitionStatus = ReplaceStatus
-
-
-class SparkMergeUnsupportedError(IcefloeError):
-    """The table's merge mode cannot run in Spark (a custom DuckDB query)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,7 +213,7 @@ def _write(
         .join(F.broadcast(names), FILE_COLUMN)
         .drop(FILE_COLUMN)
     )
-    merged = _apply_mode(spec, rows)
+    merged = apply_mode(spec, rows, partition_column=PARTITION_COLUMN)
     total_bytes = sum(f.size_bytes for f in files)
     total_rows = max(1, sum(f.row_count for f in files))
     tasks = sum(
@@ -276,31 +272,6 @@ def _write(
             )
         )
     return written
-
-
-def _apply_mode(spec: TableSpec, rows: DataFrame) -> DataFrame:
-    """The table's merge mode over ``rows``, per partition."""
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-
-    mode = spec.merge
-    if isinstance(mode, AppendMode):
-        return rows
-    if isinstance(mode, ReplaceMode):
-        order = [F.col(mode.version).desc_nulls_last()] if mode.version else []
-        order.append(F.col(ROW_ID_COLUMN).desc())
-        window = Window.partitionBy(PARTITION_COLUMN, *mode.key).orderBy(*order)
-        return (
-            rows.withColumn("__icefloe_rank", F.row_number().over(window))
-            .where(F.col("__icefloe_rank") == 1)
-            .drop("__icefloe_rank")
-        )
-    if isinstance(mode, AggregateMode):
-        functions = {"sum": F.sum, "min": F.min, "max": F.max, "count": F.sum, "any": F.first}
-        aggregates = [functions[fn](F.col(col)).alias(col) for col, fn in mode.aggregates]
-        aggregates.append(F.max(F.col(ROW_ID_COLUMN)).alias(ROW_ID_COLUMN))
-        return rows.groupBy(PARTITION_COLUMN, *mode.group_by).agg(*aggregates)
-    raise SparkMergeUnsupportedError(f"merge mode {mode.to_text()!r} cannot run in Spark")
 
 
 def _arrow_schema(spec: TableSpec) -> pa.Schema:

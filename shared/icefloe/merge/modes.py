@@ -18,10 +18,22 @@ from icefloe.query.sandbox import QueryRefusedError, check_sql, lock_down
 from icefloe.query.sql_refs import load_tree
 from icefloe.query.views import view_sql
 from icefloe.settings.limits import QueryLimits
-from icefloe.spec import AggregateMode, AppendMode, CustomMode, ReplaceMode, TableSpec
+from icefloe.spec import (
+    AggregateMode,
+    AppendMode,
+    CustomMode,
+    ReplaceMode,
+    TableSpec,
+    normalize_type,
+)
+from icefloe.spec.types import decimal_precision_scale
 from icefloe.stability import unstable_calls
 
-_AGGREGATE_SQL = {"sum": "sum", "min": "min", "max": "max", "count": "sum", "any": "any_value"}
+_AGGREGATE_SQL = {"min": "min", "max": "max", "any": "any_value"}
+_FITS = "__icefloe_fits"
+# A DOUBLE sum is kept only while the sum of the magnitudes stays below half the largest double,
+# so no partial sum, in any order, can round to infinity.
+DOUBLE_SUM_LIMIT = 2.0**1023
 
 
 def merge_sql(spec: TableSpec) -> str:
@@ -39,22 +51,89 @@ def merge_sql(spec: TableSpec) -> str:
             f"ORDER BY {', '.join(order)}) = 1"
         )
     elif isinstance(mode, AggregateMode):
-        functions = dict(mode.aggregates)
-        items = [
-            ident(c.name)
-            if c.name in mode.group_by
-            else f"{_AGGREGATE_SQL[functions[c.name]]}({ident(c.name)}) AS {ident(c.name)}"
-            for c in spec.columns
-        ]
-        # The newest contributing row's id: unique, because each input row is in one group.
-        items.append(f"max({ident(ROW_ID_COLUMN)}) AS {ident(ROW_ID_COLUMN)}")
-        group = ", ".join(ident(k) for k in mode.group_by)
-        body = f"SELECT {', '.join(items)} FROM {source} GROUP BY {group}"
+        body = aggregate_select(spec, mode)
     elif isinstance(mode, CustomMode):
         body = custom_select(spec, mode)
     else:  # pragma: no cover - MergeMode is closed (mypy checks every mode is handled)
         assert_never(mode)
     return ordered_output(spec, body)
+
+
+def aggregate_select(spec: TableSpec, mode: AggregateMode) -> str:
+    """One row per group, unless a ``sum`` or ``count`` of the group leaves its column's type:
+    that group's rows are kept as they are (a merge alters no value and never fails a
+    partition for good; re-aggregating in a query gives the same answer either way).
+
+    Sums run in a wider type that cannot overflow (HUGEINT for integers up to 64 bits, BIGNUM
+    beyond, DECIMAL(38, s)) and are checked against the column's type; the groups that do not
+    fit are found in one pass and their rows read again with a semi join (empty, so cheap, in
+    the usual case).
+    """
+    source = ident(spec.name)
+    functions = dict(mode.aggregates)
+    names = [c.name for c in spec.columns]
+    items: list[str] = []
+    checks: list[str] = []
+    for column in spec.columns:
+        name = ident(column.name)
+        if column.name in mode.group_by:
+            items.append(name)
+            continue
+        function = functions[column.name]
+        if function in ("sum", "count"):
+            value, fits = _checked_sum(name, normalize_type(column.type))
+            items.append(f"{value} AS {name}")
+            checks.append(fits)
+        else:
+            items.append(f"{_AGGREGATE_SQL[function]}({name}) AS {name}")
+    # The newest contributing row's id: unique, because each input row is in one group.
+    items.append(f"max({ident(ROW_ID_COLUMN)}) AS {ident(ROW_ID_COLUMN)}")
+    group = ", ".join(ident(k) for k in mode.group_by)
+    if not checks:
+        return f"SELECT {', '.join(items)} FROM {source} GROUP BY {group}"
+    outputs = ", ".join(ident(n) for n in [*names, ROW_ID_COLUMN])
+    groups = "__icefloe_groups"
+    keys = ", ".join(ident(k) for k in mode.group_by)
+    matches = " AND ".join(
+        f"{source}.{ident(k)} IS NOT DISTINCT FROM unfit.{ident(k)}" for k in mode.group_by
+    )
+    return (
+        f"WITH {groups} AS (SELECT {', '.join(items)}, {' AND '.join(checks)} AS {_FITS}"
+        f" FROM {source} GROUP BY {group}) "
+        f"SELECT {outputs} FROM {groups} WHERE {_FITS} "
+        f"UNION ALL SELECT {', '.join(f'{source}.{ident(n)}' for n in [*names, ROW_ID_COLUMN])}"
+        f" FROM {source} SEMI JOIN (SELECT {keys} FROM {groups} WHERE NOT {_FITS}) AS unfit"
+        f" ON {matches}"
+    )
+
+
+def _checked_sum(name: str, column_type: str) -> tuple[str, str]:
+    """The exact sum of ``name`` in a type wide enough for it, cast back to ``column_type``
+    when the group fits, and the condition that it does."""
+    if column_type in ("HUGEINT", "UHUGEINT"):
+        # BIGNUM cannot be cast to a 128-bit integer directly in DuckDB 1.5 (it refuses every
+        # value); its text can.
+        wide = f"CAST(sum(CAST({name} AS BIGNUM)) AS VARCHAR)"
+    elif column_type == "DOUBLE":
+        total = f"sum({name})"
+        return total, f"coalesce(sum(abs({name})) < {DOUBLE_SUM_LIMIT!r}, true)"
+    elif column_type == "FLOAT":
+        wide = f"sum(CAST({name} AS DOUBLE))"
+    elif (parts := decimal_precision_scale(column_type)) is not None:
+        precision, scale = parts
+        if precision <= 18:
+            wide = f"sum(CAST({name} AS DECIMAL(38, {scale})))"
+        else:
+            # A running sum past 38 digits raises in DuckDB, so the sum is only taken of groups
+            # whose magnitudes add up below it.
+            below = f"sum(abs(CAST({name} AS DOUBLE))) < 1e{37 - scale}"
+            wide = f"CASE WHEN coalesce({below}, true) THEN list_sum(list({name})) END"
+            fitted = f"TRY_CAST({wide} AS {column_type})"
+            return fitted, f"coalesce({below}, true) AND ({wide} IS NULL OR {fitted} IS NOT NULL)"
+    else:
+        wide = f"sum(CAST({name} AS HUGEINT))"
+    fitted = f"TRY_CAST({wide} AS {column_type})"
+    return fitted, f"({wide} IS NULL OR {fitted} IS NOT NULL)"
 
 
 def ordered_output(spec: TableSpec, body: str) -> str:

@@ -8,6 +8,7 @@ from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
+from decimal import Decimal
 from typing import Any
 
 import pyarrow.parquet as pq
@@ -104,6 +105,48 @@ def test_spark_gives_the_same_rows_as_the_merge_worker_on_the_same_input(
         assert sum(rows_of(lake, "by_spark").values()) < sum(before.values())
     # And the pre-compaction snapshot still reads the small files
     assert rows_of(lake, "by_spark", snapshot_id=pinned) == before
+
+
+def test_spark_keeps_the_rows_of_a_group_whose_sum_leaves_its_type_as_the_worker_does(
+    lake: Lake, spark: Any
+) -> None:
+    # Given an aggregate table where one group's BIGINT sum and another's DOUBLE sum overflow
+    for name in ("by_spark", "by_worker"):
+        lake.create(
+            name=name,
+            schema="ts TIMESTAMP NOT NULL, id VARCHAR, n BIGINT, d DOUBLE, dec DECIMAL(4,1)",
+            partition_by="day(ts)",
+            sort_by="id",
+            merge="aggregate(id; ts:max, n:sum, d:sum, dec:sum)",
+            sizes=SizeTargets(min_files_to_merge=2),
+        )
+    batch = [
+        {"ts": "2026-03-01T00:00:00", "id": "n", "n": 2**62, "d": 1.0, "dec": Decimal("1.5")},
+        {"ts": "2026-03-01T00:00:00", "id": "d", "n": 1, "d": 1e308, "dec": Decimal("1.5")},
+        {"ts": "2026-03-01T00:00:00", "id": "dec", "n": 1, "d": 1.0, "dec": Decimal("999.9")},
+        {"ts": "2026-03-01T00:00:00", "id": None, "n": 5, "d": 0.5, "dec": None},
+    ]
+    for _ in range(2):
+        lake.inserter.insert_rows("by_spark", batch)
+    clone(lake, "by_spark", "by_worker")
+    sql = "SELECT id, n::VARCHAR, d, dec, _row_id FROM {table}"
+
+    # When Spark compacts one and the merge worker merges the other
+    result = spark_compact(lake, spark, "by_spark")
+    lake.merge("by_worker")
+
+    # Then both keep each overflowing group's two rows and merge the others into one
+    assert result.count("committed") == 1
+    assert rows_of(lake, "by_spark", sql=sql) == rows_of(lake, "by_worker", sql=sql)
+    counts = "SELECT id, count(*) AS c FROM {table} GROUP BY id ORDER BY id NULLS LAST"
+    expected = [
+        {"id": "d", "c": 2},
+        {"id": "dec", "c": 2},
+        {"id": "n", "c": 2},
+        {"id": None, "c": 1},
+    ]
+    for table in ("by_spark", "by_worker"):
+        assert lake.rows(counts.format(table=table)) == expected
 
 
 def test_spark_outputs_have_value_aligned_row_groups(lake: Lake, spark: Any) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from decimal import Decimal
 
 import pytest
 
@@ -164,3 +165,57 @@ def test_a_custom_query_missing_a_column_fails_naming_it(lake: Lake) -> None:
     )
     with pytest.raises(MergeFailedError, match="version"):
         lake.worker.run(MergeTask.from_json(captured[0]))
+
+
+@pytest.mark.parametrize(
+    ("column_type", "big", "small"),
+    [
+        ("INTEGER", "2147483647", "7"),
+        ("BIGINT", "9223372036854775807", "7"),
+        ("UBIGINT", "18446744073709551615", "7"),
+        ("HUGEINT", "-170141183460469231731687303715884105728", "-7"),
+        ("FLOAT", "3e38", "0.5"),
+        ("DOUBLE", "1.7e308", "0.5"),
+        ("DECIMAL(5,2)", "999.99", "0.25"),
+        ("DECIMAL(38,0)", "99999999999999999999999999999999999999", "7"),
+    ],
+)
+def test_an_aggregate_sum_that_leaves_its_type_keeps_that_groups_rows(
+    lake: Lake, column_type: str, big: str, small: str
+) -> None:
+    # Given groups whose sum fits and one whose sum passes the column type's largest value
+    lake.create(
+        name="t",
+        schema=f"ts TIMESTAMP NOT NULL, id VARCHAR, n {column_type}, c BIGINT",
+        sort_by="id",
+        merge="aggregate(id; ts:max, n:sum, c:count)",
+    )
+    rows = "\n".join(
+        f'{{"ts": "2026-03-01T00:00:00", "id": {key}, "n": {value}, "c": 1}}'
+        for key, value in (('"big"', big), ('"small"', small), ("null", small))
+    )
+    for _ in range(4):  # NDJSON: the 128-bit integers are written as they are
+        lake.inserter.insert_bytes("t", rows.encode(), fmt="ndjson")
+
+    def totals() -> dict[object, tuple[Decimal, int]]:  # summed here: DuckDB's sum overflows
+        sums: dict[object, tuple[Decimal, int]] = {}
+        for row in lake.rows("SELECT id, n::VARCHAR AS n, c FROM t"):
+            n, c = sums.get(row["id"], (Decimal(0), 0))
+            sums[row["id"]] = (n + Decimal(str(row["n"])), c + int(str(row["c"])))
+        return sums
+
+    before = totals()
+    assert before["small"] == (4 * Decimal(small), 4)
+
+    # When the table is merged
+    report = lake.merge("t")
+
+    # Then the merge commits: the fitting groups are one row each, the other keeps its rows
+    assert report.count("committed") == 1
+    assert totals() == before
+    counts = lake.rows("SELECT id, count(*) AS rows FROM t GROUP BY id ORDER BY id")
+    assert counts == [
+        {"id": "big", "rows": 4},
+        {"id": "small", "rows": 1},
+        {"id": None, "rows": 1},
+    ]
