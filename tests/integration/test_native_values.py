@@ -261,3 +261,41 @@ def test_native_values_inside_a_json_column_are_stored_as_their_json(
         "id": "00000000-0000-0000-0000-000000000001",
         "day": "2026-11-28",
     }
+
+
+def test_integers_past_64_bits_are_stored_exactly_from_rows_and_from_ndjson(
+    connected_lake: Lake,
+) -> None:
+    # Given integers a HUGEINT holds and 64 bits do not, at both ends of its range, in Python
+    # rows (orjson writes no wider integer) and in an NDJSON file's text
+    connected_lake.create_table("t", schema="n INTEGER, h HUGEINT, doc JSON, l HUGEINT[]")
+    edges = [-(2**127), 2**127 - 1, 2**64, -(2**63) - 1]
+    connected_lake.insert(
+        "t", [{"n": i, "h": v, "doc": {"v": v}, "l": [v, 1]} for i, v in enumerate(edges)]
+    )
+    ndjson = "".join(f'{{"n": {10 + i}, "h": {v}, "l": [{v}]}}\n' for i, v in enumerate(edges))
+    connected_lake.inserter().insert_bytes("t", ndjson.encode(), fmt="ndjson")
+
+    # Then each is stored as sent
+    rows = connected_lake.query(
+        "SELECT n, h::VARCHAR AS h, doc, list_transform(l, x -> x::VARCHAR) AS l FROM t ORDER BY n"
+    ).to_pylist()
+    assert [(r["n"], int(r["h"])) for r in rows] == [
+        *enumerate(edges),
+        *((10 + i, v) for i, v in enumerate(edges)),
+    ]
+    assert [json.loads(r["doc"])["v"] for r in rows[:4]] == edges
+    assert [[int(x) for x in r["l"]] for r in rows] == [[v, 1] for v in edges] + [
+        [v] for v in edges
+    ]
+
+
+@pytest.mark.parametrize("value", [2**127, -(2**127) - 1, 2**200])
+def test_an_integer_past_hugeint_is_refused_naming_its_row(
+    connected_lake: Lake, value: int
+) -> None:
+    connected_lake.create_table("t", schema="n INTEGER, h HUGEINT")
+    with pytest.raises(BatchRejectedError, match="fits HUGEINT") as refused:
+        connected_lake.insert("t", [{"n": 0, "h": 1}, {"n": 1, "h": value}])
+    assert [(p.row, p.field) for p in refused.value.problems] == [(1, "h")]
+    assert connected_lake.snapshots("t") == []

@@ -256,6 +256,12 @@ def json_leaf_value(r: str, kind: str) -> str:
         value = f"CASE WHEN {t} <> 'NULL' THEN CAST({r} AS VARCHAR) END"
     elif kind == "BOOLEAN":
         value = f"CASE WHEN {t} = 'BOOLEAN' THEN TRY_CAST({text} AS BOOLEAN) END"
+    elif kind == "HUGEINT":
+        # A JSON integer past 64 bits is typed DOUBLE, and its text kept as written.
+        value = (
+            f"CASE WHEN {t} IN {_INTEGER_JSON} OR ({t} = 'DOUBLE'"
+            f" AND regexp_full_match({text}, '-?[0-9]+')) THEN TRY_CAST({text} AS HUGEINT) END"
+        )
     elif is_integer(kind):
         value = f"CASE WHEN {t} IN {_INTEGER_JSON} THEN TRY_CAST({text} AS {kind}) END"
     elif kind in ("FLOAT", "DOUBLE"):

@@ -15,6 +15,8 @@ column takes from JSON:
   at a ``BLOB`` of the column's type (the column, a struct's field, a list's or map's values),
   elsewhere refused, naming the path (base64 text in a ``VARCHAR`` would be stored without a
   word);
+- an ``int`` past 64 bits (orjson writes no wider ones): its digits, a JSON number that a
+  ``HUGEINT`` takes exactly (and a ``DOUBLE`` or ``JSON`` column as from any sender);
 - numpy scalars (integers, floats, booleans, ``datetime64``): as the Python value they stand
   for (a float32 by its shortest text).
 
@@ -41,6 +43,9 @@ EXACT_DIGITS = 15
 _BLOB = re.compile(r"\bBLOB\b", re.IGNORECASE)
 _BYTES = (bytes, bytearray, memoryview)
 _BLOB_LEAF = Leaf("BLOB")
+# orjson writes integers of 64 bits; a wider one (a HUGEINT's) is written as its digits.
+_WIDE_INTEGER = "Integer exceeds 64-bit range"
+_INTEGER_RANGE = range(-(2**63), 2**64)
 
 
 class Writer:
@@ -50,7 +55,14 @@ class Writer:
         self.wrote_bytes = False
 
     def dumps(self, value: object) -> bytes:
-        return orjson.dumps(value, default=self._default, option=OPTIONS)
+        try:
+            return orjson.dumps(value, default=self._default, option=OPTIONS)
+        except orjson.JSONEncodeError as e:
+            if str(e) != _WIDE_INTEGER:
+                raise
+            return orjson.dumps(
+                _wide_integers_as_text(value), default=self._default, option=OPTIONS
+            )
 
     def _default(self, value: object) -> object:
         if isinstance(value, datetime | date | time):
@@ -69,6 +81,17 @@ class Writer:
             self.wrote_bytes = True
             return base64.b64encode(value).decode("ascii")
         raise TypeError(f"Type is not JSON serializable: {type(value).__name__}")
+
+
+def _wide_integers_as_text(value: object) -> object:
+    """``value`` with each integer orjson cannot write replaced by its digits, verbatim."""
+    if type(value) is int:
+        return value if value in _INTEGER_RANGE else orjson.Fragment(str(value))
+    if isinstance(value, Mapping):
+        return {k: _wide_integers_as_text(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_wide_integers_as_text(v) for v in value]
+    return value
 
 
 def dumps(value: object) -> bytes:
