@@ -146,6 +146,9 @@ def test_deleting_every_row_of_a_file_removes_it_without_a_rewrite(lake: Lake) -
         ("count(*) > 1", "cannot contain aggregates"),
         ("true) UNION (SELECT 1", "one boolean expression"),
         ("event = 'x' -- trailing", "is not one expression"),
+        # each frame's own parentheses would close these: read alone, they are two expressions
+        ("user_id = 'u1') OR (1=1", "is not one expression"),
+        ("(user_id = 'u1')) OR ((true", "is not one expression"),
         ("  ", "predicate is empty"),
     ],
 )

@@ -2,7 +2,8 @@
 
 DuckDB parses it inside a fixed frame (``SELECT count(*) FROM t WHERE (...)``), the frame is
 checked to hold nothing but the expression (no ``QUALIFY``, sample, window clause or second
-statement smuggled in by a closing parenthesis), and what icefloe runs from then on is DuckDB's
+statement smuggled in by a closing parenthesis), the text alone, without the frame's
+parentheses, must parse to the same expression (``a) OR (b`` is two), and what icefloe runs from then on is DuckDB's
 own rendering of that one expression, checked to parse back to the same tree. It is bound by
 DuckDB over a stand-in of the table (so DuckDB's typing decides what it means, exactly as in a
 query), and refused when it could mean something else from one evaluation to the next: a
@@ -25,7 +26,7 @@ from icefloe import duck
 from icefloe.duck import ident
 from icefloe.errors import InvalidInputError
 from icefloe.ingest.row_ids import ROW_ID_COLUMN
-from icefloe.query.sql_refs import load_tree, walk
+from icefloe.query.sql_refs import load_tree, walk, without_locations
 from icefloe.spec import TableSpec
 from icefloe.stability import unstable_calls
 
@@ -151,10 +152,21 @@ def _framed_expression(
     tree = _parse(con, f"SELECT __icefloe_frame(({where}))")
     select = (tree.get("statements") or [{}])[0].get("node", {}).get("select_list") or [{}]
     argument = (select[0].get("children") or [None])[0] if len(select) == 1 else None
-    if len(tree.get("statements") or []) != 1 or _without_locations(argument) != _without_locations(
+    if len(tree.get("statements") or []) != 1 or without_locations(argument) != without_locations(
         expression
     ):
         raise InvalidInputError("delete refused: the predicate must be one boolean expression")
+    # Both frames above wrap the text in parentheses of their own, so ``a) OR (b`` reads as
+    # ``(a) OR (b)`` in each: unwrapped, the text must still parse to the same expression.
+    tree = _parse(con, f"SELECT count(*) FROM {ident(spec.name)} WHERE {where}")
+    bare = (tree.get("statements") or [{}])[0].get("node", {}).get("where_clause")
+    if len(tree.get("statements") or []) != 1 or without_locations(bare) != without_locations(
+        expression
+    ):
+        raise InvalidInputError(
+            "delete refused: the predicate must be one boolean expression (its parentheses do"
+            " not balance)"
+        )
     return expression
 
 
@@ -184,29 +196,6 @@ def _to_text(con: duckdb.DuckDBPyConnection, expression: dict[str, Any]) -> str:
     if not text.startswith("SELECT "):
         raise InvalidInputError("delete refused: the predicate cannot be written back as SQL")
     return text[len("SELECT ") :]
-
-
-def _without_locations(value: Any) -> Any:
-    """A copy of a parse tree without its ``query_location`` fields; by a loop, not one
-    Python call per level, so a deeply nested predicate does not reach the recursion limit."""
-    copy: list[Any] = [None]
-    # (a parsed container, the container its copy goes into, the key or index there)
-    stack: list[tuple[Any, Any, Any]] = [(value, copy, 0)]
-    while stack:
-        item, into, key = stack.pop()
-        if isinstance(item, dict):
-            made: Any = {}
-            for k, v in item.items():
-                if k != "query_location":
-                    made[k] = None
-                    stack.append((v, made, k))
-        elif isinstance(item, list):
-            made = [None] * len(item)
-            stack.extend((v, made, i) for i, v in enumerate(item))
-        else:
-            made = item
-        into[key] = made
-    return copy[0]
 
 
 def _check_expression(spec: TableSpec, where: dict[str, Any]) -> None:

@@ -154,3 +154,26 @@ def _source_kinds(objects: list[dict[str, Any]]) -> Iterator[str]:
         kind = value.get("type")
         if isinstance(kind, str) and kind in _SOURCE_KINDS and "alias" in value:
             yield kind
+
+
+def without_locations(value: Any) -> Any:
+    """A copy of a parse tree without its ``query_location`` fields; by a loop, not one
+    Python call per level, so a deeply nested predicate does not reach the recursion limit."""
+    copy: list[Any] = [None]
+    # (a parsed container, the container its copy goes into, the key or index there)
+    stack: list[tuple[Any, Any, Any]] = [(value, copy, 0)]
+    while stack:
+        item, into, key = stack.pop()
+        if isinstance(item, dict):
+            made: Any = {}
+            for k, v in item.items():
+                if k != "query_location":
+                    made[k] = None
+                    stack.append((v, made, k))
+        elif isinstance(item, list):
+            made = [None] * len(item)
+            stack.extend((v, made, i) for i, v in enumerate(item))
+        else:
+            made = item
+        into[key] = made
+    return copy[0]
