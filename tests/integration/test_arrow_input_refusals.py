@@ -158,3 +158,48 @@ def test_arrow_null_typed_parts_of_nested_columns_are_null_values_of_the_declare
         }
     ]
     assert _rows(connected_lake) == 2
+
+
+# Per case: the column, its two rows (a map giving one key twice in the second), the path named.
+REPEATED_KEY_CASES: dict[str, tuple[str, pa.Array, str]] = {
+    "map": (
+        "m",
+        pa.MapArray.from_arrays(
+            offsets(0, 1, 4), pa.array(["k", "q", "r", "q"]), text(*[b"v"] * 4)
+        ),
+        "m['q']",
+    ),
+    "map-in-a-list-of-structs": (
+        "lm",
+        pa.ListArray.from_arrays(
+            offsets(0, 1, 3),
+            pa.StructArray.from_arrays(
+                [
+                    pa.MapArray.from_arrays(
+                        offsets(0, 1, 2, 4), pa.array([1, 1, 2, 2], pa.int32()), text(*[b"v"] * 4)
+                    )
+                ],
+                names=["mm"],
+            ),
+        ),
+        "lm[1].mm['2']",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(REPEATED_KEY_CASES))
+def test_an_arrow_map_giving_a_key_twice_is_refused_naming_its_row_and_key(
+    connected_lake: Lake, case: str
+) -> None:
+    # Given a table holding a row, and an Arrow batch whose second row holds a map giving one
+    # key twice (DuckDB refuses the whole batch without naming it)
+    column, values, path = REPEATED_KEY_CASES[case]
+    connected_lake.create_table("t", schema=f"{SCHEMA}, lm STRUCT(mm MAP(INTEGER, VARCHAR))[]")
+    connected_lake.insert("t", [{"ts": datetime(2026, 10, 1), "s": "before"}])
+
+    # When it is inserted, it is refused naming the row and the path to the key
+    with pytest.raises(BatchRejectedError) as refused:
+        connected_lake.insert("t", two_rows(column, values))
+    assert [(p.row, p.field) for p in refused.value.problems] == [(1, path)]
+    assert "map key given more than once in its map" in str(refused.value)
+    assert _rows(connected_lake) == 1

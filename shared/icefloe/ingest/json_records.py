@@ -7,6 +7,7 @@ path's DuckDB side (:class:`DuckJsonColumns`)."""
 from __future__ import annotations
 
 import mmap
+import re
 from collections.abc import Sequence
 
 import duckdb
@@ -40,6 +41,10 @@ JSON_FORMATS = {"json": "auto", "ndjson": "newline_delimited"}
 # thread) are sized by the bound, and it ran beside pyarrow's parse. A larger record makes
 # the read fail, and the conversion (with the batch limit) decides.
 _FAST_LARGEST_RECORD = 16 << 20
+# DuckDB's reader refusing a record that gives one of its own fields twice.
+_DUPLICATE_KEY = re.compile(
+    r'in (line|record/value) (\d+): Object .* has duplicate key "(.*?)"\n', re.DOTALL
+)
 
 
 def load_json(
@@ -98,6 +103,11 @@ def load_json(
         table = convert(con, sqls, source, params, limits)
     except NotUtf8Error as e:
         raise _locate_malformed_json(batch, ValueError("bytes that are not UTF-8")) from e
+    except BatchRejectedError as e:
+        duplicate = _duplicate_key(e)
+        if duplicate is None:
+            raise
+        raise duplicate from e
     if shapes is None:
         return table
     position = spec.column_names.index(overflow)
@@ -348,6 +358,19 @@ def _trailing_comma(batch: StagedBatch) -> BatchRejectedError | None:
     if batch.format == "ndjson":  # rows are the lines that are not blank
         row = sum(1 for line in before[:line_start].splitlines() if line.strip())
     return refuse([RowProblem(row=row, field=None, message=message)])
+
+
+def _duplicate_key(error: BatchRejectedError) -> BatchRejectedError | None:
+    """A refusal naming the record and key of DuckDB's "has duplicate key" (a record's own
+    field given twice: DuckDB's reader refuses it before icefloe's checks, which name a
+    repeated key inside a value), or None for any other error. DuckDB names the record by its
+    place, counted from 1: its "line" counts the lines that are not blank, as rows do."""
+    found = _DUPLICATE_KEY.search(str(error))
+    if found is None:
+        return None
+    row, key = int(found.group(2)) - 1, found.group(3)
+    problem = RowProblem(row=row, field=key, message="given more than once in its object")
+    return refuse([problem])
 
 
 def _locate_malformed_json(batch: StagedBatch, error: Exception) -> BatchRejectedError:

@@ -20,10 +20,9 @@ from icefloe.ingest.arrow_input import (
     json_columns_to_check,
     null_children_typed,
     proven_clean,
-    text_not_utf8,
-    time_out_of_range,
     unreadable_types,
 )
+from icefloe.ingest.arrow_values import repeated_map_key, text_not_utf8, time_out_of_range
 from icefloe.ingest.conversion import (
     check_row_count,
     identity_sources,
@@ -190,16 +189,19 @@ def _converted_arrow(
 
 
 def _refuse_bad_values(table: pa.Table) -> None:
-    """Refuse Arrow input holding text that is not UTF-8 (a caller's Arrow memory need not
-    be) or a time outside ``[00:00:00, 24:00:00)`` (Arrow holds a time as any integer), at
-    any depth of a nested type, naming the first row and path of each column, before DuckDB
-    reads it (which refuses text at the top level without naming it, and below it not at
-    all: the table's files would be unreadable; and stores such a time as garbage)."""
+    """Refuse Arrow input holding text that is not UTF-8, a time outside the day or a map key
+    given twice in one map, at any depth of a nested type, naming the first row and path of
+    each column, before DuckDB reads it (see :mod:`~icefloe.ingest.arrow_values`)."""
     problems = [
         problem
         for name, column in zip(table.column_names, table.columns, strict=True)
         # (time first: Arrow's full validation, which looks for the text, fails on it too)
-        if (problem := time_out_of_range(name, column) or text_not_utf8(name, column)) is not None
+        if (
+            problem := time_out_of_range(name, column)
+            or text_not_utf8(name, column)
+            or repeated_map_key(name, column)
+        )
+        is not None
     ]
     if problems:  # by row, a column's before the next's in the same row
         raise refuse(sorted(problems, key=lambda p: p.row if p.row is not None else -1))

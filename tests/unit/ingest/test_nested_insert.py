@@ -279,6 +279,28 @@ def test_a_key_given_twice_is_refused_at_its_path(
     )
 
 
+@pytest.mark.parametrize(
+    ("fmt", "text", "row"),
+    [
+        ("ndjson", b'{"id": 0}\n\n{"id": 1}\n{"id": 2, "m": {}, "id": 3}\n', 2),
+        ("json", b'[{"id": 0},\n {"id": 1, "id": 1}]', 1),
+        ("json", b'{"id": 0}\n{"id": 1, "id": 1}\n', 1),
+    ],
+)
+def test_a_records_own_key_given_twice_is_refused_naming_its_row(
+    con: duckdb.DuckDBPyConnection, fmt: str, text: bytes, row: int
+) -> None:
+    # (DuckDB's reader refuses it, naming the file and line, before icefloe's checks run)
+    staged = stage_bytes(text, fmt=fmt, limits=LIMITS)  # type: ignore[arg-type]
+    with pytest.raises(BatchRejectedError) as caught:
+        load_batch(con, SPEC, staged, limits=LIMITS)
+    staged.discard()
+    assert (
+        str(caught.value)
+        == f"batch refused: row {row}, field 'id': given more than once in its object"
+    )
+
+
 def test_a_missing_required_struct(con: duckdb.DuckDBPyConnection) -> None:
     required = TableSpec.create(name="t", schema="id INTEGER, s STRUCT(a INTEGER) NOT NULL")
     assert refusal(con, [{"id": 1, "s": {}}, {"id": 2, "s": None}], "ndjson", spec=required) == (
