@@ -303,3 +303,39 @@ def test_list_columns_are_published_with_element_ids_and_old_files_read_by_name(
 
     result = publish(lake, tmp_path)
     check_same_rows(lake, tmp_path, result, "ts, event, tags, scores")
+
+
+def test_uuid_columns_are_published_as_strings_with_identity_partitions(
+    lake: Lake, tmp_path: Path
+) -> None:
+    # Given a table partitioned by a UUID column (the files hold UUIDs as their text)
+    lake.create(schema="ts TIMESTAMP NOT NULL, u UUID, v UUID", partition_by="u", sort_by="v")
+    ids = [f"00000000-0000-0000-0000-00000000000{n}" for n in range(3)]
+    lake.inserter.insert_rows(
+        "events",
+        [{"ts": f"2026-03-01T0{n}:00:00", "u": ids[n % 2], "v": ids[n]} for n in range(3)],
+    )
+    lake.inserter.insert_rows("events", [{"ts": "2026-03-01T05:00:00", "u": None, "v": None}])
+
+    # When it is published, pyiceberg and iceberg_scan read its rows, the UUIDs as text
+    result = publish(lake, tmp_path)
+    check_same_rows(lake, tmp_path, result, "ts, u, v")
+    table = local_catalog(tmp_path).load_table((NAMESPACE, "events"))
+    assert str(table.schema().find_field("u").field_type) == "string"
+    # And a filter on the partition column reads that partition's rows only
+    scanned = table.scan(row_filter=f"u == '{ids[1]}'").to_arrow()
+    assert sorted(scanned["v"].to_pylist()) == [ids[1]]
+
+
+def test_a_truncated_integer_partition_past_icebergs_int_is_refused_naming_it(
+    lake: Lake, tmp_path: Path
+) -> None:
+    # Given truncate[3] of an INTEGER's minimum: -2147483649, which Iceberg's int cannot hold
+    lake.create(
+        schema="ts TIMESTAMP NOT NULL, i INTEGER", partition_by="truncate[3](i)", sort_by=""
+    )
+    lake.inserter.insert_rows("events", [{"ts": "2026-03-01T00:00:00", "i": -(2**31)}])
+
+    # Then publishing it is refused naming the partition and the value
+    with pytest.raises(IcebergPublishError, match=r"partition 'i_trunc' holds -2147483649"):
+        publish(lake, tmp_path)

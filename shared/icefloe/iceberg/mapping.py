@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 from datetime import UTC, date, datetime, time
 from typing import TYPE_CHECKING, Any
+from uuid import UUID
 
 import pyarrow.parquet as pq
 
@@ -101,7 +102,9 @@ def _primitive_type(duckdb_type: str) -> PrimitiveType:
         "TIME": t.TimeType(),
         "TIMESTAMP": t.TimestampType(),
         "TIMESTAMPTZ": t.TimestamptzType(),
-        "UUID": t.UUIDType(),
+        # The files hold a UUID as its text (a Parquet string); an Iceberg uuid is 16 fixed
+        # bytes, so a reader would find the wrong physical type.
+        "UUID": t.StringType(),
     }
     if duckdb_type in simple:
         return simple[duckdb_type]
@@ -335,6 +338,8 @@ def _partition_value(spec: TableSpec, field: IcefloePartitionField, value: Any) 
     if value is None:
         return None
     if not field.is_time:
+        if isinstance(value, int) and not isinstance(value, bool):
+            _check_fits(spec, field, value)
         return _identity_value(value)
     source = iceberg_type(spec.column(field.source).type)
     transform = iceberg_transform(field).transform(source)
@@ -346,6 +351,25 @@ def _partition_value(spec: TableSpec, field: IcefloePartitionField, value: Any) 
     if isinstance(value, date):
         return transform((value - date(1970, 1, 1)).days)
     raise IcebergPublishError(f"partition value {value!r} of {field.name!r} is not a time")
+
+
+_INT_RANGE = range(-(2**31), 2**31)
+
+
+def _check_fits(spec: TableSpec, field: IcefloePartitionField, value: int) -> None:
+    """Refuse a partition value outside its Iceberg type: icefloe truncates in exact integers,
+    so ``truncate[W]`` of a value near an INTEGER column's minimum is below what Iceberg's int
+    partition value holds (Iceberg's Java library wraps it around to a positive number)."""
+    from pyiceberg.types import IntegerType
+
+    if field.transform == "bucket" or value in _INT_RANGE:
+        return
+    if isinstance(iceberg_type(spec.column(field.source).type), IntegerType):
+        raise IcebergPublishError(
+            f"table {spec.name!r}: partition {field.name!r} holds {value}, outside Iceberg's"
+            f" int ({field.to_text()} of a value near the column's minimum); delete those rows"
+            " or widen the column to BIGINT and compact the partition to publish it"
+        )
 
 
 def _identity_value(value: Any) -> Any:
@@ -360,4 +384,6 @@ def _identity_value(value: Any) -> Any:
         return (
             (value.hour * 60 + value.minute) * 60 + value.second
         ) * 1_000_000 + value.microsecond
+    if isinstance(value, UUID):  # published as its text (see _primitive_type)
+        return str(value)
     return value

@@ -110,6 +110,13 @@ def _check_ingest(spec: TableSpec) -> None:
                         " has no Iceberg type icefloe publishes (unsigned integers and HUGEINT"
                         " have none)"
                     )
+        for field in spec.partition_by:
+            if field.transform == "bucket" and spec.column(field.source).type == "UUID":
+                raise SpecError(
+                    f"publish: partition {field.to_text()!r} buckets a UUID by its 16 bytes,"
+                    " and UUIDs are published as strings, which Iceberg readers bucket by their"
+                    " text: they would skip the wrong files (partition by another column)"
+                )
     if spec.extra_fields not in EXTRA_FIELDS_MODES:
         raise SpecError(f"extra_fields: {show(spec.extra_fields)} is not 'reject' or 'keep'")
     if spec.overflow_column is None:

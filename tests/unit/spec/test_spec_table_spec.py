@@ -198,6 +198,14 @@ def test_from_dict_refuses_malformed_input_naming_the_field(
             {"schema": "ts TIMESTAMP, s STRUCT(a INT, big HUGEINT)", "publish": "iceberg"},
             "publish: field 's.big' is HUGEINT, which has no Iceberg type",
         ),
+        (
+            {
+                "schema": "ts TIMESTAMP, u UUID",
+                "partition_by": "bucket[8](u)",
+                "publish": "iceberg",
+            },
+            r"publish: partition 'bucket\[8\]\(u\)' buckets a UUID by its 16 bytes",
+        ),
     ],
 )
 def test_cross_reference_errors_name_the_field(overrides: dict[str, Any], message: str) -> None:
