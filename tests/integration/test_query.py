@@ -170,6 +170,30 @@ def test_statistics_prune_files_whose_ranges_cannot_match(
     assert full.files_scanned == 4 and plan.bytes_scanned < full.bytes_scanned / 3
 
 
+def test_table_and_cte_names_match_in_any_case_as_duckdb_matches_them(
+    lake: tuple[Inserter, QueryEngine],
+) -> None:
+    # Given four files in one day, each with its own uid range
+    inserter, engine = lake
+    for batch in range(4):
+        inserter.insert_rows(
+            "events",
+            [
+                {"ts": "2026-05-01T12:00:00Z", "event": "click", "uid": f"u{batch}-{i:03d}"}
+                for i in range(100)
+            ],
+        )
+    # When the table is named in upper case, quoted or not, it is the table (pruned as such)
+    result = engine.query("SELECT count(*) AS n FROM EVENTS WHERE uid = 'u2-050'")
+    assert result.rows.to_pylist() == [{"n": 1}]
+    assert (result.plan("events").files_considered, result.plan("events").files_scanned) == (4, 1)
+    quoted = engine.query('SELECT count(*) AS n FROM "Events" e JOIN events f USING (uid)')
+    assert quoted.rows.to_pylist() == [{"n": 400}]
+    # And a CTE named in another case is the CTE, not a table
+    cte = engine.query("WITH Recent AS (SELECT 7 AS n) SELECT n FROM recent")
+    assert cte.rows.to_pylist() == [{"n": 7}] and cte.plans == ()
+
+
 def test_an_explicit_time_range_restricts_the_view(lake: tuple[Inserter, QueryEngine]) -> None:
     inserter, engine = lake
     rows = events(1000, days=10, start=datetime(2026, 6, 1))
@@ -340,6 +364,7 @@ def tenants(meta: MetaStore, objects: LocalObjectStore) -> QueryEngine:
         "SELECT secret FROM shared_events WHERE tenant <> 'a'",
         "SELECT s.secret FROM shared_events s JOIN shared_events t ON true",
         "WITH x AS (SELECT * FROM shared_events) SELECT secret FROM x UNION ALL SELECT 'z'",
+        'SELECT secret FROM SHARED_EVENTS UNION ALL SELECT secret FROM "Shared_Events"',
     ],
 )
 def test_a_tenant_never_sees_another_tenants_rows(tenants: QueryEngine, sql: str) -> None:

@@ -92,10 +92,11 @@ def analyze(sql: str, *, con: duckdb.DuckDBPyConnection | None = None) -> SqlRef
             f"query refused: {tree.get('error_message', 'cannot parse the SQL')}"
         )
     objects = walk(tree["statements"][0]["node"])
-    ctes = frozenset(_cte_names(objects))
+    # DuckDB matches names case-insensitively (quoted or not) and table names are lower case.
+    ctes = frozenset(name.lower() for name in _cte_names(objects))
     bases = list(_base_tables(objects))
     return SqlRefs(
-        tables=frozenset(t.name for t in bases if not t.qualified) - ctes,
+        tables=frozenset(t.name.lower() for t in bases if not t.qualified) - ctes,
         ctes=ctes,
         qualified_tables=frozenset(t for t in bases if t.qualified),
         table_functions=frozenset(_table_functions(objects)),
