@@ -1,7 +1,8 @@
 """Merge modes compiled to Spark: what :mod:`icefloe.merge.modes` runs in DuckDB, over the
 rows of whole partitions (each group and key taken within its partition).
 
-Append keeps every row; replace keeps the newest row per key; aggregate keeps one row per
+Append keeps every row; replace keeps the newest row per key (and every row whose key is
+NULL); aggregate keeps one row per
 group, unless a ``sum`` or ``count`` of the group leaves its column's type: that group's rows
 are kept as they are, as the merge worker keeps them (a merge alters no value, and a
 partition is never failed for good by its data). A custom query is DuckDB SQL and runs with
@@ -53,9 +54,10 @@ def apply_mode(spec: TableSpec, rows: DataFrame, *, partition_column: str) -> Da
         order = [F.col(mode.version).desc_nulls_last()] if mode.version else []
         order.append(F.col(ROW_ID_COLUMN).desc())
         window = Window.partitionBy(partition_column, *mode.key).orderBy(*order)
+        unkeyed = reduce(lambda a, b: a | b, [F.col(k).isNull() for k in mode.key])
         return (
             rows.withColumn("__icefloe_rank", F.row_number().over(window))
-            .where(F.col("__icefloe_rank") == 1)
+            .where((F.col("__icefloe_rank") == 1) | unkeyed)
             .drop("__icefloe_rank")
         )
     if isinstance(mode, AggregateMode):

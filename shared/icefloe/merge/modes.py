@@ -45,10 +45,12 @@ def merge_sql(spec: TableSpec) -> str:
     elif isinstance(mode, ReplaceMode):
         order = [f"{ident(mode.version)} DESC NULLS LAST"] if mode.version else []
         order.append(f"{ident(ROW_ID_COLUMN)} DESC")
+        # A row whose key is NULL (in any part) is nobody's newer version: each is kept.
+        unkeyed = " OR ".join(f"{ident(k)} IS NULL" for k in mode.key)
         body = (
             f"SELECT * FROM {source} QUALIFY row_number() OVER ("
             f"PARTITION BY {', '.join(ident(k) for k in mode.key)} "
-            f"ORDER BY {', '.join(order)}) = 1"
+            f"ORDER BY {', '.join(order)}) = 1 OR {unkeyed}"
         )
     elif isinstance(mode, AggregateMode):
         body = aggregate_select(spec, mode)

@@ -149,6 +149,35 @@ def test_spark_keeps_the_rows_of_a_group_whose_sum_leaves_its_type_as_the_worker
         assert lake.rows(counts.format(table=table)) == expected
 
 
+def test_spark_keeps_every_row_whose_replace_key_is_null_as_the_worker_does(
+    lake: Lake, spark: Any
+) -> None:
+    for name in ("by_spark", "by_worker"):
+        lake.create(
+            name=name,
+            schema="ts TIMESTAMP NOT NULL, id VARCHAR, n BIGINT",
+            partition_by="day(ts)",
+            sort_by="id",
+            merge="replace(id)",
+            sizes=SizeTargets(min_files_to_merge=2),
+        )
+    for n in range(3):
+        lake.inserter.insert_rows(
+            "by_spark",
+            [
+                {"ts": "2026-03-01T00:00:00", "id": "a", "n": n},
+                {"ts": "2026-03-01T00:00:00", "id": None, "n": 10 + n},
+            ],
+        )
+    clone(lake, "by_spark", "by_worker")
+
+    assert spark_compact(lake, spark, "by_spark").count("committed") == 1
+    lake.merge("by_worker")
+
+    for table in ("by_spark", "by_worker"):
+        assert [r["n"] for r in lake.rows(f"SELECT n FROM {table} ORDER BY n")] == [2, 10, 11, 12]
+
+
 def test_spark_outputs_have_value_aligned_row_groups(lake: Lake, spark: Any) -> None:
     lake.create(
         row_group_by="user_id",

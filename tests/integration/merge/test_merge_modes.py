@@ -219,3 +219,29 @@ def test_an_aggregate_sum_that_leaves_its_type_keeps_that_groups_rows(
         {"id": "small", "rows": 1},
         {"id": None, "rows": 1},
     ]
+
+
+def test_replace_keeps_every_row_whose_key_is_null(lake: Lake) -> None:
+    # Given a replace table keyed by (id, region) where some rows lack a part of the key
+    lake.create(
+        name="t",
+        schema="ts TIMESTAMP NOT NULL, id VARCHAR, region VARCHAR, n BIGINT",
+        sort_by="id",
+        merge="replace(id, region)",
+    )
+    for n in range(4):
+        lake.inserter.insert_rows(
+            "t",
+            [
+                {"ts": "2026-03-01T00:00:00", "id": "a", "region": "eu", "n": n},
+                {"ts": "2026-03-01T00:00:00", "id": None, "region": "eu", "n": 10 + n},
+                {"ts": "2026-03-01T00:00:00", "id": "b", "region": None, "n": 20 + n},
+            ],
+        )
+
+    # When it is merged
+    assert lake.merge("t").count("committed") == 1
+
+    # Then the keyed rows are one, the newest, and no row without a whole key is lost
+    rows = lake.rows("SELECT n FROM t ORDER BY n")
+    assert [r["n"] for r in rows] == [3, 10, 11, 12, 13, 20, 21, 22, 23]
