@@ -90,7 +90,11 @@ class InProcessExecutor:
         database = self._without_pushdown if needs_no_filter_pushdown(statement) else self._database
         try:
             with database.session(views, time_limit_s=self.limits.timeout_s, fired=fired) as cursor:
-                reader = cursor.execute(statement).to_arrow_reader(RESULT_BATCH_ROWS)
+                result = cursor.execute(statement)
+                as_text = text_for_arrow(statement, cursor.description)
+                if as_text is not None:
+                    result = cursor.execute(as_text)
+                reader = result.to_arrow_reader(RESULT_BATCH_ROWS)
                 rows = collect(reader, self.limits)
                 if _MAY_PIVOT.search(statement):
                     _drop_pivot_types(cursor)
@@ -112,6 +116,34 @@ class InProcessExecutor:
     def close(self) -> None:
         self._database.close()
         self._without_pushdown.close()
+
+
+# Types DuckDB's Arrow export alters: a TIMETZ loses its offset, BIT and BIGNUM become their
+# internal bytes, a UHUGEINT past 2^127 a negative decimal. A result holding one (at any depth)
+# is given as DuckDB's text of it. Outside quoted names and enum values, upper case: DuckDB
+# prints every other name of a type in lower case or quoted.
+_ALTERED_IN_ARROW = re.compile(r"\b(?:TIME WITH TIME ZONE|BIT|BIGNUM|UHUGEINT)\b")
+_QUOTED = re.compile(r"""('(?:[^']|'')*'|"(?:[^"]|"")*")""")
+
+
+def text_for_arrow(statement: str, description: Sequence[tuple[object, ...]] | None) -> str | None:
+    """``statement`` with each result column whose type holds one DuckDB's Arrow export alters
+    cast to a type holding its text instead (``TIMETZ[]`` to ``VARCHAR[]``), by position, or
+    None when no column holds one."""
+    columns = []
+    altered = False
+    for position, (name, type_code, *_) in enumerate(description or (), start=1):
+        parts = _QUOTED.split(str(type_code))
+        parts[::2] = [_ALTERED_IN_ARROW.sub("VARCHAR", part) for part in parts[::2]]
+        text_type = "".join(parts)
+        if text_type == str(type_code):
+            columns.append(f"#{position} AS {_quoted(str(name))}")
+        else:
+            altered = True
+            columns.append(f"CAST(#{position} AS {text_type}) AS {_quoted(str(name))}")
+    if not altered:
+        return None
+    return f"SELECT {', '.join(columns)} FROM ({statement})"
 
 
 def _drop_pivot_types(cursor: duckdb.DuckDBPyConnection) -> None:
