@@ -435,10 +435,11 @@ def test_malformed_records_fail_by_their_message_id_and_the_others_commit(
     # When it is handled
     response = invoke(app, {"Records": records})
 
-    # Then the record without a body fails by its id; the other two commit (the odd attribute
-    # is no table, so the default table is used)
-    assert failures(response) == [ids[0]]
-    assert meta.status(TABLE).rows == 2
+    # Then the record without a body and the one with the odd attribute fail by their ids
+    # (the odd attribute is not taken for no attribute: the default table is not used); the
+    # third commits
+    assert failures(response) == sorted(ids[:2])
+    assert meta.status(TABLE).rows == 1
 
 
 def test_a_record_without_a_message_id_refuses_the_whole_event_naming_its_index(
@@ -455,3 +456,92 @@ def test_a_record_without_a_message_id_refuses_the_whole_event_naming_its_index(
         }
     }
     assert meta.snapshots(TABLE) == []
+
+
+def test_a_table_attribute_sent_as_binary_fails_its_message_and_does_not_go_to_the_default(
+    app: LambdaHandler, stack: Stack, meta: MetaStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Given a message whose 'table' attribute was sent as Binary, between two good ones
+    send_messages(stack.sqs, stack.queue.url, [json.dumps(event_row(0))])
+    binary = stack.sqs.send_message(
+        QueueUrl=stack.queue.url,
+        MessageBody=json.dumps(event_row(1)),
+        MessageAttributes={"table": {"DataType": "Binary", "BinaryValue": TABLE.encode()}},
+    )["MessageId"]
+    send_messages(stack.sqs, stack.queue.url, [json.dumps(event_row(2))], table=TABLE)
+    messages = receive(stack.sqs, stack.queue.url, limit=3)
+
+    # When they arrive as one SQS event
+    response = invoke(app, sqs_event(messages, stack.queue))
+
+    # Then the binary one fails by its id, saying why; the others commit once
+    assert failures(response) == [binary]
+    (reason,) = [r.reason for r in caplog.records if r.getMessage() == "message failed"]
+    assert "'table' message attribute has no 'stringValue' (it is binary" in reason
+    assert meta.status(TABLE).rows == 2 and len(meta.snapshots(TABLE)) == 1
+
+
+@pytest.mark.parametrize(
+    ("envelope", "words"),
+    [
+        (
+            {"table": TABLE, "rows": [event_row(0)], "idempotency_key": "batch-1"},
+            "envelope key 'idempotency_key' is not taken from the queue",
+        ),
+        ({"Table": TABLE, "rows": [event_row(0)]}, "envelope keys in another case: ['Table']"),
+    ],
+    ids=["idempotency key", "Table"],
+)
+def test_an_envelope_with_a_key_it_does_not_take_fails_by_its_id_naming_the_key(
+    app: LambdaHandler,
+    stack: Stack,
+    meta: MetaStore,
+    caplog: pytest.LogCaptureFixture,
+    envelope: dict[str, object],
+    words: str,
+) -> None:
+    # Given an envelope as the direct invoke takes it (or with 'Table'), beside a good event
+    bad, _ = send_messages(
+        stack.sqs, stack.queue.url, [json.dumps(envelope), json.dumps(event_row(1))]
+    )
+    messages = receive(stack.sqs, stack.queue.url, limit=2)
+
+    # When they arrive as one SQS event
+    response = invoke(app, sqs_event(messages, stack.queue))
+
+    # Then the envelope fails by its id, naming the key; the event commits
+    assert failures(response) == [bad]
+    (reason,) = [r.reason for r in caplog.records if r.getMessage() == "message failed"]
+    assert words in reason
+    assert meta.status(TABLE).rows == 1
+
+
+def test_a_message_delivered_twice_in_one_event_commits_once_beside_its_neighbours(
+    app: LambdaHandler, stack: Stack, meta: MetaStore
+) -> None:
+    # Given an SQS event [A, D, D, B]: SQS delivered D twice in one batch
+    a, d, b = send_messages(
+        stack.sqs, stack.queue.url, [json.dumps(event_row(i)) for i in range(3)]
+    )
+    event = sqs_event(receive(stack.sqs, stack.queue.url, limit=3), stack.queue)
+    by_id = {r["messageId"]: r for r in event["Records"]}
+    records = [by_id[a], by_id[d], {**by_id[d], "receiptHandle": "again"}, by_id[b]]
+
+    # When it is handled
+    response = invoke(app, {"Records": records})
+
+    # Then no message fails, and D is committed once, in the one commit
+    assert failures(response) == []
+    assert meta.status(TABLE).rows == 3 and len(meta.snapshots(TABLE)) == 1
+
+    # And when one copy of a message is unusable, that message fails, no copy of it is
+    # committed, and its neighbours commit
+    e, f, g = send_messages(
+        stack.sqs, stack.queue.url, [json.dumps(event_row(i)) for i in range(3)]
+    )
+    event = sqs_event(receive(stack.sqs, stack.queue.url, limit=3), stack.queue)
+    by_id = {r["messageId"]: r for r in event["Records"]}
+    bodyless = {k: v for k, v in by_id[f].items() if k != "body"}
+    response = invoke(app, {"Records": [by_id[e], by_id[f], bodyless, by_id[g]]})
+    assert failures(response) == [f]
+    assert meta.status(TABLE).rows == 5

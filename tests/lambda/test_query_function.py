@@ -111,6 +111,10 @@ def test_a_large_result_is_written_under_results_and_linked(app: LambdaHandler) 
         ({"sql": "COPY events TO 's3://x/y'"}, "COPY statements are not allowed"),
         ({"sql": "SELECT 1", "format": "xml"}, "'format'"),
         ({"sql": "SELECT * FROM events", "snapshot_id": 99}, "snapshot 99"),
+        (
+            {"sql": "SELECT * FROM events", "snapshot_id": 1, "as_of": "2026-05-01T00:00:00Z"},
+            "request: give 'snapshot_id' or 'as_of', not both",
+        ),
         ({"query": "SELECT 1"}, "unknown request keys"),
         ([1, 2], "must be an object"),
     ],

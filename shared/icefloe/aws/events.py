@@ -202,7 +202,9 @@ class SqsBatch:
     """An SQS event of a queue-fed function, split: ``records`` the core can take (an object
     from ``aws:sqs`` with a message id and a string body), and ``refused``, the message id of
     every other record with why. Refused records are answered as batch item failures beside the
-    core's own, so that their well-formed neighbours are still processed.
+    core's own, so that their well-formed neighbours are still processed. A message id SQS
+    delivered twice in the event, one copy refused, is refused whole: no copy of it is
+    processed.
 
     A record with no usable ``messageId`` (not an object, no id, an id that is not a non-empty
     string: an SNS or S3 record, a hand-made one) cannot be named in ``batchItemFailures``. SQS
@@ -234,7 +236,9 @@ class SqsBatch:
                 taken.append(sqs_record)
             else:
                 refused[message_id] = f"record {message_id!r}: {reason}"
-        return cls(records=tuple(taken), refused=refused)
+        # A message id failed is failed for all its copies: none of them goes to the core.
+        usable = tuple(r for r in taken if r["messageId"] not in refused)
+        return cls(records=usable, refused=refused)
 
     def event(self) -> dict[str, Any]:
         """The SQS event of the records the core can take."""

@@ -1,13 +1,18 @@
 """Queue ingestion: a batch of delivered messages becomes one commit per table.
 
 Each message is one event (its table from the ``table`` message attribute, else the default
-table) or an envelope ``{"table": ..., "rows": [...]}``. All good messages of a batch for one
-table go into one insert (the batch is what makes files big), with the message ids as receipts
-so that a redelivered message is committed once however the queue regroups it. A malformed
-message, one whose rows do not fit the table, or one whose content makes the insert crash
-(isolated by inserting halves of the batch on their own) is reported as failed (the queue
-retries it and finally moves it to its DLQ) and never holds back the good ones. Only a failure
-of the system (meta store, object store, local disk) fails the whole batch.
+table) or an envelope ``{"table": ..., "rows": [...]}``: any object with both keys ``table``
+and ``rows`` is an envelope, and an envelope with another key (``idempotency_key`` included,
+unless null) fails naming it, as does an object whose keys are the envelope's in another case
+(``{"Table", "rows"}``), rather than being taken for an event of the default table. All good
+messages of a batch for one table go into one insert (the batch is what makes files big), with
+the message ids as receipts so that a redelivered message is committed once however the queue
+regroups it; a message id the batch holds twice is taken once (both copies alike) or fails
+(copies that differ). A malformed message, one whose rows do not fit the table, or one whose
+content makes the insert crash (isolated by inserting halves of the batch on their own) is
+reported as failed (the queue retries it and finally moves it to its DLQ) and never holds back
+the good ones. Only a failure of the system (meta store, object store, local disk) fails the
+whole batch.
 """
 
 from __future__ import annotations
@@ -41,18 +46,22 @@ logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class QueueMessage:
-    """What the core needs of an SQS message (``body`` None: the record carried none)."""
+    """What the core needs of an SQS message (``body`` None: the record carried none;
+    ``refusal``: why the record cannot be taken, e.g. an unusable ``table`` attribute, so that
+    the message fails by its id)."""
 
     message_id: str
     body: str | None
     table: str | None = None
+    refusal: str | None = None
 
 
 def messages_from_sqs_records(records: object) -> list[QueueMessage]:
     """The messages of an SQS event's ``Records``. A record without a body or with an odd
-    ``table`` attribute becomes a message that fails by its id; one without a ``messageId``
-    cannot be reported on its own, so it refuses the whole event (only a wiring mistake sends
-    one)."""
+    ``table`` attribute (there but empty, not a string, binary, or named in another case)
+    becomes a message that fails by its id; without one, the default table is meant. A record
+    without a ``messageId`` cannot be reported on its own, so it refuses the whole event (only
+    a wiring mistake sends one)."""
     if not isinstance(records, list):
         raise InvalidInputError("'Records' must be a list of SQS records")
     messages = []
@@ -65,17 +74,56 @@ def messages_from_sqs_records(records: object) -> list[QueueMessage]:
                 " expected 'aws:sqs'"
             )
         body = record.get("body")
-        attributes = record.get("messageAttributes")
-        table = attributes.get("table") if isinstance(attributes, Mapping) else None
-        table_name = table.get("stringValue") if isinstance(table, Mapping) else None
+        try:
+            table, refusal = _table_attribute(record.get("messageAttributes")), None
+        except InvalidInputError as e:
+            table, refusal = None, str(e)
         messages.append(
             QueueMessage(
                 message_id=record["messageId"],
                 body=body if isinstance(body, str) else None,
-                table=table_name if isinstance(table_name, str) and table_name else None,
+                table=table,
+                refusal=refusal,
             )
         )
     return messages
+
+
+def _table_attribute(attributes: object) -> str | None:
+    """The table a record's ``table`` message attribute names; None when it has none. One that
+    is there but unusable (empty, not a string, binary) is refused: falling back to the default
+    table would misroute the message."""
+    if attributes is None:
+        return None
+    if not isinstance(attributes, Mapping):
+        raise InvalidInputError("the record's 'messageAttributes' is not an object")
+    misspelt = sorted(str(k) for k in attributes if k != "table" and str(k).lower() == "table")
+    if misspelt:
+        raise InvalidInputError(
+            f"message attribute {misspelt[0]!r} is not 'table' (attribute names are"
+            " case-sensitive): send the table in the attribute 'table'"
+        )
+    if "table" not in attributes:
+        return None
+    attribute = attributes["table"]
+    if not isinstance(attribute, Mapping):
+        raise InvalidInputError(
+            "the 'table' message attribute is not an SQS message attribute (an object with"
+            " 'stringValue')"
+        )
+    value = attribute.get("stringValue")
+    if value is None:
+        binary = attribute.get("binaryValue") is not None or attribute.get("binaryListValues")
+        kind = " (it is binary: send it with DataType 'String')" if binary else ""
+        raise InvalidInputError(f"the 'table' message attribute has no 'stringValue'{kind}")
+    if not isinstance(value, str):
+        raise InvalidInputError(
+            "the 'table' message attribute's 'stringValue' must be a string, not"
+            f" {type(value).__name__}"
+        )
+    if not value:
+        raise InvalidInputError("the 'table' message attribute is empty")
+    return value
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,7 +160,7 @@ def insert_queue_messages(
     system (the meta store or object store down), on which the whole batch is retried."""
     tally = _Tally()
     groups: dict[str, list[_Parsed]] = {}
-    for message in messages:
+    for message in _one_per_id(messages, tally):
         try:
             parsed = _parse(message, default_table=default_table)
         except InvalidInputError as e:
@@ -128,7 +176,33 @@ def insert_queue_messages(
     )
 
 
+def _one_per_id(messages: Sequence[QueueMessage], tally: _Tally) -> list[QueueMessage]:
+    """Each message id once, in the order first given: a receipt is committed once, so the
+    copies of a message SQS delivered twice in one batch are one message when alike; copies
+    that differ fail their id (which of them is the message cannot be told). An id holding NUL
+    cannot be stored as a receipt: it fails. Either fails that id alone."""
+    copies: dict[str, list[QueueMessage]] = {}
+    for message in messages:
+        copies.setdefault(message.message_id, []).append(message)
+    taken = []
+    for message_id, same in copies.items():
+        if "\x00" in message_id:
+            tally.failed[message_id] = "the message id holds NUL: it cannot be a receipt"
+        elif any(copy != same[0] for copy in same[1:]):
+            tally.failed[message_id] = (
+                f"the batch holds message {message_id!r} {len(same)} times, with different"
+                " bodies or attributes"
+            )
+        else:
+            if len(same) > 1:
+                logger.info("message %s is %d times in the batch", message_id, len(same))
+            taken.append(same[0])
+    return taken
+
+
 def _parse(message: QueueMessage, *, default_table: str | None) -> _Parsed:
+    if message.refusal is not None:
+        raise InvalidInputError(message.refusal)
     if message.body is None:
         raise InvalidInputError("the SQS record has no string 'body'")
     try:
@@ -143,7 +217,8 @@ def _parse(message: QueueMessage, *, default_table: str | None) -> _Parsed:
         raise InvalidInputError(f"message body gives {key} twice in one object")
     if not isinstance(body, dict):
         raise InvalidInputError("message body is not a JSON object")
-    if set(body) == {"table", "rows"}:
+    if "table" in body and "rows" in body:
+        _check_envelope_keys(body)
         table, rows = body["table"], body["rows"]
         if not isinstance(table, str):
             raise InvalidInputError("envelope 'table' is not a string")
@@ -152,6 +227,14 @@ def _parse(message: QueueMessage, *, default_table: str | None) -> _Parsed:
         if not all(isinstance(r, dict) for r in rows):
             raise InvalidInputError("envelope 'rows' holds something that is not a JSON object")
         return _Parsed(message.message_id, table, rows)
+    folded = {key.lower() for key in body}
+    if folded >= {"table", "rows"} and folded <= set(_ENVELOPE_KEYS):
+        # {"Table", "rows"}: an envelope misspelt, not an event of the default table.
+        misspelt = sorted(key for key in body if key not in _ENVELOPE_KEYS)
+        raise InvalidInputError(
+            f"message body spells envelope keys in another case: {misspelt}; an envelope's"
+            " keys are 'table' and 'rows', in lower case"
+        )
     table = message.table or default_table
     if not table:
         raise InvalidInputError(
@@ -159,6 +242,28 @@ def _parse(message: QueueMessage, *, default_table: str | None) -> _Parsed:
             " attribute 'table', or configure a default table"
         )
     return _Parsed(message.message_id, table, [body])
+
+
+# The keys of an envelope: those of the insert function's direct invoke (insert.schema.json).
+_ENVELOPE_KEYS = ("table", "rows", "idempotency_key")
+
+
+def _check_envelope_keys(body: Mapping[str, object]) -> None:
+    """Refuse an envelope with a key beyond the direct invoke's, or with an idempotency key: a
+    queued message is committed once by its message id (its receipt), and its rows share one
+    commit with the other messages of the batch, so a key of its own could not name a commit."""
+    unknown = sorted(key for key in body if key not in _ENVELOPE_KEYS)
+    if unknown:
+        raise InvalidInputError(
+            f"unknown envelope keys {unknown}; expected 'table' and 'rows' (an object with"
+            " both is an envelope, not an event)"
+        )
+    if body.get("idempotency_key") is not None:
+        raise InvalidInputError(
+            "envelope key 'idempotency_key' is not taken from the queue: the message id already"
+            " commits a message once, however often SQS delivers it; to commit under a key of"
+            " your own, invoke the insert function directly"
+        )
 
 
 def _repeated_key(text: str, parsed: object) -> str | None:

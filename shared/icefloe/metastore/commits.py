@@ -130,11 +130,17 @@ class Commits(StoreAccess):
         :class:`MetaStoreUnavailableError` (nothing committed).
         """
         check_commit_input(operation, add, remove)
-        for text in (idempotency_key, *receipts):
-            if text is not None and "\x00" in text:
-                raise InvalidInputError("an idempotency key or receipt may not hold NUL")
-        if len(receipts) != len(set(receipts)):
-            raise InvalidInputError("a commit names the same receipt twice")
+        if idempotency_key is not None and "\x00" in idempotency_key:
+            raise InvalidInputError("an idempotency key may not hold NUL")
+        # A caller committing messages checks each of its receipts first (the queue fails a
+        # message by its id); these refuse the commit as a whole, naming the receipt.
+        seen: set[str] = set()
+        for receipt in receipts:
+            if "\x00" in receipt:
+                raise InvalidInputError(f"receipt {receipt!r} holds NUL, which a receipt may not")
+            if receipt in seen:
+                raise InvalidInputError(f"a commit names the receipt {receipt!r} twice")
+            seen.add(receipt)
         request = CommitRequest(
             info=TableRef(table_id=table_id, name=table),
             operation=operation,
