@@ -16,9 +16,9 @@ import pyarrow.parquet as pq
 import pytest
 from moto import mock_aws
 
-from icefloe.cli import build_parser, long_options, main, subcommands
+from icefloe.cli import EXIT_ERROR, EXIT_USAGE, build_parser, long_options, main, subcommands
 from icefloe.cli.reads import query_text
-from icefloe.errors import InvalidInputError
+from icefloe.errors import InvalidInputError, SnapshotNotFoundError
 from icefloe.metastore.store import MetaStore
 from icefloe.settings import VARIABLES
 from support.aws import FAKE_AWS_ENVIRONMENT, REGION, UNSET_AWS_VARIABLES
@@ -41,8 +41,13 @@ def cli_env(
 
 
 def run(*argv: str) -> tuple[int, str]:
+    """The exit code and what the command printed: argparse exits (SystemExit) on a command
+    line it refuses, as in the shell."""
     out = io.StringIO()
-    code = main(list(argv), out=out)
+    try:
+        code = main(list(argv), out=out)
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else EXIT_ERROR
     return code, out.getvalue()
 
 
@@ -551,20 +556,101 @@ def test_gc_dry_run_then_gc_with_retention_zero(cli_env: str, tmp_path: Path) ->
 
 
 @pytest.mark.parametrize(
-    ("argv", "message"),
+    ("argv", "code", "message"),
     [
-        (["gc", "--retention", "soon"], "duration 'soon'"),
-        (["gc", "--orphan-grace", "10m"], "orphan grace 10m is shorter than 1h"),
-        (["gc", "nope"], "no table named 'nope'"),
+        (["gc", "--retention", "soon"], EXIT_USAGE, "argument --retention: 'soon' is not a"),
+        (["gc", "--orphan-grace", "10m"], EXIT_USAGE, "--orphan-grace: 10m is shorter than 1h"),
+        (["gc", "nope"], EXIT_ERROR, "no table named 'nope'"),
     ],
 )
 def test_gc_refuses_bad_options_in_one_line(
-    cli_env: str, capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+    cli_env: str, capsys: pytest.CaptureFixture[str], argv: list[str], code: int, message: str
 ) -> None:
     assert run("init")[0] == 0
-    assert run(*argv)[0] == 1
+    assert run(*argv)[0] == code
     err = capsys.readouterr().err.strip()
     assert err.startswith("icefloe: error: ") and message in err and "\n" not in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        # A partition the table does not have, named (not "nothing to compact")
+        (["compact", "plain", "--partition", "nosuch=1"], "table 'plain' is not partitioned"),
+        (["compact", "events", "--partition", "nosuch=1"], "table 'events' has no such partition"),
+        (["compact", "events", "--partition", "day=2026-03-1"], "did you mean 'day=2026-03-01'?"),
+        (
+            ["compact", "events", "--partition", "day=2026-03-01", "--partition", "day=2026-03-09"],
+            "--partition 'day=2026-03-09': table 'events' has no such partition",
+        ),
+        # An unknown (or empty) table name is refused by every command
+        (["deletes", "nosuch"], "no table named 'nosuch'"),
+        (["deletes", ""], "no table named ''"),
+        (["status", ""], "no table named ''"),
+        (["merge", ""], "no table named ''"),
+        (["gc", ""], "no table named ''"),
+        # A snapshot pins one table, in the CLI's own words
+        (["query", "SELECT 1", "--snapshot", "1"], "--snapshot 1 pins the one table a query"),
+        (["query", "SELECT 1 FROM events, plain", "--snapshot", "1"], "reads none or several"),
+        (["query", "SELECT 1 FROM events", "--snapshot", "9"], "table 'events' has no snapshot 9"),
+    ],
+)
+def test_a_request_the_lake_refuses_exits_1_naming_the_fault(
+    cli_env: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    assert run("init")[0] == 0
+    create_events()
+    assert run("table", "create", "plain", "--schema", "ts TIMESTAMP, n BIGINT")[0] == 0
+    insert_batches(tmp_path, batches=2, days=(1, 2))
+    capsys.readouterr()
+
+    code, out = run(*argv)
+
+    err = capsys.readouterr().err
+    assert code == EXIT_ERROR and out == ""
+    assert err.startswith("icefloe: error: ") and err.count("\n") == 1
+    assert message in err, err
+    assert "as_of" not in err
+
+
+def test_table_alter_refuses_a_rename_to_the_name_it_has_and_commits_nothing(
+    cli_env: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run("init")[0] == 0
+    code, _ = run("table", "create", "t", "--schema", "n BIGINT, ctx STRUCT(ip VARCHAR)")
+    assert code == 0
+    capsys.readouterr()
+
+    for rename, what in (("n=n", "column n to n"), ("ctx.ip=ctx.ip", "field ctx.ip to ctx.ip")):
+        assert run("table", "alter", "t", "--rename-column", rename)[0] == EXIT_ERROR
+        assert capsys.readouterr().err.strip() == (
+            f"icefloe: error: alter 't': cannot rename {what}: that is its name already"
+            " (nothing would change)"
+        )
+    # A field's new name stays in its struct: "ip" is ctx.ip still
+    assert run("table", "alter", "t", "--rename-column", "ctx.ip=ip")[0] == EXIT_ERROR
+    assert "that is its name already" in capsys.readouterr().err
+    # A column that is not there is named as such
+    assert run("table", "alter", "t", "--rename-column", "nope=nope")[0] == EXIT_ERROR
+    assert "no such column" in capsys.readouterr().err
+
+    # Nothing was committed: no snapshot, schema version 1
+    assert json.loads(run("snapshots", "t", "--format", "json")[1]) == []
+    assert json.loads(run("table", "show", "t", "--format", "json")[1])["spec"]["version"] == 1
+    code, text = run("table", "alter", "t", "--rename-column", "ctx.ip=client_ip")
+    assert code == 0 and "schema version 2" in text and "client_ip" in text
+
+
+def test_time_travel_before_the_first_snapshot_says_so(cli_env: str, postgres_dsn: str) -> None:
+    assert run("init")[0] == 0
+    create_events()
+    as_of = datetime(2000, 1, 1, tzinfo=UTC)
+    with (
+        MetaStore(postgres_dsn, schema=cli_env) as meta,
+        pytest.raises(SnapshotNotFoundError) as refused,
+    ):
+        meta.resolve_snapshot("events", as_of=as_of)
+    assert str(refused.value) == f"table 'events' has no snapshot as of {as_of}"
 
 
 @pytest.mark.parametrize("engine", ["duckdb", "spark"])
@@ -1032,7 +1118,7 @@ def test_table_alter_applies_changes_in_order_and_refuses_by_name(
     )
     assert run("table", "alter", "events", "--drop-column", "user_id")[0] == 1
     assert "it is the row-group key" in capsys.readouterr().err
-    assert run("table", "alter", "events")[0] == 1
+    assert run("table", "alter", "events")[0] == EXIT_USAGE
     assert "give at least one of --add-column" in capsys.readouterr().err
     code, text = run("table", "alter", "events", "--add-column", "n BIGINT")
     assert code == 0 and "schema version 3" in text and "n BIGINT" in text
@@ -1182,7 +1268,7 @@ def test_query_on_emr_starts_a_job_pinned_at_the_head_and_says_where_its_result_
     )["jobRun"]
     assert job_run["jobDriver"]["sparkSubmit"]["entryPoint"] == "s3://artifacts/emr/query_job.py"
     # And a result file format does not apply: the job writes Parquet
-    assert run("query", sql, "--engine", "emr", "--format", "csv")[0] == 1
+    assert run("query", sql, "--engine", "emr", "--format", "csv")[0] == EXIT_USAGE
     assert "writes its result as Parquet" in capsys.readouterr().err
 
 

@@ -1,7 +1,9 @@
 """The icefloe command line: thin argument parsing over the core.
 
 Every command prints one line "icefloe: error: ..." and exits non-zero on bad input (with the
-closest command or table name when one is mistyped), and takes --format json.
+closest command or table name when one is mistyped), and takes --format json. Exit 2
+(``EXIT_USAGE``): the command line itself is wrong, and nothing ran; exit 1 (``EXIT_ERROR``):
+the command ran and refused the request (an unknown table, SQL or data it rejects) or failed.
 
 ``main`` reads the settings once, opens a :class:`~icefloe.lake.Lake` and runs the command's
 handler over it: the grammar is in :mod:`icefloe.cli.parser`, the dispatch in
@@ -22,7 +24,7 @@ from icefloe.cli.completion import completion_script, long_options, subcommands
 from icefloe.cli.environment import db_command, settings_command
 from icefloe.cli.inserts import INSERT_PROGRESS_MIN_BYTES
 from icefloe.cli.output import EXIT_ERROR, EXIT_USAGE
-from icefloe.cli.parser import build_parser
+from icefloe.cli.parser import build_parser, parse_command_line
 from icefloe.errors import IcefloeError
 from icefloe.lake import Lake
 from icefloe.metastore.secrets import with_database_secret
@@ -36,6 +38,7 @@ __all__ = [
     "completion_script",
     "long_options",
     "main",
+    "parse_command_line",
     "subcommands",
 ]
 
@@ -45,7 +48,7 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `icefloe ... | head` ends quietly
     out = out or sys.stdout
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parse_command_line(parser, argv)  # a fault of the command line exits EXIT_USAGE
     if args.command == "completion":
         print(completion_script(parser, args.shell), file=out)
         return 0

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import BinaryIO, TextIO, cast
 
 from icefloe.cli.output import counted, emit
-from icefloe.errors import InvalidInputError, TableExistsError
+from icefloe.errors import TableExistsError
 from icefloe.ingest import InputFormat, format_from_suffix
 from icefloe.ingest.insert import InsertPhase
 from icefloe.lake import Lake
@@ -105,8 +105,6 @@ class _CountedReads:
 
 
 def demo_command(lake: Lake, args: argparse.Namespace, out: TextIO) -> int:
-    if args.events < 1 or args.batch_size < 1 or args.days < 1:
-        raise InvalidInputError("--events, --batch-size and --days must be positive")
     lake.meta.migrate()
     spec = sample_events_spec("events")
     with suppress(TableExistsError):  # a second demo run adds to the same table

@@ -38,6 +38,8 @@ def delete_command(lake: Lake, args: argparse.Namespace, out: TextIO) -> int:
 
 
 def deletes_command(lake: Lake, args: argparse.Namespace, out: TextIO) -> int:
+    if args.name is not None:
+        lake.meta.get_table(args.name)  # an unknown table is refused, as by every command
     jobs = DeleteJobStore(lake.meta).jobs(args.name)
     emit(
         out,

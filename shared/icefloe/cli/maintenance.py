@@ -4,6 +4,7 @@ gone, and showing its shape."""
 from __future__ import annotations
 
 import argparse
+import difflib
 import time
 from collections.abc import Sequence
 from dataclasses import asdict
@@ -12,6 +13,7 @@ from typing import TextIO
 
 from icefloe.cli.output import EXIT_ERROR, counted, emit, text_table
 from icefloe.cli.publish import publication_text
+from icefloe.errors import InvalidInputError
 from icefloe.janitor import format_duration, parse_duration
 from icefloe.lake import Lake
 from icefloe.merge import merge_locally
@@ -68,7 +70,7 @@ def merge_command(lake: Lake, args: argparse.Namespace, out: TextIO) -> int:
         "seconds": round(elapsed, 3),
     }
     # Files another merge holds (or held when it died) are not merged until their lease ends.
-    names = [args.name] if args.name else [t.name for t in lake.meta.list_tables()]
+    names = [args.name] if args.name is not None else [t.name for t in lake.meta.list_tables()]
     statuses = [lake.meta.status(name) for name in names]
     claimed = sum(s.claimed_files for s in statuses)
     until = max((s.claimed_until for s in statuses if s.claimed_until), default=None)
@@ -105,7 +107,9 @@ def merge_command(lake: Lake, args: argparse.Namespace, out: TextIO) -> int:
 def compact_command(lake: Lake, args: argparse.Namespace, out: TextIO) -> int:
     from icefloe.compaction.local import compact_locally
 
-    lake.meta.get_table(args.name)
+    spec = lake.meta.get_table(args.name).spec
+    if args.partition:
+        _check_partitions(lake, args.name, args.partition, partitioned=bool(spec.partition_by))
     started = time.perf_counter()
     bars: list[Progress] = []
     try:
@@ -159,6 +163,29 @@ def compact_command(lake: Lake, args: argparse.Namespace, out: TextIO) -> int:
     emit(out, args.format, data, text)
     failed = [o for o in outcomes if o.status not in ("committed", "already_committed")]
     return EXIT_ERROR if failed else 0
+
+
+def _check_partitions(lake: Lake, table: str, wanted: list[str], *, partitioned: bool) -> None:
+    """Refuse a --partition the table does not have (live files at its head), naming it: a
+    mistyped one would otherwise be "nothing to compact"."""
+    if not partitioned:
+        raise InvalidInputError(
+            f"--partition {wanted[0]!r}: table {table!r} is not partitioned (leave out"
+            " --partition to compact it whole)"
+        )
+    live = [shape.partition_path for shape in lake.meta.partition_shapes(table)]
+    for partition in wanted:
+        if partition not in live:
+            close = difflib.get_close_matches(partition, live, n=1, cutoff=0.6)
+            hint = (
+                f"; did you mean {close[0]!r}?"
+                if close
+                else f" (`icefloe status {table}` lists its partitions)"
+            )
+            raise InvalidInputError(
+                f"--partition {partition!r}: table {table!r} has no such partition with live"
+                f" files{hint}"
+            )
 
 
 def gc_command(lake: Lake, args: argparse.Namespace, out: TextIO) -> int:
@@ -235,7 +262,8 @@ def gc_command(lake: Lake, args: argparse.Namespace, out: TextIO) -> int:
 
 
 def status_command(lake: Lake, args: argparse.Namespace, out: TextIO) -> int:
-    names = [args.name] if args.name else [t.name for t in lake.meta.list_tables()]
+    # A name given, even "", is looked up (and refused when no table has it).
+    names = [args.name] if args.name is not None else [t.name for t in lake.meta.list_tables()]
     statuses = [lake.meta.status(name) for name in names]
     rows = [asdict(s) for s in statuses]
     publications = PublicationStore(lake.meta)
@@ -246,8 +274,8 @@ def status_command(lake: Lake, args: argparse.Namespace, out: TextIO) -> int:
             {**asdict(p), "lag_seconds": round(p.lag(now).total_seconds(), 3)}
             for p in published[row["table"]]
         ]
-    shapes = lake.meta.partition_shapes(args.name) if args.name else []
-    if args.name:
+    shapes = lake.meta.partition_shapes(args.name) if args.name is not None else []
+    if args.name is not None:
         rows[0]["by_partition"] = [asdict(shape) for shape in shapes]
         rows[0]["size_buckets_bytes"] = list(FILE_SIZE_BUCKETS)
 
@@ -271,7 +299,7 @@ def status_command(lake: Lake, args: argparse.Namespace, out: TextIO) -> int:
             for p in states
         ]
         summary = "\n".join([summary, *lines])
-        if not args.name:
+        if args.name is None:
             return summary
         return f"{summary}\n\n{_shape_text(shapes)}"
 

@@ -10,8 +10,11 @@ from datetime import date, datetime
 from typing import Any, TextIO
 from uuid import UUID
 
-# The exit codes besides 0: a command that failed (or part of it did), and a command line
-# argparse refused.
+# The exit codes besides 0. EXIT_USAGE: the command line itself is wrong (an unknown command
+# or option, a missing argument, an option value of the wrong form or out of range, options
+# that conflict or need each other), found by the parser before anything runs. EXIT_ERROR: the
+# command ran and the lake refused the request (an unknown table, snapshot or partition; SQL,
+# a schema or input data it rejects) or it failed (or part of it did).
 EXIT_ERROR = 1
 EXIT_USAGE = 2
 

@@ -16,16 +16,29 @@ from icefloe.query.output import write_result
 
 
 def query_command(lake: Lake, args: argparse.Namespace, out: TextIO) -> int:
+    """The parser saw to how the options combine (--output for parquet, --stats and --tenant
+    with duckdb, what --engine emr takes)."""
     args.sql = query_text(sql=args.sql, sql_file=args.sql_file)
-    if args.format == "parquet" and not args.output:
-        raise InvalidInputError("--format parquet needs --output FILE")
-    if args.stats and args.engine != "duckdb":
-        raise InvalidInputError("--stats needs the duckdb engine (it reports its pruning)")
+    try:
+        return _query(lake, args, out)
+    except InvalidInputError as e:
+        # The engines' words are the Python API's (snapshot_id, as_of): the CLI's is --snapshot.
+        if args.snapshot is not None and str(e).startswith(_ONE_TABLE_ONLY):
+            raise InvalidInputError(
+                f"--snapshot {args.snapshot} pins the one table a query reads, and this query"
+                " reads none or several (leave out --snapshot to read each table's head)"
+            ) from e
+        raise
+
+
+# How every engine refuses a snapshot id for a query that names no table or several.
+_ONE_TABLE_ONLY = "a snapshot id pins one table"
+
+
+def _query(lake: Lake, args: argparse.Namespace, out: TextIO) -> int:
     if args.engine == "emr":
         return _query_on_emr(lake, args, out)
     if args.engine == "spark":
-        if args.tenant is not None:
-            raise InvalidInputError("--tenant needs the duckdb engine (its sandbox scopes tenants)")
         from icefloe.compaction.session import local_spark_session
         from icefloe.spark import query_with_spark
 
@@ -63,13 +76,12 @@ def query_text(*, sql: str | None, sql_file: str | None) -> str:
 
 def changes_command(lake: Lake, args: argparse.Namespace, out: TextIO) -> int:
     """The rows, then on stderr where they end: the snapshot to ask from next time."""
-    if args.format == "parquet" and not args.output:
-        raise InvalidInputError("--format parquet needs --output FILE")
     feed = lake.changes(args.name, since_snapshot=args.since, until_snapshot=args.until)
     write_result(feed.rows, fmt=args.format, out=out, output=args.output)
     out.flush()
     summary = {
         "table": feed.table,
+        "table_id": feed.table_id,
         "since_snapshot": feed.since_snapshot,
         "until_snapshot": feed.until_snapshot,
         "inserts": feed.inserts,
@@ -94,18 +106,12 @@ def changes_command(lake: Lake, args: argparse.Namespace, out: TextIO) -> int:
 
 def _query_on_emr(lake: Lake, args: argparse.Namespace, out: TextIO) -> int:
     """Start a query job on EMR Serverless (see :mod:`icefloe.emr_query`); it writes its
-    result as Parquet, so only ``--format table`` or ``json`` (of the job) apply."""
+    result as Parquet, so only ``--format table`` or ``json`` (of the job) apply, as the parser
+    saw to."""
     import boto3
 
     from icefloe.emr_query import EmrQueryLauncher
 
-    if args.tenant is not None:
-        raise InvalidInputError("--tenant needs the duckdb engine (its sandbox scopes tenants)")
-    if args.format not in ("table", "json") or args.output:
-        raise InvalidInputError(
-            "--engine emr writes its result as Parquet under the results location:"
-            " --format csv/parquet and --output do not apply"
-        )
     config = lake.settings.emr.job_config()
     if config is None:
         raise InvalidInputError(

@@ -11,7 +11,7 @@ from datetime import timedelta
 from typing import Any, TextIO
 
 from icefloe.cli.output import emit, text_table
-from icefloe.errors import InvalidInputError, TableExistsError
+from icefloe.errors import TableExistsError
 from icefloe.janitor import format_duration
 from icefloe.lake import Lake
 from icefloe.lifecycle import alter_table
@@ -45,20 +45,17 @@ def init_command(lake: Lake, args: argparse.Namespace, out: TextIO) -> int:
 
 
 def table_create_command(lake: Lake, args: argparse.Namespace, out: TextIO) -> int:
-    if args.preset:
-        if args.schema:
-            raise InvalidInputError("give --schema or --preset, not both")
+    # The parser saw to it: --schema or --preset, and a preset with no layout flag.
+    if args.preset is not None:
         spec = preset(args.preset, name=args.name)
-    elif not args.schema:
-        raise InvalidInputError("table create needs --schema (or --preset)")
     else:
         spec = TableSpec.create(
             name=args.name,
             schema=args.schema,
-            partition_by=args.partition_by,
-            sort_by=args.sort_by,
+            partition_by=args.partition_by or "",
+            sort_by=args.sort_by or "",
             row_group_by=args.row_group_by,
-            merge=args.merge,
+            merge=args.merge if args.merge is not None else "append",
             tenant_column=args.tenant_column,
         )
     spec = dataclasses.replace(spec, publish=args.publish)
@@ -173,12 +170,7 @@ _CHANGE_PARSERS: dict[str, Callable[[str], SchemaChange]] = {
 
 
 def table_alter_command(lake: Lake, args: argparse.Namespace, out: TextIO) -> int:
-    if not args.changes and args.publish is None:
-        raise InvalidInputError(
-            "table alter: give at least one of --add-column, --drop-column, --rename-column,"
-            " --widen, --publish"
-        )
-    if not args.changes:
+    if not args.changes:  # then --publish (the parser saw to one or the other)
         info = lake.meta.set_publish(args.name, args.publish)
         emit(
             out,

@@ -58,7 +58,7 @@ def alter_table(
     configure: Callable[[Any], None] | None = None,
 ) -> AlterResult:
     """Apply ``changes`` in order as one new spec version. SpecError (naming the change) when
-    one cannot be made, and then nothing changes.
+    one cannot be made, or a rename keeps the name it has, and then nothing changes.
 
     A generated column added to a table that has files is computed from its expression for
     the rows of those files (see :func:`icefloe.query.views.files_source`); it is added only
@@ -66,7 +66,13 @@ def alter_table(
     expression names in every live file from ``objects`` (DuckDB set up by ``configure``): once
     before the head is locked, and again for any file committed meanwhile."""
     rows = _HeldRows(meta=meta, table=table, objects=objects, configure=configure)
-    proposed = evolve(meta.get_table(table).spec, changes)
+    proposed = evolve(meta.get_table(table).spec, changes)  # first: "no such column"
+    for change in changes:  # not a schema version whose rename changes nothing
+        if isinstance(change, RenameColumn) and _keeps_its_name(change):
+            raise SpecError(
+                f"alter {table!r}: cannot {describe(change)}: that is its name already"
+                " (nothing would change)"
+            )
     check_spec_sql(proposed)  # refused before any file is read or the head is locked
     rows.check(proposed)
 
@@ -84,6 +90,16 @@ def alter_table(
         changes=tuple(map(describe, changes)),
         spec=result.spec,
     )
+
+
+def _keeps_its_name(change: RenameColumn) -> bool:
+    """A rename to the name it has: ``n=n``; for a field, ``c.f=c.f`` or ``c.f=f`` (a field's
+    new name stays in its struct)."""
+    if "." not in change.old:
+        return change.new == change.old
+    parent, _, name = change.old.rpartition(".")
+    new_parent, dot, new_name = change.new.rpartition(".")
+    return new_name == name and (not dot or new_parent == parent)
 
 
 class _HeldRows:

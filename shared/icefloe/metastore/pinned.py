@@ -208,7 +208,7 @@ def resolve_from(
             " ORDER BY snapshot_id DESC LIMIT 1",
             (table_id, as_of),
         ).fetchone()
-        wanted = f"a snapshot as of {as_of}"
+        wanted = f"snapshot as of {as_of}"
     if row is None:
         raise SnapshotNotFoundError(f"table {table!r} has no {wanted}")
     if row[1] is not None:
