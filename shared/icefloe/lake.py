@@ -341,18 +341,26 @@ class Lake:
         return self.meta.drop_table(name)
 
     def changes(
-        self, table: str, *, since_snapshot: int, until_snapshot: int | None = None
+        self,
+        table: str,
+        *,
+        since_snapshot: int,
+        until_snapshot: int | None = None,
+        table_id: int | None = None,
     ) -> ChangeFeed:
         """The rows ``table`` gained and lost after ``since_snapshot`` up to ``until_snapshot``
         (the head by default): ``.rows`` holds the columns, ``_row_id``, ``_change``
         (``insert``/``delete``) and ``_snapshot``; merges that keep rows are invisible. Store
-        ``.until_snapshot`` and ask from it next time."""
+        ``.until_snapshot`` and ``.table_id``, and ask from them next time: with ``table_id``
+        given, a position of another table (one dropped and created again under this name) is
+        refused with SnapshotNotFoundError instead of being read as one in this table."""
         return read_changes(
             meta=self.meta,
             objects=self.objects,
             table=table,
             since_snapshot=since_snapshot,
             until_snapshot=until_snapshot,
+            table_id=table_id,
             configure=self.duckdb_configure,
         )
 

@@ -30,7 +30,7 @@ from icefloe.query.changes import read_changes as read_changes_duckdb
 from icefloe.query.output import columns_as_text
 from icefloe.query.s3_access import configure_s3_from_settings
 from icefloe.query.sql_refs import analyze
-from icefloe.query.views import TimeRange
+from icefloe.query.views import TimeRange, window_conditions
 from icefloe.runtime import Runtime
 from icefloe.settings import load_settings
 from icefloe.spark_files import read_files, spark_type
@@ -96,11 +96,14 @@ def read_changes(
     *,
     since_snapshot: int,
     until_snapshot: int | None = None,
+    table_id: int | None = None,
     runtime: Runtime | None = None,
 ) -> DataFrame:
     """The change feed of ``table`` after ``since_snapshot`` up to ``until_snapshot`` (the
     head) as a DataFrame: the columns of ``until``'s schema, ``_row_id``, ``_change`` and
-    ``_snapshot`` (see :mod:`icefloe.query.changes`). The feed is computed by DuckDB in this
+    ``_snapshot`` (see :mod:`icefloe.query.changes`). ``table_id``, when given, must be the
+    table's (a position of another table, or of one dropped and created again under this
+    name, is refused) as in :meth:`icefloe.lake.Lake.changes`. The feed is computed by DuckDB in this
     process (the driver), reading only the files that changed, and handed to Spark whole: it
     holds the changed rows only, so a window of one day's changes fits; for a backfill of a
     whole table, read the table with :func:`read_table` instead."""
@@ -115,6 +118,7 @@ def read_changes(
             table=table,
             since_snapshot=since_snapshot,
             until_snapshot=until_snapshot,
+            table_id=table_id,
             configure=lambda con: configure_s3_from_settings(con, core),
         )
     finally:
@@ -143,11 +147,9 @@ def _frame(
 
     field = spec.time_partition_field
     if window is not None and field is not None:
-        column = F.col(f"`{field.source}`")
-        if window.start is not None:
-            frame = frame.filter(column >= F.lit(window.start))
-        if window.end is not None:
-            frame = frame.filter(column < F.lit(window.end))
+        source = spec.column(field.source)
+        for condition in window_conditions(source.name, source.type, window, spark=True):
+            frame = frame.filter(F.expr(condition))
     return frame
 
 

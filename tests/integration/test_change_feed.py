@@ -12,12 +12,13 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow.parquet as pq
 import pytest
 from test_cli import cli_env, run  # noqa: F401  (cli_env is a fixture)
 
 from icefloe import duck
-from icefloe.errors import SnapshotNotFoundError
+from icefloe.errors import InvalidInputError, SnapshotNotFoundError
 from icefloe.ingest.row_ids import ROW_ID_COLUMN
 from icefloe.lake import Lake
 from icefloe.query.views import files_source, view_body
@@ -271,6 +272,7 @@ def test_the_cli_prints_the_changes_and_where_to_ask_from_next(
     assert (row["k"], row["_change"], row["_snapshot"]) == ("b", "insert", 2)
     summary = json.loads(capsys.readouterr().err)
     assert summary["since_snapshot"] == 1 and summary["until_snapshot"] == 2
+    assert isinstance(summary["table_id"], int)  # what the position is a position in
     assert (summary["inserts"], summary["deletes"], summary["files_read_whole"]) == (1, 0, 1)
     code, out = run("changes", "ev", "--since", "0")
     assert code == 0 and out.count("insert") == 2
@@ -299,7 +301,13 @@ def test_spark_reads_the_same_feed(lake: Lake, spark: Any) -> None:
     lake.insert("ev", rows[3:])
     lake.delete("ev", where="v = " + str(rows[0]["v"]))
     feed = lake.changes("ev", since_snapshot=start)
-    frame = read_changes(spark, "ev", since_snapshot=start, runtime=lake.runtime)
+    frame = read_changes(
+        spark, "ev", since_snapshot=start, table_id=feed.table_id, runtime=lake.runtime
+    )
+    with pytest.raises(SnapshotNotFoundError, match="no table has now"):
+        read_changes(
+            spark, "ev", since_snapshot=start, table_id=feed.table_id + 99, runtime=lake.runtime
+        )
     names = frame.columns
     assert names == feed.rows.column_names
     from_spark = sorted(
@@ -360,3 +368,114 @@ def test_an_aggregating_merge_shows_the_rows_it_rolled_up_as_deletes_and_inserts
     merge = lake.changes("agg", since_snapshot=head - 1)
     assert merge.deletes > merge.inserts > 0
     assert set(merge.rows.column("_snapshot").to_pylist()) == {head}
+
+
+def test_a_position_is_refused_on_another_table_and_on_a_table_created_again_under_its_name(
+    lake: Lake,
+) -> None:
+    """Snapshot ids count from 1 in every table: a consumer's position (2) in a table dropped
+    and created again under its name is snapshot 2 of the new table too, and read from there
+    it would silently skip the new table's first two inserts. With the feed's table_id given
+    back, it is refused instead."""
+    schema = "ts TIMESTAMP NOT NULL, k VARCHAR"
+    lake.create_table("ev", schema=schema, partition_by="day(ts)")
+    for k in ["old1", "old2"]:
+        lake.insert("ev", [{"ts": "2026-07-01T00:00:00", "k": k}])
+    first = lake.changes("ev", since_snapshot=0)
+    position, table_id = first.until_snapshot, first.table_id
+    assert (position, table_id) == (2, lake.table("ev").table_id)
+    lake.drop_table("ev")
+    lake.create_table("ev", schema=schema, partition_by="day(ts)")
+    for k in ["new1", "new2", "new3"]:
+        lake.insert("ev", [{"ts": "2026-07-01T00:00:00", "k": k}])
+    new_id = lake.table("ev").table_id
+    assert new_id != table_id
+    for since in (position, 0, 3):
+        with pytest.raises(SnapshotNotFoundError, match="dropped and created again") as refused:
+            lake.changes("ev", since_snapshot=since, table_id=table_id)
+        assert f"of an earlier table 'ev' (table id {table_id})" in str(refused.value)
+        assert f"start again from snapshot 0 with table_id={new_id}" in str(refused.value)
+
+    # a position of another table, and of a table id no table has
+    lake.create_table("other", schema=schema)
+    lake.insert("other", [{"ts": "2026-07-01T00:00:00", "k": "o"}])
+    other = lake.changes("other", since_snapshot=0)
+    with pytest.raises(SnapshotNotFoundError, match=r"of another table, 'other' \(table id"):
+        lake.changes("ev", since_snapshot=other.until_snapshot, table_id=other.table_id)
+    with pytest.raises(SnapshotNotFoundError, match="which no table has now"):
+        lake.changes("ev", since_snapshot=1, table_id=new_id + other.table_id + 1)
+
+    # as the error says: from 0 with the new id, every row of the new table, then a loop
+    again = lake.changes("ev", since_snapshot=0, table_id=new_id)
+    assert sorted(again.rows.column("k").to_pylist()) == ["new1", "new2", "new3"]
+    assert again.table_id == new_id
+    lake.insert("ev", [{"ts": "2026-07-01T00:00:00", "k": "new4"}])
+    nxt = lake.changes("ev", since_snapshot=again.until_snapshot, table_id=again.table_id)
+    assert nxt.rows.column("k").to_pylist() == ["new4"]
+    # the table_id of a table dropped after the position was taken is refused too
+    lake.drop_table("ev")
+    lake.create_table("ev", schema=schema)
+    with pytest.raises(SnapshotNotFoundError, match=f"table id {new_id}"):
+        lake.changes("ev", since_snapshot=0, table_id=nxt.table_id)
+
+
+@pytest.mark.parametrize(
+    ("argument", "value"),
+    [
+        ("since_snapshot", "1"),
+        ("since_snapshot", None),
+        ("since_snapshot", True),
+        ("since_snapshot", 1.0),
+        ("since_snapshot", 1.5),
+        ("until_snapshot", "2"),
+        ("until_snapshot", 2.0),
+        ("until_snapshot", False),
+        ("table_id", "1"),
+        ("table_id", True),
+    ],
+)
+def test_a_snapshot_or_table_id_that_is_no_integer_is_refused_by_name(
+    lake: Lake, argument: str, value: object
+) -> None:
+    lake.create_table("ev", schema="ts TIMESTAMP NOT NULL, k VARCHAR")
+    for k in "ab":
+        lake.insert("ev", [{"ts": "2026-07-01T00:00:00", "k": k}])
+    arguments: dict[str, Any] = {"since_snapshot": 0, argument: value}
+    with pytest.raises(InvalidInputError, match=f"{argument} must be an integer"):
+        lake.changes("ev", **arguments)
+
+
+def test_integers_of_other_types_are_taken_as_ints(lake: Lake) -> None:
+    lake.create_table("ev", schema="ts TIMESTAMP NOT NULL, k VARCHAR")
+    for k in "ab":
+        lake.insert("ev", [{"ts": "2026-07-01T00:00:00", "k": k}])
+    table_id = lake.table("ev").table_id
+    feed = lake.changes(
+        "ev", since_snapshot=np.int64(1), until_snapshot=np.int32(2), table_id=np.int64(table_id)
+    )
+    assert feed.rows.column("k").to_pylist() == ["b"]
+    assert (type(feed.since_snapshot), type(feed.until_snapshot)) == (int, int)
+    assert (feed.since_snapshot, feed.until_snapshot, feed.table_id) == (1, 2, table_id)
+
+
+def test_a_column_named_filename_is_read_like_any_other(lake: Lake) -> None:
+    """The feed reads row ids with DuckDB's read_parquet, which can add each row's file name
+    as a column: under a name no user column can take, so a column ``filename`` (in files
+    written before it was dropped too) is just a column."""
+    lake.create_table(
+        "ev", schema="ts TIMESTAMP NOT NULL, filename VARCHAR, k VARCHAR", partition_by="day(ts)"
+    )
+    lake.insert("ev", [{"ts": "2026-07-01T00:00:00", "filename": "a.txt", "k": "a"}])
+    lake.insert("ev", [{"ts": "2026-07-01T00:00:00", "filename": "b.txt", "k": "b"}])
+    lake.delete("ev", where="k = 'a'")
+    feed = lake.changes("ev", since_snapshot=1)
+    assert [(r["filename"], r["_change"]) for r in feed.rows.to_pylist()] == [
+        ("b.txt", "insert"),
+        ("a.txt", "delete"),
+    ]
+    lake.alter_table("ev", drop_columns=["filename"])
+    lake.insert("ev", [{"ts": "2026-07-01T00:00:00", "k": "c"}])
+    after = lake.changes("ev", since_snapshot=0)
+    assert "filename" not in after.rows.column_names
+    assert sorted(after.rows.column("k").to_pylist()) == ["b", "c"]
+    assert after.inserts == 2 and after.deletes == 0

@@ -3,7 +3,7 @@ pinned older snapshot, and in a time range (issue: interop)."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +65,48 @@ def test_spark_reads_exactly_the_snapshot_the_engine_reads(
     assert [(f.name, f.dataType.simpleString()) for f in head.schema.fields] == [
         (c.name, spark_type(c.type)) for c in spec.columns
     ]
+
+
+@pytest.mark.parametrize("column_type", ["TIMESTAMP", "TIMESTAMPTZ", "DATE"])
+def test_a_window_is_read_as_utc_instants_whatever_the_sessions_time_zone(
+    lake: Lake, spark: Any, tmp_path: Path, column_type: str
+) -> None:
+    # Given a table of one row an hour over three days, time-partitioned by day
+    lake.create(schema=f"ts {column_type} NOT NULL, n INTEGER", sort_by="n")
+    lake.inserter.insert_rows(
+        "events",
+        [
+            {
+                "ts": f"2026-03-0{1 + h // 24}"
+                + ("" if column_type == "DATE" else f"T{h % 24:02d}:00:00Z"),
+                "n": h,
+            }
+            for h in range(72)
+        ],
+    )
+    runtime = Runtime(
+        settings=load_settings({"ICEFLOE_HOME": str(tmp_path)}).core,
+        meta=lake.meta,
+        objects=lake.objects,
+    )
+    # When Spark reads a window with a naive and an aware bound, in a session far from UTC
+    start, end = (
+        datetime(2026, 3, 1, 10),
+        datetime(2026, 3, 2, 12, tzinfo=timezone(timedelta(hours=2))),
+    )
+    zone = spark.conf.get("spark.sql.session.timeZone")
+    spark.conf.set("spark.sql.session.timeZone", "America/New_York")
+    try:
+        frame = read_table(spark, "events", start=start, end=end, runtime=runtime)
+        got = sorted(row["n"] for row in frame.collect())
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", zone)
+
+    # Then it holds the rows the engine keeps for that window (UTC 2026-03-01 10:00 to
+    # 2026-03-02 10:00; a DATE at its midnight)
+    window = "ts >= TIMESTAMP '2026-03-01 10:00:00' AND ts < TIMESTAMP '2026-03-02 10:00:00'"
+    expected = lake.engine.query(f"SELECT n FROM events WHERE {window} ORDER BY n").rows
+    assert got == expected.column("n").to_pylist() and got
 
 
 def test_an_empty_table_is_an_empty_frame_with_the_schema(

@@ -11,7 +11,7 @@ from datetime import datetime
 from psycopg import sql
 
 from icefloe.errors import SnapshotNotFoundError
-from icefloe.metastore.access import StoreAccess
+from icefloe.metastore.access import Conn, StoreAccess
 from icefloe.metastore.models import (
     FILE_SIZE_BUCKETS,
     ChangedFiles,
@@ -21,7 +21,14 @@ from icefloe.metastore.models import (
     Snapshot,
     TableStatus,
 )
-from icefloe.metastore.pinned import Pin, PinnedSnapshot, files_at, live_at, resolve
+from icefloe.metastore.pinned import (
+    Pin,
+    PinnedSnapshot,
+    files_at,
+    live_at,
+    resolve,
+    resolve_from,
+)
 from icefloe.metastore.rows import (
     FILE_COLUMNS,
     FILE_COLUMNS_WITHOUT_STATS,
@@ -108,14 +115,29 @@ class SnapshotReads(StoreAccess):
             conn.rollback()
         return files
 
-    def changed_files(self, table: str, *, since: int, until: int | None = None) -> ChangedFiles:
+    def changed_files(
+        self, table: str, *, since: int, until: int | None = None, table_id: int | None = None
+    ) -> ChangedFiles:
         """The files whose liveness differs between snapshots ``since`` and ``until`` (the
         head by default), read in one repeatable-read transaction. ``since`` 0 stands for the
         table before its first commit, while no snapshot has expired. SnapshotNotFoundError
         when either is unknown or expired (naming the oldest snapshot kept), or ``since`` is
-        after ``until``."""
+        after ``until``, or ``table_id`` is given and the table named ``table`` is another one
+        (snapshot ids count from 1 in every table, so a position in one table's history means
+        nothing in another's, such as a table created again under the name of a dropped one)."""
         with self._read_only(repeatable=True) as conn:
-            end = resolve(conn, table, snapshot_id=until or None, as_of=None)
+            head = resolve(conn, table, snapshot_id=None, as_of=None)
+            if table_id is not None and table_id != head.table_id:
+                raise SnapshotNotFoundError(_other_table(conn, table, table_id, head.table_id))
+            end = resolve_from(
+                conn,
+                table,
+                head.table_id,
+                head.snapshot_id,
+                head.spec_version,
+                snapshot_id=until or None,
+                as_of=None,
+            )
             if until == 0:  # the table before its first commit, in its first schema
                 end = Pin(table, end.table_id, 0, 1)
             kept = conn.execute(
@@ -129,7 +151,15 @@ class SnapshotReads(StoreAccess):
                 raise SnapshotNotFoundError(_since_refused(table, since, end.snapshot_id, oldest))
             if since:
                 try:
-                    resolve(conn, table, snapshot_id=since, as_of=None)
+                    resolve_from(
+                        conn,
+                        table,
+                        head.table_id,
+                        head.snapshot_id,
+                        head.spec_version,
+                        snapshot_id=since,
+                        as_of=None,
+                    )
                 except SnapshotNotFoundError:
                     raise SnapshotNotFoundError(
                         _since_refused(table, since, end.snapshot_id, oldest)
@@ -269,3 +299,32 @@ def _since_refused(table: str, since: int, until: int, oldest: int | None) -> st
         f" its changes from there, and read changes more often than the table's retention"
     )
     return f"table {table!r}: snapshot {since} is unknown or expired, so its changes since it cannot be read ({kept})"
+
+
+def _other_table(conn: Conn, table: str, given: int, current: int) -> str:
+    """Why a position of table id ``given`` is refused on table ``table`` (id ``current``),
+    and what the consumer does instead."""
+    rows = conn.execute(
+        "SELECT table_id, name, created_at, dropped_at FROM lake_tables WHERE table_id = ANY(%s)",
+        ([given, current],),
+    ).fetchall()
+    found = {int(row[0]): row[1:] for row in rows}
+    now = found.get(current)
+    created = f", created {now[1].isoformat()}" if now is not None else ""
+    was = found.get(given)
+    if was is None:
+        whose = f"of table id {given}, which no table has now (dropped and purged, or never)"
+    elif was[0] == table and was[2] is not None:
+        whose = (
+            f"of an earlier table {table!r} (table id {given}), dropped"
+            f" {was[2].isoformat()}: the table was dropped and created again since"
+        )
+    else:
+        dropped = ", dropped" if was[2] is not None else ""
+        whose = f"of another table, {was[0]!r} (table id {given}{dropped})"
+    return (
+        f"table {table!r} is table id {current}{created}, and the position given is {whose}."
+        " Snapshot ids count from 1 in every table, so no changes can be read from it: start"
+        f" again from snapshot 0 with table_id={current}, and let this table's rows replace"
+        " what you hold of the other"
+    )

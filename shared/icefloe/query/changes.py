@@ -27,6 +27,7 @@ same rows at both, so its rows cancel without being read.
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -36,6 +37,7 @@ import pyarrow.compute as pc
 
 from icefloe import duck
 from icefloe.duck import ident, string_literal
+from icefloe.errors import InvalidInputError
 from icefloe.ingest.row_ids import ROW_ID_COLUMN
 from icefloe.metastore.models import ChangedFiles, DataFile
 from icefloe.metastore.store import MetaStore
@@ -46,14 +48,19 @@ from icefloe.storage import ObjectStore
 
 CHANGE_COLUMN = "_change"
 SNAPSHOT_COLUMN = "_snapshot"
+# The column DuckDB names each row's file in: user column names never start with '_'.
+_FILE_COLUMN = "_icefloe_file"
 
 
 @dataclass(frozen=True, slots=True)
 class ChangeFeed:
     """The net changes of ``table`` in ``(since_snapshot, until_snapshot]``. A consumer stores
-    ``until_snapshot`` and asks for the changes since it next time."""
+    ``until_snapshot`` and ``table_id``, and asks for the changes since that snapshot of that
+    table next time: snapshot ids count from 1 in every table, so the id is what tells a
+    position in this table from one in a table dropped and created again under its name."""
 
     table: str
+    table_id: int  # the table's identity: a new table of the same name has another
     since_snapshot: int
     until_snapshot: int
     rows: pa.Table  # until's columns, then _row_id, _change ('insert'/'delete'), _snapshot
@@ -88,13 +95,26 @@ def read_changes(
     table: str,
     since_snapshot: int,
     until_snapshot: int | None = None,
+    table_id: int | None = None,
     configure: Callable[[Any], None] | None = None,
 ) -> ChangeFeed:
     """The net changes of ``table`` after snapshot ``since_snapshot`` up to and including
     ``until_snapshot`` (the head by default); see the module's text. ``since_snapshot`` 0 is
-    the table before its first commit, while none of its snapshots has expired."""
-    changed = meta.changed_files(table, since=since_snapshot, until=until_snapshot)
+    the table before its first commit, while none of its snapshots has expired.
+
+    ``table_id`` (a previous feed's :attr:`ChangeFeed.table_id`), when given, must be the
+    table's: a position taken from another table, or from an earlier table of that name
+    (dropped, then created again), is refused with SnapshotNotFoundError rather than read as
+    a position in this one. Snapshot ids and table ids must be integers (InvalidInputError)."""
+    since = _integer("since_snapshot", since_snapshot)
+    until = None if until_snapshot is None else _integer("until_snapshot", until_snapshot)
+    wanted = None if table_id is None else _integer("table_id", table_id)
     info = meta.get_table(table)
+    # The identity is checked again in the transaction that lists the files, so that the
+    # files, the spec read here and the feed's table_id are of one table.
+    changed = meta.changed_files(
+        table, since=since, until=until, table_id=info.table_id if wanted is None else wanted
+    )
     spec = (
         info.spec
         if info.spec.version == changed.spec_version
@@ -109,6 +129,7 @@ def read_changes(
         con.close()
     return ChangeFeed(
         table=table,
+        table_id=info.table_id,
         since_snapshot=changed.since,
         until_snapshot=changed.until,
         rows=rows,
@@ -118,6 +139,13 @@ def read_changes(
         files_row_ids_read=len(reads.ids),
         bytes_of_files_read=sum(f.size_bytes for f in (*reads.whole, *reads.filtered)),
     )
+
+
+def _integer(name: str, value: object) -> int:
+    """``value`` as an int, if it is an integer (a bool, a float or a text is not one)."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return int(value)
+    raise InvalidInputError(f"{name} must be an integer, not {value!r} ({type(value).__name__})")
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,10 +173,14 @@ def _changes(
             for n, (f, side) in enumerate(zip(every, sides, strict=True))
         )
         uris = ", ".join(string_literal(objects.uri(f.path)) for f in every)
+        # The file's name in a column of a reserved name: a user column may have any name
+        # that does not start with '_' (``filename`` too, in files written before it was
+        # dropped as much as after)
         con.execute(
             f"CREATE TEMP TABLE held AS SELECT r.{row_id} AS id, l.n, l.side, l.b, l.e"
-            f" FROM read_parquet([{uris}], hive_partitioning = false, filename = true) r"
-            f" JOIN (VALUES {lifetimes}) l(uri, n, side, b, e) ON r.filename = l.uri"
+            f" FROM read_parquet([{uris}], hive_partitioning = false,"
+            f" filename = {string_literal(_FILE_COLUMN)}) r"
+            f" JOIN (VALUES {lifetimes}) l(uri, n, side, b, e) ON r.{ident(_FILE_COLUMN)} = l.uri"
         )
     else:
         con.execute("CREATE TEMP TABLE held (id BLOB, n INTEGER, side VARCHAR, b BIGINT, e BIGINT)")

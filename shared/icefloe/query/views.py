@@ -34,11 +34,15 @@ class TimeRange:
     end: datetime | None = None
 
 
-def window_conditions(column: str, column_type: str, window: TimeRange) -> list[str]:
+def window_conditions(
+    column: str, column_type: str, window: TimeRange, *, spark: bool = False
+) -> list[str]:
     """The SQL conditions keeping the rows of ``window`` on the time column ``column`` of
     ``column_type`` (DATE, TIMESTAMP or TIMESTAMPTZ): typed literals of the bounds' UTC
     instants, so DuckDB never reads a bound's text in the column's type (which drops an
-    offset for TIMESTAMP and the time of day for DATE) nor in a session time zone."""
+    offset for TIMESTAMP and the time of day for DATE) nor in a session time zone. In Spark
+    SQL with ``spark`` (where a TIMESTAMP is ``TIMESTAMP_NTZ`` and a TIMESTAMPTZ one at an
+    instant, and neither literal is read in the session time zone)."""
     conditions = []
     for bound, is_start in ((window.start, True), (window.end, False)):
         if bound is None:
@@ -49,7 +53,9 @@ def window_conditions(column: str, column_type: str, window: TimeRange) -> list[
             if is_start == after_all:
                 conditions.append("false")
             continue
-        conditions.append(_bound_sql(ident(column), normalize_type(column_type), moment, is_start))
+        name = f"`{column.replace('`', '``')}`" if spark else ident(column)
+        kind = normalize_type(column_type)
+        conditions.append(_bound_sql(name, kind, moment, is_start, spark=spark))
     return conditions
 
 
@@ -65,7 +71,9 @@ def _utc(bound: date) -> datetime | None:
         return None
 
 
-def _bound_sql(column: str, column_type: str, moment: datetime, is_start: bool) -> str:
+def _bound_sql(
+    column: str, column_type: str, moment: datetime, is_start: bool, *, spark: bool
+) -> str:
     if column_type == "DATE":
         # DATE vs. the instant as DuckDB compares them: the day's midnight.
         day = moment.date()
@@ -74,9 +82,10 @@ def _bound_sql(column: str, column_type: str, moment: datetime, is_start: bool) 
             return f"{column} {'>=' if midnight else '>'} DATE '{day.isoformat()}'"
         return f"{column} {'<' if midnight else '<='} DATE '{day.isoformat()}'"
     text = moment.isoformat(sep=" ")
-    literal = (
-        f"TIMESTAMPTZ '{text}+00:00'" if column_type == "TIMESTAMPTZ" else f"TIMESTAMP '{text}'"
-    )
+    if column_type == "TIMESTAMPTZ":
+        literal = f"{'TIMESTAMP' if spark else 'TIMESTAMPTZ'} '{text}+00:00'"
+    else:
+        literal = f"{'TIMESTAMP_NTZ' if spark else 'TIMESTAMP'} '{text}'"
     return f"{column} {'>=' if is_start else '<'} {literal}"
 
 
