@@ -448,20 +448,35 @@ def stage_stream(
     return StagedBatch(path=path, format=fmt, size_bytes=size, owned=True, source="stdin")
 
 
-def stage_file(path: Path, *, fmt: InputFormat, limits: InsertLimits) -> StagedBatch:
-    """Use a local file in place (it is read, never changed or deleted)."""
+def stage_file(
+    path: Path, *, fmt: InputFormat, limits: InsertLimits, directory: Path | None = None
+) -> StagedBatch:
+    """Use a local file in place (it is read, never changed or deleted). Any other path that
+    reads as a stream (a pipe, ``/dev/stdin``, a process substitution's ``/dev/fd/63``, a
+    character device) is copied into ``directory`` as stdin is, refused as soon as it passes
+    the size limit: its size says nothing of what it holds, and DuckDB's and pyarrow's readers
+    seek, which a pipe cannot."""
+    name = str(path)
     try:
         status = path.stat()
     except OSError as e:
-        raise BatchRejectedError(f"cannot read input file {str(path)!r}: {e.strerror}") from e
+        raise BatchRejectedError(f"cannot read input file {name!r}: {e.strerror}") from e
     if stat.S_ISDIR(status.st_mode):
         raise BatchRejectedError(
-            f"cannot read input file {str(path)!r}: it is a directory (insert its files one by one)"
+            f"cannot read input file {name!r}: it is a directory (insert its files one by one)"
         )
-    size = status.st_size
-    if size > limits.max_batch_bytes:
-        raise _too_big(size, limits)
-    return StagedBatch(path=path, format=fmt, size_bytes=size, owned=False, source=str(path))
+    if stat.S_ISREG(status.st_mode):
+        size = status.st_size
+        if size > limits.max_batch_bytes:
+            raise _too_big(size, limits)
+        return StagedBatch(path=path, format=fmt, size_bytes=size, owned=False, source=name)
+    try:
+        stream = path.open("rb")  # (a socket cannot be: ENXIO)
+    except OSError as e:
+        raise BatchRejectedError(f"cannot read input file {name!r}: {e.strerror}") from e
+    with stream:
+        staged = stage_stream(stream, fmt=fmt, limits=limits, directory=directory)
+    return replace(staged, source=name)
 
 
 def format_from_suffix(path: Path) -> InputFormat:

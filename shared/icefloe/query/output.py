@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import base64
+import errno
 import io
 import json
 import math
-from collections.abc import Sequence
+import os
+import secrets
+import stat
+from collections.abc import Callable, Sequence
 from datetime import date, datetime, time, timedelta
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, BinaryIO, TextIO
 from uuid import UUID
 
 import duckdb
@@ -19,7 +23,7 @@ import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 
 from icefloe.duck import ident
-from icefloe.errors import InvalidArgumentError
+from icefloe.errors import InvalidArgumentError, InvalidInputError
 
 MAX_TEXT_ROWS = 1000
 
@@ -191,11 +195,12 @@ class _DuckText:
 
 
 def write_result(table: pa.Table, *, fmt: str, out: TextIO, output: str | None = None) -> None:
-    """Write ``table`` as ``fmt`` to ``output`` (a file) or ``out``."""
+    """Write ``table`` as ``fmt`` to ``output`` (a file) or ``out``. A file is written whole or
+    not at all (see :func:`_write_output`)."""
     if fmt == "parquet":
         if output is None:
             raise InvalidArgumentError("parquet output needs a file")
-        pq.write_table(table, output, compression="zstd")
+        _write_output(output, lambda f: pq.write_table(table, f, compression="zstd"))
         return
     if fmt == "json":
         text = json.dumps(json_rows(table), indent=None) + "\n"
@@ -206,9 +211,67 @@ def write_result(table: pa.Table, *, fmt: str, out: TextIO, output: str | None =
     else:
         text = text_table(table) + "\n"
     if output is not None:
-        Path(output).write_text(text, encoding="utf-8")
+        data = text.encode("utf-8")
+        _write_output(output, lambda f: f.write(data))
     else:
         out.write(text)
+
+
+def _write_output(output: str, write: Callable[[BinaryIO], object]) -> None:
+    """Write a file named by ``--output`` with ``write``: into a new file beside it, then renamed
+    over it, so that a failure partway leaves no partial file (and an existing one as it was);
+    the file keeps an existing file's mode. What is no regular file, or is one only through a
+    descriptor (a pipe, a device, ``/dev/stdout``, ``/dev/fd/3``), is written in place,
+    appended to.
+    Refused as :class:`InvalidInputError` naming the path: an empty name, a directory, a
+    directory that does not exist, a file it may not write."""
+    if not output:
+        raise InvalidInputError("cannot write --output '': the path is empty")
+    # Through a symlink: its target is the file to replace (a loop: stat below says so).
+    target = Path(os.path.realpath(output))
+    try:
+        try:
+            status: os.stat_result | None = os.stat(output)
+        except FileNotFoundError:
+            status = None
+        if status is not None and stat.S_ISDIR(status.st_mode):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), output)
+        if status is not None and (not stat.S_ISREG(status.st_mode) or _names_a_descriptor(output)):
+            # As given: /dev/stdout resolves to no path, or to the file the shell redirected
+            # stdout to, which must be written through its descriptor, never replaced.
+            with open(output, "ab") as f:
+                write(f)
+            return
+        temp = target.with_name(f".{target.name}.{secrets.token_hex(6)}.tmp")
+        # Created as open() creates a file (0666 less the umask); an existing file's mode kept.
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                write(f)
+                f.flush()
+                os.fsync(f.fileno())
+            if status is not None:
+                os.chmod(temp, stat.S_IMODE(status.st_mode))
+            os.replace(temp, target)
+        except BaseException:
+            temp.unlink(missing_ok=True)
+            raise
+    except OSError as e:
+        reason = e.strerror or str(e)
+        if isinstance(e, FileNotFoundError) and not target.parent.is_dir():
+            reason = f"no directory {str(target.parent)!r}"
+        elif isinstance(e, IsADirectoryError):
+            reason = "it is a directory"
+        raise InvalidInputError(f"cannot write --output {output!r}: {reason}") from e
+
+
+def _names_a_descriptor(output: str) -> bool:
+    """Whether ``output`` names an open descriptor: ``/dev/stdout``, ``/dev/fd/3``,
+    ``/proc/self/fd/1`` (not any file under /dev: /dev/shm holds plain files)."""
+    parts = Path(output).absolute().parts
+    if parts[1:2] == ("dev",):
+        return parts[2:3] in (("fd",), ("stdin",), ("stdout",), ("stderr",))
+    return parts[1:2] == ("proc",) and parts[3:4] == ("fd",)
 
 
 def csv_safe(table: pa.Table) -> pa.Table:
