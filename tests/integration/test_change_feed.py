@@ -274,9 +274,22 @@ def test_the_cli_prints_the_changes_and_where_to_ask_from_next(
     assert summary["since_snapshot"] == 1 and summary["until_snapshot"] == 2
     assert isinstance(summary["table_id"], int)  # what the position is a position in
     assert (summary["inserts"], summary["deletes"], summary["files_read_whole"]) == (1, 0, 1)
-    code, out = run("changes", "ev", "--since", "0")
+    table_id = summary["table_id"]
+    code, out = run("changes", "ev", "--since", "0", "--table-id", str(table_id))
     assert code == 0 and out.count("insert") == 2
-    assert "(next: --since 2)" in capsys.readouterr().err
+    assert f"(next: --since 2 --table-id {table_id})" in capsys.readouterr().err
+    # A position from the table of that name before it was dropped is refused
+    assert run("table", "drop", "ev")[0] == 0
+    assert run("table", "create", "ev", "--schema", "ts TIMESTAMP NOT NULL, k VARCHAR")[0] == 0
+    capsys.readouterr()
+    code, _ = run("changes", "ev", "--since", "0", "--table-id", str(table_id))
+    refused = capsys.readouterr().err
+    assert code == 1 and "start again from snapshot 0 with table_id=" in refused
+    assert run("table", "drop", "ev")[0] == 0
+    assert run("table", "create", "ev", "--schema", "ts TIMESTAMP NOT NULL, k VARCHAR")[0] == 0
+    for n, key in enumerate(["a", "b"]):
+        assert run("insert", "ev", str(tmp_path / f"{n}.ndjson"))[0] == 0
+    capsys.readouterr()
     code, _ = run("changes", "ev", "--since", "9")
     assert code != 0 and "snapshot 9" in capsys.readouterr().err
     code, _ = run("changes", "ev", "--since", "0", "--format", "parquet")

@@ -465,6 +465,13 @@ def _add_read_commands(commands: argparse._SubParsersAction[_Parser]) -> None:
     changes.add_argument(
         "--until", type=_snapshot_id, metavar="M", help="up to snapshot M (the head)"
     )
+    changes.add_argument(
+        "--table-id",
+        type=_positive_int,
+        metavar="T",
+        help="the table id the position was read from (the previous summary's table_id):"
+        " refused when the table was dropped and created again since",
+    )
     changes.add_argument("--format", choices=("table", "json", "csv", "parquet"), default="table")
     changes.add_argument(
         "--output", type=_path, help="write the rows to this file (parquet needs it)"

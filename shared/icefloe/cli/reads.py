@@ -76,7 +76,9 @@ def query_text(*, sql: str | None, sql_file: str | None) -> str:
 
 def changes_command(lake: Lake, args: argparse.Namespace, out: TextIO) -> int:
     """The rows, then on stderr where they end: the snapshot to ask from next time."""
-    feed = lake.changes(args.name, since_snapshot=args.since, until_snapshot=args.until)
+    feed = lake.changes(
+        args.name, since_snapshot=args.since, until_snapshot=args.until, table_id=args.table_id
+    )
     write_result(feed.rows, fmt=args.format, out=out, output=args.output)
     out.flush()
     summary = {
@@ -95,7 +97,7 @@ def changes_command(lake: Lake, args: argparse.Namespace, out: TextIO) -> int:
         print(
             f"{feed.table}: {feed.inserts} inserted, {feed.deletes} deleted after snapshot"
             f" {feed.since_snapshot} up to {feed.until_snapshot} (next: --since"
-            f" {feed.until_snapshot})",
+            f" {feed.until_snapshot} --table-id {feed.table_id})",
             file=sys.stderr,
             flush=True,
         )
