@@ -293,6 +293,23 @@ def test_publish_names_the_variable_when_no_option_replaced_it(
     assert "ICEFLOE_ICEBERG_CATALOG_URI 'notauri' is not a SQLAlchemy URI" in err
 
 
+@pytest.mark.parametrize("command", [("merge", "--wait"), ("gc",)])
+def test_a_catalog_uri_that_cannot_open_fails_other_commands_naming_the_variable(
+    cli_env: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    command: tuple[str, ...],
+) -> None:
+    # (merge and gc publish the tables that opted in, through the configured catalog)
+    assert run("init")[0] == 0
+    assert run("table", "create", "pub", "--schema", SCHEMA, "--publish", "iceberg")[0] == 0
+    capsys.readouterr()
+    monkeypatch.setenv("ICEFLOE_ICEBERG_CATALOG_URI", "postgresql://u:secret@[::1")
+    err = refused(capsys, *command)
+    assert "ICEFLOE_ICEBERG_CATALOG_URI 'postgresql://u:***@[::1': cannot open" in err
+    assert "secret" not in err
+
+
 def test_publish_to_a_catalog_it_cannot_open_is_one_line_naming_it(
     events: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 
 from icefloe.cli.output import EXIT_ERROR, emit
 from icefloe.errors import IcefloeError, InvalidInputError, PublicationError
+from icefloe.iceberg.catalogs import shown_uri
 from icefloe.janitor import parse_duration
 from icefloe.lake import Lake
 
@@ -125,13 +126,8 @@ def check_catalog_uri(uri: str, name: str = "--catalog-uri") -> None:
         make_url(uri)
     except (ArgumentError, ValueError) as e:
         raise InvalidInputError(
-            f"{name} {_shown(uri)!r} is not a SQLAlchemy URI ({_SQLALCHEMY_URI_EXAMPLE})"
+            f"{name} {shown_uri(uri)!r} is not a SQLAlchemy URI ({_SQLALCHEMY_URI_EXAMPLE})"
         ) from e
-
-
-def _shown(uri: str) -> str:
-    """A catalog URI as a message shows it: a password masked."""
-    return re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", uri)
 
 
 def check_namespace(namespace: str, name: str = "--namespace") -> None:
@@ -183,7 +179,9 @@ def _catalog_errors(iceberg: IcebergSettings, names: dict[str, str]) -> Iterator
         if iceberg.catalog == "glue" or iceberg.catalog_uri is None:
             where = "the local Iceberg catalog"
         else:
-            where = f"the Iceberg catalog at {names['catalog_uri']} {_shown(iceberg.catalog_uri)!r}"
+            where = (
+                f"the Iceberg catalog at {names['catalog_uri']} {shown_uri(iceberg.catalog_uri)!r}"
+            )
         raise PublicationError(f"cannot use {where}: {_one_line(e)}") from e
     except (OSError, pa.ArrowException) as e:
         given = (

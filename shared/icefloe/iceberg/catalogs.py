@@ -4,11 +4,12 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from icefloe.config import CoreSettings
-from icefloe.errors import InvalidInputError
+from icefloe.errors import ConfigError, InvalidInputError
 from icefloe.settings.parts import IcebergSettings
 
 if TYPE_CHECKING:
@@ -30,6 +31,11 @@ def sql_catalog(uri: str, *, warehouse: str) -> Catalog:
     return SqlCatalog("icefloe", uri=uri, warehouse=warehouse)
 
 
+def shown_uri(uri: str) -> str:
+    """A catalog URI as a message shows it: a password masked."""
+    return re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", uri)
+
+
 def open_catalog(iceberg: IcebergSettings, core: CoreSettings) -> Catalog:
     """The catalog ``iceberg`` names: Glue (an S3 warehouse only: Glue's readers cannot reach
     local files), a SQL catalog at its URI, or the local one. Metadata files go to its metadata
@@ -49,9 +55,18 @@ def open_catalog(iceberg: IcebergSettings, core: CoreSettings) -> Catalog:
             s3_endpoint_url=core.s3_endpoint_url,
         )
     if iceberg.catalog_uri:
-        return sql_catalog(
-            iceberg.catalog_uri, warehouse=iceberg.metadata_location or beside_warehouse
-        )
+        try:
+            return sql_catalog(
+                iceberg.catalog_uri, warehouse=iceberg.metadata_location or beside_warehouse
+            )
+        except ImportError:
+            raise
+        except Exception as e:  # SQLAlchemy's or its driver's: the URI or the database
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise ConfigError(
+                f"ICEFLOE_ICEBERG_CATALOG_URI {shown_uri(iceberg.catalog_uri)!r}: cannot open"
+                f" the SQL catalog ({first})"
+            ) from e
     return local_catalog(core.home, warehouse=iceberg.metadata_location)
 
 

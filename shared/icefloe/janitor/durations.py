@@ -7,7 +7,7 @@ from datetime import timedelta
 
 from icefloe.errors import InvalidInputError
 
-_PART = re.compile(r"(\d+)([smhdw])")
+_PART = re.compile(r"([0-9]+)([smhdw])", re.ASCII)  # ASCII digits only (int() takes others)
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800}
 
 

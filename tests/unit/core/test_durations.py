@@ -28,7 +28,7 @@ def test_durations_parse(text: str, expected: timedelta) -> None:
 
 
 @pytest.mark.parametrize(
-    "text", ["", "3", "d", "-1d", "1.5h", "3 days", "1h 30m", "soon", "99999999999999d"]
+    "text", ["", "3", "d", "-1d", "1.5h", "3 days", "1h 30m", "soon", "99999999999999d", "\uff11d"]
 )
 def test_malformed_durations_are_refused_naming_the_text(text: str) -> None:
     with pytest.raises(InvalidInputError, match="duration"):
