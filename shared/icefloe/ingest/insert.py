@@ -266,7 +266,7 @@ class Inserter:
         """``on_phase`` hears each phase as it starts (the CLI's progress line)."""
         return self._insert(
             table,
-            lambda: stage_file(path, fmt=fmt, limits=self.limits),
+            lambda: stage_file(path, fmt=fmt, limits=self.limits, directory=self._scratch),
             idempotency_key,
             on_phase=on_phase,
         )
