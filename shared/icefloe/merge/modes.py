@@ -126,16 +126,34 @@ def _checked_sum(name: str, column_type: str) -> tuple[str, str]:
         if precision <= 18:
             wide = f"sum(CAST({name} AS DECIMAL(38, {scale})))"
         else:
-            # A running sum past 38 digits raises in DuckDB, so the sum is only taken of groups
-            # whose magnitudes add up below it.
-            below = f"sum(abs(CAST({name} AS DOUBLE))) < 1e{37 - scale}"
-            wide = f"CASE WHEN coalesce({below}, true) THEN list_sum(list({name})) END"
-            fitted = f"TRY_CAST({wide} AS {column_type})"
-            return fitted, f"coalesce({below}, true) AND ({wide} IS NULL OR {fitted} IS NOT NULL)"
+            # A running DECIMAL sum past 38 digits raises in DuckDB: summed exactly as the
+            # unscaled integers (DuckDB writes every digit of the scale), in BIGNUM.
+            return _wide_decimal_sum(name, column_type, precision, scale)
     else:
         wide = f"sum(CAST({name} AS HUGEINT))"
     fitted = f"TRY_CAST({wide} AS {column_type})"
     return fitted, f"({wide} IS NULL OR {fitted} IS NOT NULL)"
+
+
+def _wide_decimal_sum(name: str, column_type: str, precision: int, scale: int) -> tuple[str, str]:
+    """The exact sum of a DECIMAL(p, s) column of more than 18 digits, and whether it fits."""
+    unscaled = f"sum(CAST(replace(CAST({name} AS VARCHAR), '.', '') AS BIGNUM))"
+    largest = "9" * precision
+    fits = (
+        f"({unscaled} IS NULL OR {unscaled} BETWEEN CAST('-{largest}' AS BIGNUM)"
+        f" AND CAST('{largest}' AS BIGNUM))"
+    )
+    if scale == 0:
+        return f"CASE WHEN {fits} THEN CAST(CAST({unscaled} AS VARCHAR) AS {column_type}) END", fits
+    text = f"CAST({unscaled} AS VARCHAR)"
+    bare = f"ltrim({text}, '-')"
+    # (zeros before, to one digit left of the point; DuckDB's lpad would cut a longer text)
+    digits = f"repeat('0', greatest(0, {scale + 1} - length({bare}))) || {bare}"
+    spelled = (
+        f"CASE WHEN starts_with({text}, '-') THEN '-' ELSE '' END"
+        f" || left({digits}, length({digits}) - {scale}) || '.' || right({digits}, {scale})"
+    )
+    return f"CASE WHEN {fits} THEN CAST({spelled} AS {column_type}) END", fits
 
 
 def ordered_output(spec: TableSpec, body: str) -> str:
