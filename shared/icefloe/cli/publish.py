@@ -172,7 +172,13 @@ def _catalog_errors(iceberg: IcebergSettings, names: dict[str, str]) -> Iterator
     from sqlalchemy.exc import SQLAlchemyError
 
     try:
-        yield
+        try:
+            yield
+        except IcefloeError as e:
+            # (open_catalog names ICEFLOE_ICEBERG_CATALOG_URI; here the option may be the source)
+            if isinstance(e.__cause__, SQLAlchemyError | ImportError):
+                raise e.__cause__ from None
+            raise
     except IcefloeError:
         raise
     except (SQLAlchemyError, ImportError) as e:
