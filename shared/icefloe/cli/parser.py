@@ -19,12 +19,11 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from icefloe import __version__
+from icefloe.cli import option_values as values
 from icefloe.cli.inserts import INSERT_PROGRESS_MIN_BYTES
 from icefloe.cli.output import EXIT_USAGE
-from icefloe.errors import InvalidInputError
 from icefloe.ingest import INPUT_FORMATS
-from icefloe.ingest.digests import check_key
-from icefloe.janitor import DEFAULT_MAX_FILES, ORPHAN_GRACE_FLOOR, format_duration, parse_duration
+from icefloe.janitor import DEFAULT_MAX_FILES
 from icefloe.settings import VARIABLES
 from icefloe.spec.presets import PRESETS
 
@@ -74,78 +73,6 @@ def _did_you_mean(message: str) -> str:
     return f"; did you mean {close[0]!r}?" if close else ""
 
 
-# Option values, each checked by its option's ``type`` (argparse names the option in the
-# error, "argument --max-files: ..."). Numbers and durations are ASCII digits only: int()
-# alone would take full-width digits, or "1_000".
-_DIGITS = re.compile(r"[0-9]+", re.ASCII)
-_DURATION = re.compile(r"(?:[0-9]+[smhdw])+", re.ASCII | re.IGNORECASE)
-_PARTITION_SEGMENT = re.compile(r"[^=/]+=[^/]*")
-
-
-def _positive_int(text: str) -> int:
-    if not _DIGITS.fullmatch(text) or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
-    return int(text)
-
-
-def _snapshot_id(text: str) -> int:
-    if not _DIGITS.fullmatch(text):
-        raise argparse.ArgumentTypeError(
-            f"expected a snapshot id (a whole number, 0 or more), got {text!r}"
-        )
-    return int(text)
-
-
-def _duration(text: str) -> str:
-    """A duration as ``parse_duration`` reads it (``0s``, ``90m``, ``1h30m``; a unit in either
-    case), returned as given: the handler reads it."""
-    if not _DURATION.fullmatch(text.strip()):
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not a duration: expected a number and a unit (s, m, h, d, w), like"
-            " 0s, 90m or 3d"
-        )
-    try:
-        parse_duration(text)
-    except InvalidInputError as e:  # too long for a timedelta
-        raise argparse.ArgumentTypeError(str(e)) from e
-    return text
-
-
-def _orphan_grace(text: str) -> str:
-    if parse_duration(_duration(text)) < ORPHAN_GRACE_FLOOR:
-        raise argparse.ArgumentTypeError(
-            f"{text} is shorter than {format_duration(ORPHAN_GRACE_FLOOR)}: an insert or merge"
-            " that has uploaded but not yet committed could lose its objects"
-        )
-    return text
-
-
-def _path(text: str) -> str:
-    """A file name: never empty (``Path("")`` is the current directory)."""
-    if not text:
-        raise argparse.ArgumentTypeError("the path is empty")
-    return text
-
-
-def _partition_path(text: str) -> str:
-    """A partition path's form, ``NAME=VALUE`` segments joined by ``/``; whether the table has
-    that partition, ``compact`` sees."""
-    if not all(_PARTITION_SEGMENT.fullmatch(segment) for segment in text.split("/")):
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not a partition path: expected NAME=VALUE segments joined by '/', as"
-            " `icefloe status TABLE` lists them (e.g. day=2026-11-02)"
-        )
-    return text
-
-
-def _idempotency_key(text: str) -> str:
-    try:
-        check_key(text)
-    except InvalidInputError as e:
-        raise argparse.ArgumentTypeError(str(e)) from e
-    return text
-
-
 # Options that conflict or need each other: one check per command (set as its parser's
 # ``_check`` default), which names the fault or returns None.
 _Check = Callable[[argparse.Namespace], str | None]
@@ -162,74 +89,6 @@ def parse_command_line(
     if problem is not None:
         parser.error(problem)
     return args
-
-
-def _check_create(args: argparse.Namespace) -> str | None:
-    if args.preset is None:
-        return None if args.schema else "table create needs --schema (or --preset)"
-    if args.schema is not None:
-        return "give --schema or --preset, not both"
-    layout = [
-        flag
-        for flag, value in (
-            ("--partition-by", args.partition_by),
-            ("--sort-by", args.sort_by),
-            ("--row-group-by", args.row_group_by),
-            ("--merge", args.merge),
-            ("--tenant-column", args.tenant_column),
-        )
-        if value is not None
-    ]
-    if layout:
-        return f"--preset {args.preset} sets the whole spec: {', '.join(layout)} cannot be given"
-    return None
-
-
-def _check_alter(args: argparse.Namespace) -> str | None:
-    if not args.changes and args.publish is None:
-        return (
-            "table alter: give at least one of --add-column, --drop-column, --rename-column,"
-            " --widen, --publish"
-        )
-    return None
-
-
-def _check_query(args: argparse.Namespace) -> str | None:
-    if args.sql is not None and args.sql_file is not None:
-        return "give the SELECT as an argument or with -f FILE, not both"
-    if args.sql is None and args.sql_file is None:
-        return "give the SELECT as an argument, or with -f FILE"
-    if args.engine != "duckdb":
-        if args.stats:
-            return "--stats needs the duckdb engine (it reports its pruning)"
-        if args.tenant is not None:
-            return "--tenant needs the duckdb engine (its sandbox scopes tenants)"
-    if args.engine == "emr" and (args.format not in ("table", "json") or args.output):
-        return (
-            "--engine emr writes its result as Parquet under the results location:"
-            " --format csv/parquet and --output do not apply"
-        )
-    return _check_output(args)
-
-
-def _check_changes(args: argparse.Namespace) -> str | None:
-    if args.until is not None and args.until < args.since:
-        return f"--until {args.until} is before --since {args.since}"
-    return _check_output(args)
-
-
-def _check_output(args: argparse.Namespace) -> str | None:
-    if args.format == "parquet" and args.output is None:
-        return "--format parquet needs --output FILE"
-    return None
-
-
-def _check_publish_iceberg(args: argparse.Namespace) -> str | None:
-    if args.all == (args.name is not None):
-        return "publish iceberg: give a table, or --all"
-    if args.unpublish and (args.all or args.retention is not None):
-        return "publish iceberg --unpublish takes a table only"
-    return None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -295,7 +154,7 @@ def _add_table_commands(commands: argparse._SubParsersAction[_Parser]) -> None:
         default="none",
         help="keep the table published as Iceberg (see publish iceberg --all; default: none)",
     )
-    create.set_defaults(_check=_check_create)
+    create.set_defaults(_check=values.check_create)
     _add_format(create)
     _add_format(table_commands.add_parser("list", help="list tables"))
     show = table_commands.add_parser("show", help="show a table's spec and head")
@@ -314,10 +173,13 @@ def _add_table_commands(commands: argparse._SubParsersAction[_Parser]) -> None:
     paths.add_argument("name")
     paths.add_argument("--column", help="the JSON column (default: the table's only one)")
     paths.add_argument(
-        "--files", type=_positive_int, default=10, help="newest files to read (default 10)"
+        "--files", type=values.positive_int, default=10, help="newest files to read (default 10)"
     )
     paths.add_argument(
-        "--rows", type=_positive_int, default=100_000, help="rows to read at most (default 100000)"
+        "--rows",
+        type=values.positive_int,
+        default=100_000,
+        help="rows to read at most (default 100000)",
     )
     _add_format(paths)
     drop = table_commands.add_parser(
@@ -370,7 +232,7 @@ def _add_table_alter(table_commands: argparse._SubParsersAction[_Parser]) -> Non
         help="keep the table published as Iceberg, or stop (the Iceberg table stays as last"
         " published until publish iceberg NAME --unpublish)",
     )
-    alter.set_defaults(_check=_check_alter)
+    alter.set_defaults(_check=values.check_alter)
     _add_format(alter)
 
 
@@ -400,7 +262,7 @@ def _add_insert_command(commands: argparse._SubParsersAction[_Parser]) -> None:
         " with --format json or when stderr is not a terminal.",
     )
     insert.add_argument("name")
-    insert.add_argument("source", type=_path, help="a file, or - for stdin")
+    insert.add_argument("source", type=values.path, help="a file, or - for stdin")
     insert.add_argument(
         "--input-format",
         choices=INPUT_FORMATS,
@@ -408,7 +270,7 @@ def _add_insert_command(commands: argparse._SubParsersAction[_Parser]) -> None:
     )
     insert.add_argument(
         "--idempotency-key",
-        type=_idempotency_key,
+        type=values.idempotency_key,
         help="a retry with the same key commits nothing new",
     )
     _add_format(insert)
@@ -422,15 +284,15 @@ def _add_read_commands(commands: argparse._SubParsersAction[_Parser]) -> None:
         "-f",
         "--file",
         dest="sql_file",
-        type=_path,
+        type=values.path,
         help="read the SELECT from this file (- for stdin)",
     )
     query.add_argument(
-        "--snapshot", type=_snapshot_id, help="pin this snapshot (the query names one table)"
+        "--snapshot", type=values.snapshot_id, help="pin this snapshot (the query names one table)"
     )
     query.add_argument("--format", choices=("table", "json", "csv", "parquet"), default="table")
     query.add_argument(
-        "--output", type=_path, help="write the result to this file (parquet needs it)"
+        "--output", type=values.path, help="write the result to this file (parquet needs it)"
     )
     query.add_argument("--tenant", help="see only this tenant's rows of every table")
     query.add_argument(
@@ -447,7 +309,7 @@ def _add_read_commands(commands: argparse._SubParsersAction[_Parser]) -> None:
         " sandboxed), or emr (a Spark job on EMR Serverless, ICEFLOE_EMR_*: prints the job and"
         " where its Parquet result will be)",
     )
-    query.set_defaults(_check=_check_query)
+    query.set_defaults(_check=values.check_query)
 
     changes = commands.add_parser(
         "changes",
@@ -457,30 +319,30 @@ def _add_read_commands(commands: argparse._SubParsersAction[_Parser]) -> None:
     changes.add_argument("name")
     changes.add_argument(
         "--since",
-        type=_snapshot_id,
+        type=values.snapshot_id,
         required=True,
         metavar="N",
         help="changes after snapshot N (0: all)",
     )
     changes.add_argument(
-        "--until", type=_snapshot_id, metavar="M", help="up to snapshot M (the head)"
+        "--until", type=values.snapshot_id, metavar="M", help="up to snapshot M (the head)"
     )
     changes.add_argument(
         "--table-id",
-        type=_positive_int,
+        type=values.positive_int,
         metavar="T",
         help="the table id the position was read from (the previous summary's table_id):"
         " refused when the table was dropped and created again since",
     )
     changes.add_argument("--format", choices=("table", "json", "csv", "parquet"), default="table")
     changes.add_argument(
-        "--output", type=_path, help="write the rows to this file (parquet needs it)"
+        "--output", type=values.path, help="write the rows to this file (parquet needs it)"
     )
-    changes.set_defaults(_check=_check_changes)
+    changes.set_defaults(_check=values.check_changes)
 
     files = commands.add_parser("files", help="the files of a table at a snapshot")
     files.add_argument("name")
-    files.add_argument("--snapshot", type=_snapshot_id, help="default: the head")
+    files.add_argument("--snapshot", type=values.snapshot_id, help="default: the head")
     _add_format(files)
 
 
@@ -515,7 +377,7 @@ def _add_lifecycle_commands(commands: argparse._SubParsersAction[_Parser]) -> No
     rollback.add_argument("name")
     rollback.add_argument(
         "--to-snapshot",
-        type=_snapshot_id,
+        type=values.snapshot_id,
         required=True,
         metavar="N",
         help="the snapshot to go back to (see `icefloe snapshots NAME`); it must not have expired",
@@ -549,7 +411,7 @@ def _add_maintenance_commands(commands: argparse._SubParsersAction[_Parser]) -> 
     compact.add_argument(
         "--partition",
         action="append",
-        type=_partition_path,
+        type=values.partition_path,
         help="a partition path, e.g. day=2026-11-02 (repeatable)",
     )
     compact.add_argument("--engine", choices=("spark", "duckdb"), default="spark")
@@ -561,12 +423,12 @@ def _add_maintenance_commands(commands: argparse._SubParsersAction[_Parser]) -> 
     gc.add_argument("name", nargs="?", help="one table (default: every table)")
     gc.add_argument(
         "--retention",
-        type=_duration,
+        type=values.duration,
         help="keep snapshots this long (e.g. 0s, 90m, 3d; default: the table's)",
     )
     gc.add_argument(
         "--orphan-grace",
-        type=_orphan_grace,
+        type=values.orphan_grace,
         help="delete unregistered objects older than this (at least 1h; default: the table's, 1d)",
     )
     gc.add_argument(
@@ -574,7 +436,7 @@ def _add_maintenance_commands(commands: argparse._SubParsersAction[_Parser]) -> 
     )
     gc.add_argument(
         "--max-files",
-        type=_positive_int,
+        type=values.positive_int,
         default=DEFAULT_MAX_FILES,
         help="dead files per table per run",
     )
@@ -585,13 +447,19 @@ def _add_demo_command(commands: argparse._SubParsersAction[_Parser]) -> None:
     """``demo`` (handler in :mod:`icefloe.cli.inserts`)."""
     demo = commands.add_parser("demo", help="create an events table and insert sample events")
     demo.add_argument(
-        "--events", type=_positive_int, default=300_000, help="how many events (default 300,000)"
+        "--events",
+        type=values.positive_int,
+        default=300_000,
+        help="how many events (default 300,000)",
     )
     demo.add_argument(
-        "--batch-size", type=_positive_int, default=2_000, help="events per insert (default 2,000)"
+        "--batch-size",
+        type=values.positive_int,
+        default=2_000,
+        help="events per insert (default 2,000)",
     )
     demo.add_argument(
-        "--days", type=_positive_int, default=7, help="days the events span (default 7)"
+        "--days", type=values.positive_int, default=7, help="days the events span (default 7)"
     )
     _add_format(demo)
 
@@ -635,7 +503,7 @@ def _add_publish_commands(commands: argparse._SubParsersAction[_Parser]) -> None
     )
     iceberg.add_argument(
         "--retention",
-        type=_duration,
+        type=values.duration,
         help="then expire Iceberg snapshots older than this, releasing their files to gc"
         " (e.g. 0s, 3d; default: the table's snapshot retention)",
     )
@@ -649,7 +517,7 @@ def _add_publish_commands(commands: argparse._SubParsersAction[_Parser]) -> None
         help="where Iceberg metadata files go (a file:// or s3:// URI; default: beside the"
         " local catalog, or the warehouse's iceberg/ prefix with --catalog-uri)",
     )
-    iceberg.set_defaults(_check=_check_publish_iceberg)
+    iceberg.set_defaults(_check=values.check_publish_iceberg)
     _add_format(iceberg)
 
 
