@@ -215,13 +215,7 @@ def time_out_of_range(name: str, column: pa.ChunkedArray) -> RowProblem | None:
     none. Arrow holds a time as any integer; DuckDB stores one past the day as garbage."""
     if not _holds_time(column.type):
         return None
-    start = 0
-    for chunk in column.chunks:
-        found = _first_bad_time(chunk)
-        if found is not None:
-            return RowProblem(row=start + found.index, field=name + found.path, message=found.why)
-        start += len(chunk)
-    return None
+    return _first_in_chunks(name, column, _first_bad_time)
 
 
 def _holds_time(kind: pa.DataType) -> bool:
@@ -290,9 +284,16 @@ def repeated_map_key(name: str, column: pa.ChunkedArray) -> RowProblem | None:
     (the path ends at the key). None when there is none."""
     if not _holds_leaf(column.type, pa.types.is_map):
         return None
+    return _first_in_chunks(name, column, _first_repeated_key)
+
+
+def _first_in_chunks(
+    name: str, column: pa.ChunkedArray, find: Callable[[pa.Array], _Found | None]
+) -> RowProblem | None:
+    """What ``find`` finds first in the column ``name``, chunk by chunk, by row and path."""
     start = 0
     for chunk in column.chunks:
-        found = _first_repeated_key(chunk)
+        found = find(chunk)
         if found is not None:
             return RowProblem(row=start + found.index, field=name + found.path, message=found.why)
         start += len(chunk)
