@@ -80,7 +80,7 @@ def connect(
     """An in-memory DuckDB connection in UTC (set up by :func:`connection_config`), optionally
     bounded in threads and memory."""
     con = duckdb.connect(":memory:", config=connection_config())
-    con.execute("SET TimeZone = 'UTC'")
+    con.execute("SET GLOBAL TimeZone = 'UTC'")  # cursors do not inherit a session SET
     if threads is not None:
         con.execute(f"SET threads = {int(threads)}")
     if memory_limit is not None:
