@@ -36,7 +36,7 @@ from icefloe.errors import (
     MetaStoreUnavailableError,
     TableNotFoundError,
 )
-from icefloe.janitor.durations import format_duration
+from icefloe.janitor.durations import LONGEST_DURATION, format_duration
 from icefloe.metastore.janitor import DroppedTable, JanitorStore
 from icefloe.metastore.jobs import JobStore
 from icefloe.metastore.models import DataFile
@@ -179,6 +179,12 @@ class Janitor:
         dropped table's files; none in a dry run)."""
         if retention is not None and retention < timedelta(0):
             raise InvalidInputError("retention must not be negative")
+        for name, value in (("retention", retention), ("orphan grace", orphan_grace)):
+            if value is not None and value > LONGEST_DURATION:
+                raise InvalidInputError(
+                    f"{name} {format_duration(value)} is longer than"
+                    f" {format_duration(LONGEST_DURATION)} (100 years)"
+                )
         if orphan_grace is not None and orphan_grace < ORPHAN_GRACE_FLOOR:
             raise InvalidInputError(
                 f"orphan grace {format_duration(orphan_grace)} is shorter than "

@@ -11,6 +11,9 @@ MIB = 1024 * 1024
 GIB = 1024 * MIB
 HOUR = 3600
 DAY = 24 * HOUR
+# The longest retention or grace taken: 100 years. Past it a cut-off would fall before the
+# dates Postgres and Python hold (a retention meant as "keep everything" is this).
+LONGEST_RETENTION_SECONDS = 36_500 * DAY
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +73,8 @@ class SizeTargets:
 class Retention:
     """How long expired snapshots stay readable, and how old an unnamed object must be to go.
 
-    Any non-negative value is accepted; the janitor enforces its own floor for the orphan grace.
+    Any value from zero to 100 years is accepted; the janitor enforces its own floor for the
+    orphan grace.
     """
 
     snapshot_retention_seconds: int = 3 * DAY
@@ -78,6 +82,12 @@ class Retention:
 
     def __post_init__(self) -> None:
         _check_ints(self, minimum=0)
+        for f in fields(self):
+            if getattr(self, f.name) > LONGEST_RETENTION_SECONDS:
+                raise SpecError(
+                    f"retention: {f.name} must be at most {LONGEST_RETENTION_SECONDS} (100 years),"
+                    f" got {getattr(self, f.name)}"
+                )
 
 
 def _check_ints(

@@ -178,6 +178,22 @@ def test_an_orphan_grace_below_the_floor_is_refused(merged_lake: Lake) -> None:
         janitor.run(orphan_grace=ORPHAN_GRACE_FLOOR - timedelta(seconds=1))
 
 
+def test_a_retention_or_grace_past_100_years_is_refused_and_100_years_keeps_all(
+    merged_lake: Lake,
+) -> None:
+    janitor = Janitor(meta=merged_lake.meta, objects=merged_lake.objects)
+    before = merged_lake.meta.snapshots("events")
+    # A cut-off before the dates Postgres holds: refused, not psycopg's DatetimeFieldOverflow
+    with pytest.raises(InvalidInputError, match="retention 3000000d is longer than 36500d"):
+        janitor.run(retention=timedelta(days=3_000_000))
+    with pytest.raises(InvalidInputError, match="orphan grace 800000d is longer than 36500d"):
+        janitor.run(orphan_grace=timedelta(days=800_000))
+    # The longest taken keeps every snapshot
+    report = janitor.run(retention=timedelta(days=36_500), orphan_grace=timedelta(days=36_500))
+    assert report.total("snapshots_expired") == 0
+    assert merged_lake.meta.snapshots("events") == before
+
+
 class PausingStore(LocalObjectStore):
     """Holds the writer just after its upload, before its commit, until released."""
 

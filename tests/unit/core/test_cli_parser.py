@@ -41,6 +41,8 @@ EMR = "--engine emr writes its result as Parquet under the results location"
         (["gc", "--retention=-1d"], "argument --retention: '-1d' is not a duration"),
         (["gc", "--retention", f"{FULL_WIDTH_ONE}d"], f"'{FULL_WIDTH_ONE}d' is not a duration"),
         (["gc", "--retention", "99999999999w"], "argument --retention: duration '99999999999w'"),
+        (["gc", "--retention", "3000000d"], "--retention: duration '3000000d' is too long"),
+        (["gc", "--orphan-grace", "800000d"], "--orphan-grace: duration '800000d' is too long"),
         (["gc", "--orphan-grace", "59m"], "argument --orphan-grace: 59m is shorter than 1h"),
         (["gc", "--orphan-grace", "1 h"], "argument --orphan-grace: '1 h' is not a duration"),
         (["publish", "iceberg", "t", "--retention", "x"], "argument --retention: 'x' is not a"),

@@ -21,6 +21,7 @@ from icefloe.janitor import format_duration, parse_duration
         ("1h30m", timedelta(hours=1, minutes=30)),
         ("2w", timedelta(weeks=2)),
         (" 36H ", timedelta(hours=36)),
+        ("36500d", timedelta(days=36_500)),
     ],
 )
 def test_durations_parse(text: str, expected: timedelta) -> None:
@@ -32,6 +33,13 @@ def test_durations_parse(text: str, expected: timedelta) -> None:
 )
 def test_malformed_durations_are_refused_naming_the_text(text: str) -> None:
     with pytest.raises(InvalidInputError, match="duration"):
+        parse_duration(text)
+
+
+@pytest.mark.parametrize("text", ["36501d", "5215w", "3000000d", "999999999d"])
+def test_durations_past_100_years_are_refused(text: str) -> None:
+    # A cut-off that far back is before the dates Postgres and Python hold (gc crashed on it)
+    with pytest.raises(InvalidInputError, match=f"duration '{text}' is too long .at most 36500d"):
         parse_duration(text)
 
 

@@ -54,3 +54,12 @@ def test_retention_accepts_zero_and_refuses_negatives() -> None:
         Retention(orphan_grace_seconds=-1)
     with pytest.raises(SpecError, match="snapshot_retention_seconds"):
         Retention(snapshot_retention_seconds="3d")  # type: ignore[arg-type]
+
+
+def test_retention_is_at_most_100_years() -> None:
+    longest = 36_500 * 86_400
+    assert Retention(snapshot_retention_seconds=longest).snapshot_retention_seconds == longest
+    with pytest.raises(SpecError, match="snapshot_retention_seconds must be at most 3153600000"):
+        Retention(snapshot_retention_seconds=longest + 1)
+    with pytest.raises(SpecError, match="orphan_grace_seconds must be at most"):
+        Retention(orphan_grace_seconds=10**15)
