@@ -89,3 +89,45 @@ def test_a_process_in_another_time_zone_stores_and_answers_in_utc(
     assert seen["merged"] == expected
     # And the rows are in the UTC day's partition
     assert seen["partitions"] == ["day=2020-01-01"]
+
+
+AS_OF_SCRIPT = """
+import json
+from datetime import UTC
+import icefloe
+
+with icefloe.connect(query_isolation="in_process") as lake:
+    lake.create_table("t", schema="n INTEGER")
+    lake.insert("t", [{"n": 1}])
+    lake.insert("t", [{"n": 2}])
+    first = lake.snapshots("t")[0].committed_at
+    naive_utc = first.astimezone(UTC).replace(tzinfo=None)
+    print(json.dumps({
+        "aware": lake.query("SELECT count(*) AS c FROM t", as_of=first).to_pylist(),
+        "naive": lake.query("SELECT count(*) AS c FROM t", as_of=naive_utc).to_pylist(),
+    }))
+"""
+
+
+def test_a_naive_as_of_is_utc_whatever_the_meta_store_sessions_zone(
+    tmp_path: Path, postgres_dsn: str, schema_name: str
+) -> None:
+    # Given a meta store session in New York time (PGTZ sets it, as a server's default would)
+    env = {
+        **os.environ,
+        "TZ": "America/New_York",
+        "PGTZ": "America/New_York",
+        "ICEFLOE_HOME": str(tmp_path / "home"),
+        "ICEFLOE_DATABASE_URL": postgres_dsn,
+        "ICEFLOE_DATABASE_SCHEMA": schema_name,
+    }
+    env.pop("ICEFLOE_WAREHOUSE", None)
+    # When a query asks for the first snapshot's commit time, naive (UTC) and aware
+    ran = subprocess.run(
+        [sys.executable, "-c", AS_OF_SCRIPT], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert ran.returncode == 0, ran.stderr
+    seen = json.loads(ran.stdout)
+    # Then both read the first snapshot (a naive time read as New York's was five hours later:
+    # the second snapshot)
+    assert seen == {"aware": [{"c": 1}], "naive": [{"c": 1}]}

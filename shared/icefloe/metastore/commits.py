@@ -30,7 +30,7 @@ from icefloe.metastore.commit_sql import (
     committed_before,
 )
 from icefloe.metastore.models import CommitResult, NewFile, Operation, RollbackPlan
-from icefloe.metastore.pinned import files_at, resolve, resolve_from
+from icefloe.metastore.pinned import files_at, integer_argument, resolve, resolve_from
 from icefloe.tracing import span
 
 logger = logging.getLogger(__name__)
@@ -159,6 +159,7 @@ class Commits(StoreAccess):
         repeatable-read transaction: which live files stay, which go, and which of the
         snapshot's files are no longer live (they must be restored). SnapshotNotFoundError
         when the snapshot is unknown or expired (its files may have been collected)."""
+        to_snapshot = integer_argument("to_snapshot", to_snapshot)
         with self._read_only(repeatable=True) as conn:
             head = resolve(conn, table, snapshot_id=None, as_of=None)
             if to_snapshot > head.snapshot_id or to_snapshot < 1:

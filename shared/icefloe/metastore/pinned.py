@@ -4,9 +4,10 @@ was resolved whatever commits or janitor runs happen meanwhile."""
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from psycopg import sql
@@ -18,6 +19,24 @@ from icefloe.metastore.file_filter import FileCondition, StatNames, render
 from icefloe.metastore.models import DataFile, FileListing, JsonScalar, TableInfo
 from icefloe.metastore.rows import FILE_COLUMNS, data_file, spec_of
 from icefloe.spec import TableSpec
+
+
+def integer_argument(name: str, value: object) -> int:
+    """``value`` as an int, if it is an integer (a bool, a float or a text is not one): a
+    snapshot or table id given by a caller, refused naming ``name`` otherwise."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return int(value)
+    raise InvalidInputError(f"{name} must be an integer, not {value!r} ({type(value).__name__})")
+
+
+def moment_argument(name: str, value: object) -> datetime:
+    """``value`` as an aware datetime (a naive one is UTC), whatever the meta store session's
+    time zone; anything else is refused naming ``name``."""
+    if not isinstance(value, datetime):
+        raise InvalidInputError(
+            f"{name} must be a datetime, not {value!r} ({type(value).__name__})"
+        )
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,6 +214,7 @@ def resolve_from(
     if snapshot_id is None and as_of is None:
         return Pin(table, table_id, head_snapshot_id, head_spec_version)
     if snapshot_id is not None:
+        snapshot_id = integer_argument("snapshot_id", snapshot_id)
         row = conn.execute(
             "SELECT snapshot_id, expired_at, spec_version FROM snapshots"
             " WHERE table_id = %s AND snapshot_id = %s",
@@ -202,6 +222,7 @@ def resolve_from(
         ).fetchone()
         wanted = f"snapshot {snapshot_id}"
     else:
+        as_of = moment_argument("as_of", as_of)
         row = conn.execute(
             "SELECT snapshot_id, expired_at, spec_version FROM snapshots"
             " WHERE table_id = %s AND committed_at <= %s"

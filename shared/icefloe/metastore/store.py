@@ -132,8 +132,9 @@ class MetaStore(Catalog, SnapshotReads, Claims, Commits):
             min_size=1,
             max_size=max_connections,
             timeout=connect_timeout_s,
-            # search_path as a startup option: no statement per new connection.
-            kwargs={"options": f"-c search_path={schema}"},
+            # search_path and a UTC session (a naive time is UTC, whatever the server's
+            # default zone) as startup options: no statement per new connection.
+            kwargs={"options": f"-c search_path={schema} -c TimeZone=UTC"},
             check=self._recent.check,
             reset=self._recent.returned,
             open=False,

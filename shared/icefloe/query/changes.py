@@ -27,7 +27,6 @@ same rows at both, so its rows cancel without being read.
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -37,9 +36,9 @@ import pyarrow.compute as pc
 
 from icefloe import duck
 from icefloe.duck import ident, string_literal
-from icefloe.errors import InvalidInputError
 from icefloe.ingest.row_ids import ROW_ID_COLUMN
 from icefloe.metastore.models import ChangedFiles, DataFile
+from icefloe.metastore.pinned import integer_argument
 from icefloe.metastore.store import MetaStore
 from icefloe.query.views import files_source, view_body
 from icefloe.spec import TableSpec
@@ -106,9 +105,9 @@ def read_changes(
     table's: a position taken from another table, or from an earlier table of that name
     (dropped, then created again), is refused with SnapshotNotFoundError rather than read as
     a position in this one. Snapshot ids and table ids must be integers (InvalidInputError)."""
-    since = _integer("since_snapshot", since_snapshot)
-    until = None if until_snapshot is None else _integer("until_snapshot", until_snapshot)
-    wanted = None if table_id is None else _integer("table_id", table_id)
+    since = integer_argument("since_snapshot", since_snapshot)
+    until = None if until_snapshot is None else integer_argument("until_snapshot", until_snapshot)
+    wanted = None if table_id is None else integer_argument("table_id", table_id)
     info = meta.get_table(table)
     # The identity is checked again in the transaction that lists the files, so that the
     # files, the spec read here and the feed's table_id are of one table.
@@ -139,13 +138,6 @@ def read_changes(
         files_row_ids_read=len(reads.ids),
         bytes_of_files_read=sum(f.size_bytes for f in (*reads.whole, *reads.filtered)),
     )
-
-
-def _integer(name: str, value: object) -> int:
-    """``value`` as an int, if it is an integer (a bool, a float or a text is not one)."""
-    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
-        return int(value)
-    raise InvalidInputError(f"{name} must be an integer, not {value!r} ({type(value).__name__})")
 
 
 @dataclass(frozen=True, slots=True)
