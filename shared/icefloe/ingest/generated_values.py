@@ -25,13 +25,20 @@ from icefloe.ingest.sources import InsertLimits
 from icefloe.spec import Column, TableSpec
 
 _BATCH = "__icefloe_generated_input"
+# What each code :func:`icefloe.ingest.columns.value_checks` gives means, in words.
 _PROBLEMS = {
     "range": "its value is outside the years 1 to 9999",
     "finite": "its value is not a finite number",
+    "type": "its value is not one its type may hold (a TIME is before 24:00:00)",
     "nul": "its value holds a NUL character (it is a partition value)",
     "json": "its value is not standard JSON",
     "size": "its value is longer than the value size limit",
 }
+
+
+def _problem(code: str) -> str:
+    """``code``'s words; a code not listed above still refuses the value, by its code."""
+    return _PROBLEMS.get(code, f"its value fails the {code!r} check of its type")
 
 
 def with_generated_values(
@@ -60,7 +67,7 @@ def with_generated_values(
     except duckdb.Error:
         raise refuse([_first_failure(con, spec, generated, rows, limits)]) from None
     problems = [
-        RowProblem(row=row, field=name, message=f"generated from its expression, {_PROBLEMS[code]}")
+        RowProblem(row=row, field=name, message=f"generated from its expression, {_problem(code)}")
         for row, name, code in _failed_checks(computed, generated)
     ]
     if problems:
@@ -129,7 +136,7 @@ def generated_problem(
         ).fetchone()
     except duckdb.Error as e:
         return f"its expression fails: {str(e).strip().splitlines()[0]}"
-    return None if found is None or found[1] is None else _PROBLEMS[found[1]]
+    return None if found is None or found[1] is None else _problem(found[1])
 
 
 def _values_sql(generated: Sequence[Column]) -> str:

@@ -180,8 +180,10 @@ def _problem(
 def check_spec_sql(spec: TableSpec) -> None:
     """Refuse a spec whose SQL DuckDB would refuse later: a custom merge query
     (:func:`icefloe.merge.modes.check_merge_query`) or a generated column's expression
-    (:func:`icefloe.query.generated.check_generated_columns`). Run before a table is created
-    and on each new version of its spec."""
+    (:func:`icefloe.query.generated.check_generated_columns`), which in a new version of the
+    spec must read the columns and fields it read in the version before (by id, at the same
+    type: a rename, a drop, a widening or two names swapped is refused, naming both). Run
+    before a table is created and on each new version of its spec."""
     check_merge_query(spec)
     check_generated_columns(spec)
 

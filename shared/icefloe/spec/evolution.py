@@ -9,8 +9,10 @@ What a change may not touch, because files, paths or filters already depend on i
 source columns, the row-group key and the tenant column cannot be dropped, renamed or widened;
 the overflow column cannot be dropped or renamed; the keys of a replace or aggregate merge
 cannot be dropped (a rename follows them). A custom merge query names columns in its own SQL,
-so the caller checks it again against the new spec. A dotted name changes a field inside a
-struct column, by field id (:mod:`icefloe.spec.field_changes`).
+so the caller checks it again against the new spec; so it does a generated column's
+expression, whose names must read the columns and fields they read before, by id and type
+(:func:`source_change`): its stored values were computed from them. A dotted name changes a
+field inside a struct column, by field id (:mod:`icefloe.spec.field_changes`).
 
 How files of any version are read with the current columns: :mod:`icefloe.spec.reading`.
 """
@@ -22,10 +24,12 @@ from dataclasses import dataclass, replace
 
 from icefloe.errors import SpecError
 from icefloe.spec import field_changes, types
-from icefloe.spec.field_ids import fresh_nested_ids
+from icefloe.spec.field_ids import NestedField, fresh_nested_ids
+from icefloe.spec.layout import FileLayout
 from icefloe.spec.merge import AggregateMode, MergeMode, ReplaceMode
 from icefloe.spec.schema import Column, check_unique_columns
 from icefloe.spec.table_spec import TableSpec
+from icefloe.spec.type_tree import Struct, format_type
 
 _INTEGER_WIDTHS = {"TINYINT": 1, "SMALLINT": 2, "INTEGER": 3, "BIGINT": 4, "HUGEINT": 5}
 _UNSIGNED_WIDTHS = {"UTINYINT": 1, "USMALLINT": 2, "UINTEGER": 3, "UBIGINT": 4}
@@ -300,3 +304,110 @@ def _merge_renamed(merge: MergeMode, old: str, new: str) -> MergeMode:
             aggregates=tuple((renamed(c), fn) for c, fn in merge.aggregates),
         )
     return merge
+
+
+# -- what a name reads across versions -----------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Step:
+    """A column, or a struct field inside one, that a name reaches in a layout."""
+
+    name: str  # as the layout spells it
+    id: int
+    type: str  # canonical text
+    inside: tuple[int, ...]  # the ids inside its type, in walk order
+
+
+def source_change(before: FileLayout, after: FileLayout, path: Sequence[str]) -> str | None:
+    """How what ``path`` (a column's name, then struct field names: ``ctx.page.url``) reads in
+    ``before`` is not what it reads in ``after``, in words (``column 'a' it reads would be
+    dropped``); None when it is the same: the same column id under the column's name, the same
+    field id under each field's name, and the same type (and ids inside it) at its end. Names
+    match ignoring case, as DuckDB binds them; a name that reaches nothing in either is no
+    change. What a generated column's stored values were computed from must stay what its
+    expression reads."""
+    old, new = _reach(before, path), _reach(after, path)
+    if _same(old, new):
+        return None
+    for i in range(max(len(old), len(new))):
+        kind = "column" if i == 0 else "field"
+        if i >= len(old):  # the name reaches further than it did: something was added there
+            label = ".".join(s.name for s in new[: i + 1])
+            return f"{kind} {label!r} would be added under a name it reads"
+        label = ".".join(s.name for s in old[: i + 1])
+        if i < len(new) and new[i].id == old[i].id:
+            continue
+        moved = _path_of(after, old[i].id)
+        text = f"{kind} {label!r} it reads would be " + (
+            "dropped" if moved is None else f"renamed {moved!r}"
+        )
+        if i < len(new):
+            was = _path_of(before, new[i].id)
+            text += f", and {label!r} would name another {kind}: " + (
+                f"the one that is {was!r} now" if was is not None else "one this change adds"
+            )
+        return text
+    # the same ids all the way: the end of the path changes type (or the ids inside it)
+    kind = "column" if len(old) == 1 else "field"
+    label = ".".join(s.name for s in old)
+    first, last = old[-1].type, new[-1].type
+    if first == last:
+        return f"{kind} {label!r} it reads would have a field inside it dropped and added again"
+    verb = "widened" if is_widening(first, last) else "changed"
+    return f"{kind} {label!r} it reads would be {verb} from {first} to {last}"
+
+
+def _same(old: Sequence[_Step], new: Sequence[_Step]) -> bool:
+    """The same ids along the path, and the same type at its end (steps before the end may
+    change inside, elsewhere than the path)."""
+    if [s.id for s in old] != [s.id for s in new]:
+        return False
+    return not old or (old[-1].type, old[-1].inside) == (new[-1].type, new[-1].inside)
+
+
+def _reach(layout: FileLayout, path: Sequence[str]) -> tuple[_Step, ...]:
+    """The column, then each struct field, that ``path``'s names reach in ``layout``, as far as
+    they reach (a name past a type that is not a struct reaches nothing more)."""
+    if not path:
+        return ()
+    column = next((c for c in layout.columns if c.name.lower() == path[0].lower()), None)
+    if column is None:
+        return ()
+    steps = [_Step(column.name, column.id, column.type, column.nested_ids)]
+    node, fields = types.type_tree(column.type), column.fields
+    for name in path[1:]:
+        if not isinstance(node, Struct):
+            break
+        field = next((f for f in fields if f.name.lower() == name.lower()), None)
+        if field is None:
+            break
+        steps.append(_Step(field.name, field.id, format_type(field.type), _ids(field.fields)))
+        node, fields = field.type, field.fields
+    return tuple(steps)
+
+
+def _ids(fields: Sequence[NestedField]) -> tuple[int, ...]:
+    """The ids of ``fields`` and of those inside them, in walk order."""
+    return tuple(i for f in fields for i in (f.id, *_ids(f.fields)))
+
+
+def _path_of(layout: FileLayout, wanted: int) -> str | None:
+    """The dotted path of the column or struct field with id ``wanted`` in ``layout``."""
+    for column in layout.columns:
+        if column.id == wanted:
+            return column.name
+        found = _field_path(column.fields, wanted)
+        if found is not None:
+            return ".".join((column.name, *found))
+    return None
+
+
+def _field_path(fields: Sequence[NestedField], wanted: int) -> tuple[str, ...] | None:
+    for field in fields:
+        if field.id == wanted:
+            return (field.name,)
+        inside = _field_path(field.fields, wanted)
+        if inside is not None:
+            return (field.name, *inside)
+    return None
