@@ -381,6 +381,10 @@ def typed_leaf_value(r: str, kind: str, source: str) -> str:
         value = tz_value if kind == "TIMESTAMPTZ" else f"(({tz_value}) AT TIME ZONE 'UTC')"
     elif kind == "VARCHAR":
         value = r if source == "VARCHAR" else f"TRY_CAST({r} AS VARCHAR)"
+    elif kind == "TIME" and source == "TIME_NS":
+        # Whole microseconds, the finer digits dropped as a timestamp's are (DuckDB's cast
+        # rounds: 23:59:59.9999999 became 24:00:00).
+        value = f"TIME '00:00:00' + to_microseconds(epoch_ns({r}) // 1000)"
     elif source == "VARCHAR":
         value = _text_value(r, kind)
     elif kind.startswith("DECIMAL"):
@@ -395,7 +399,7 @@ def typed_leaf_value(r: str, kind: str, source: str) -> str:
 def _text_value(r: str, kind: str) -> str:
     """SQL of the text ``r`` as a ``kind`` (not VARCHAR, JSON or a time): a number, a boolean
     or a date only in the form JSON would give it (a number spelled as JSON spells it, true or
-    false, a date alone); other types as DuckDB parses them."""
+    false, a date alone), bytes as base64; other types as DuckDB parses them."""
     if is_integer(kind):
         return (
             f"CASE WHEN regexp_full_match({r}, '{_INTEGER_TEXT}') THEN TRY_CAST({r} AS {kind}) END"
@@ -415,6 +419,9 @@ def _text_value(r: str, kind: str) -> str:
         return _strict_date(r)
     if kind == "TIME":
         return _strict_time(r)
+    if kind == "BLOB":
+        # Base64, as a JSON field's: DuckDB's cast reads escapes (text \xff is one byte).
+        return f"TRY(from_base64({r}))"
     return f"TRY_CAST({r} AS {_storage_type(kind)})"
 
 
@@ -451,7 +458,9 @@ def accepts(kind: str, source: str) -> bool:
         return True  # any value has a JSON form
     if is_list(kind):
         return source.endswith("[]")
-    return source == kind  # VARCHAR, BOOLEAN, DATE, TIME, UUID, BLOB
+    if kind == "TIME":
+        return source in ("TIME", "TIME_NS")  # polars and pandas hold times in nanoseconds
+    return source == kind  # VARCHAR, BOOLEAN, DATE, UUID, BLOB
 
 
 def _storage_type(kind: str) -> str:
