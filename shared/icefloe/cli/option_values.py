@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import re
+from pathlib import Path
 
 from icefloe.errors import InvalidInputError
 from icefloe.ingest.digests import check_key
@@ -124,7 +125,7 @@ def check_query(args: argparse.Namespace) -> str | None:
             return "--stats needs the duckdb engine (it reports its pruning)"
         if args.tenant is not None:
             return "--tenant needs the duckdb engine (its sandbox scopes tenants)"
-    if args.engine == "emr" and (args.format not in ("table", "json") or args.output):
+    if args.engine == "emr" and (args.format not in (None, "table", "json") or args.output):
         return (
             "--engine emr writes its result as Parquet under the results location:"
             " --format csv/parquet and --output do not apply"
@@ -138,7 +139,22 @@ def check_changes(args: argparse.Namespace) -> str | None:
     return check_output(args)
 
 
+# ``--format`` of query and changes when it is not given: from the name of ``--output``, else a
+# text table. A name that says NDJSON (which neither writes) is refused: a text table, or one
+# JSON array, would be the wrong thing under it.
+_OUTPUT_FORMATS = {".json": "json", ".csv": "csv", ".parquet": "parquet"}
+OUTPUT_FORMAT_HELP = "default: from the --output file name (.json, .csv, .parquet), else table"
+
+
 def check_output(args: argparse.Namespace) -> str | None:
+    """Sets ``args.format`` when it was not given (see ``_OUTPUT_FORMATS``)."""
+    if args.format is None:
+        suffix = Path(args.output).suffix.lower() if args.output is not None else ""
+        if suffix in (".ndjson", ".jsonl"):
+            return (
+                f"--output {args.output!r}: no NDJSON output; give --format (json writes one array)"
+            )
+        args.format = _OUTPUT_FORMATS.get(suffix, "table")
     if args.format == "parquet" and args.output is None:
         return "--format parquet needs --output FILE"
     return None

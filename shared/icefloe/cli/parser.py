@@ -290,7 +290,9 @@ def _add_read_commands(commands: argparse._SubParsersAction[_Parser]) -> None:
     query.add_argument(
         "--snapshot", type=values.snapshot_id, help="pin this snapshot (the query names one table)"
     )
-    query.add_argument("--format", choices=("table", "json", "csv", "parquet"), default="table")
+    query.add_argument(
+        "--format", choices=("table", "json", "csv", "parquet"), help=values.OUTPUT_FORMAT_HELP
+    )
     query.add_argument(
         "--output", type=values.path, help="write the result to this file (parquet needs it)"
     )
@@ -334,7 +336,9 @@ def _add_read_commands(commands: argparse._SubParsersAction[_Parser]) -> None:
         help="the table id the position was read from (the previous summary's table_id):"
         " refused when the table was dropped and created again since",
     )
-    changes.add_argument("--format", choices=("table", "json", "csv", "parquet"), default="table")
+    changes.add_argument(
+        "--format", choices=("table", "json", "csv", "parquet"), help=values.OUTPUT_FORMAT_HELP
+    )
     changes.add_argument(
         "--output", type=values.path, help="write the rows to this file (parquet needs it)"
     )

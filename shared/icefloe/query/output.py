@@ -10,7 +10,7 @@ import math
 import os
 import secrets
 import stat
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import date, datetime, time, timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -29,11 +29,15 @@ MAX_TEXT_ROWS = 1000
 
 
 def json_safe(value: Any) -> Any:
-    """A value as JSON can carry it: times as ISO-8601, decimals as strings, bytes as hex."""
+    """A value as JSON can carry it: times as ISO-8601, decimals as strings, bytes as hex, NaN
+    and the infinities as the strings ``"NaN"``, ``"Infinity"`` and ``"-Infinity"`` (JSON has
+    no literal for them; Postgres and BigQuery write them so), never as null."""
     if value is None or isinstance(value, bool | int | str):
         return value
     if isinstance(value, float):
-        return None if math.isnan(value) or math.isinf(value) else value
+        if math.isfinite(value):
+            return value
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
     if isinstance(value, datetime | date | time):
         return value.isoformat()
     if isinstance(value, timedelta):
@@ -132,32 +136,47 @@ def _column_values(column: pa.ChunkedArray, position: int, text: _DuckText) -> l
 def needs_text(data_type: pa.DataType) -> bool:
     """Whether values of ``data_type`` have no faithful Python (or CSV) form, so that output
     writes DuckDB's text of them."""
+    return any(_no_python_form(t) for t in _types_within(data_type))
+
+
+def _no_python_form(data_type: pa.DataType) -> bool:
+    """Whether ``data_type`` itself (whatever it holds) has no faithful Python form."""
     if pa.types.is_interval(data_type) or isinstance(data_type, pa.BaseExtensionType):
         return True
-    if pa.types.is_dictionary(data_type):
-        return needs_text(data_type.value_type)
     if pa.types.is_map(data_type):
-        return (
-            pa.types.is_nested(data_type.key_type)
-            or needs_text(data_type.key_type)
-            or needs_text(data_type.item_type)
-        )
+        return bool(pa.types.is_nested(data_type.key_type))
     if pa.types.is_struct(data_type):
         names = [data_type.field(i).name for i in range(data_type.num_fields)]
-        if "" in names or len(set(names)) < len(names):
-            return True
-        return any(needs_text(data_type.field(i).type) for i in range(data_type.num_fields))
-    if (
+        return "" in names or len(set(names)) < len(names)
+    return False
+
+
+def parquet_needs_text(data_type: pa.DataType) -> bool:
+    """Whether Parquet (as pyarrow writes it) has no form for ``data_type``: an INTERVAL or a
+    UNION, at any depth, so that Parquet output writes DuckDB's text of the column."""
+    return any(pa.types.is_interval(t) or pa.types.is_union(t) for t in _types_within(data_type))
+
+
+def _types_within(data_type: pa.DataType) -> Iterator[pa.DataType]:
+    """``data_type`` and every type its values hold, at any depth (a dictionary's values, a
+    map's keys and items, a struct's or union's fields, a list's elements)."""
+    yield data_type
+    if pa.types.is_dictionary(data_type):
+        yield from _types_within(data_type.value_type)
+    elif pa.types.is_map(data_type):
+        yield from _types_within(data_type.key_type)
+        yield from _types_within(data_type.item_type)
+    elif pa.types.is_struct(data_type) or pa.types.is_union(data_type):
+        for i in range(data_type.num_fields):
+            yield from _types_within(data_type.field(i).type)
+    elif (
         pa.types.is_list(data_type)
         or pa.types.is_large_list(data_type)
         or pa.types.is_fixed_size_list(data_type)
         or pa.types.is_list_view(data_type)
         or pa.types.is_large_list_view(data_type)
     ):
-        return needs_text(data_type.value_type)
-    if pa.types.is_union(data_type):
-        return any(needs_text(data_type.field(i).type) for i in range(data_type.num_fields))
-    return False
+        yield from _types_within(data_type.value_type)
 
 
 class _DuckText:
@@ -200,7 +219,9 @@ def write_result(table: pa.Table, *, fmt: str, out: TextIO, output: str | None =
     if fmt == "parquet":
         if output is None:
             raise InvalidArgumentError("parquet output needs a file")
-        _write_output(output, lambda f: pq.write_table(table, f, compression="zstd"))
+        # Converted before the file is opened: a failure leaves nothing written.
+        safe = parquet_safe(table)
+        _write_output(output, lambda f: pq.write_table(safe, f, compression="zstd"))
         return
     if fmt == "json":
         text = json.dumps(json_rows(table), indent=None) + "\n"
@@ -300,6 +321,18 @@ def csv_safe(table: pa.Table) -> pa.Table:
     return table
 
 
+def parquet_safe(table: pa.Table) -> pa.Table:
+    """Parquet cannot hold an INTERVAL or a UNION (see :func:`parquet_needs_text`): write such
+    a column as DuckDB's text of it (``01:00:00``, ``{'a': 1 day}``), as CSV and JSON do; every
+    other column as it is."""
+    with _DuckText(table) as text:
+        for position, field in enumerate(table.schema):
+            if parquet_needs_text(field.type):
+                values = pa.array(text(position), pa.string())
+                table = table.set_column(position, field.name, values)
+    return table
+
+
 def _fits_python(column: pa.ChunkedArray) -> bool:
     """Whether a date, time or timestamp column holds only values Python can (no infinity, no
     year past 9999, no ``24:00:00``); other columns are taken to."""
@@ -336,14 +369,30 @@ def _cell(value: Any) -> str:
         return "NULL"
     if isinstance(value, bytes):
         return value.hex() if len(value) <= 32 else base64.b64encode(value[:24]).decode() + "..."
+    if isinstance(value, float | dict | list | tuple):
+        return _cell_text(value)
     safe = json_safe(value)
     return safe if isinstance(safe, str) else json.dumps(safe)
+
+
+def _cell_text(value: Any) -> str:
+    """A float, or a nested value as JSON, but NaN and the infinities spelled as DuckDB spells
+    them (``nan``, ``inf``, ``-inf``, Python's spelling too) at any depth."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return repr(value)
+    if isinstance(value, dict):
+        items = (f"{json.dumps(str(k))}: {_cell_text(v)}" for k, v in value.items())
+        return "{" + ", ".join(items) + "}"
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_cell_text(v) for v in value) + "]"
+    return json.dumps(json_safe(value))
 
 
 def columns_as_text(table: pa.Table, names: Sequence[str]) -> pa.Table:
     """``table`` with the columns ``names`` as DuckDB's text of their values (a TIME as
     ``05:30:00``, a UUID in its dashed form), for readers that hold them as text."""
     with duckdb.connect() as con:
+        con.execute("SET TimeZone = 'UTC'")  # a TIMESTAMPTZ inside prints in UTC
         con.register("answer", table)
         cast = ", ".join(f"CAST({ident(n)} AS VARCHAR) AS {ident(n)}" for n in names)
         return con.execute(f"SELECT * REPLACE ({cast}) FROM answer").to_arrow_table()

@@ -18,7 +18,7 @@ import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 
 from icefloe.query.engine import QueryEngine, QueryResult
-from icefloe.query.output import csv_safe, json_rows, json_values
+from icefloe.query.output import csv_safe, json_rows, json_values, parquet_safe
 from icefloe.storage import ObjectStore
 
 ResultFormat = Literal["json", "csv", "parquet"]
@@ -110,7 +110,7 @@ def _summary(result: QueryResult) -> dict[str, Any]:
 def _encode(table: pa.Table, fmt: str) -> bytes:
     buffer = io.BytesIO()
     if fmt == "parquet":
-        pq.write_table(table, buffer, compression="zstd")
+        pq.write_table(parquet_safe(table), buffer, compression="zstd")
     elif fmt == "csv":
         pa_csv.write_csv(csv_safe(table), buffer)
     else:
