@@ -10,6 +10,7 @@ a batch would be; the files of every chunk are committed together, in one snapsh
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -24,7 +25,13 @@ STREAM_CHUNK_BYTES = 64 * 2**20
 
 
 def arrow_stream(data: object) -> pa.RecordBatchReader | None:
-    """``data`` as a record batch reader, when it exports an Arrow stream; else None."""
+    """``data`` as a record batch reader, when it exports an Arrow stream; else None. A
+    pandas DataFrame's index is read as :func:`pandas_index_resolved` says."""
+    reader = _reader(data)
+    return None if reader is None else pandas_index_resolved(reader)
+
+
+def _reader(data: object) -> pa.RecordBatchReader | None:
     if isinstance(data, pa.RecordBatchReader):
         return data
     if type(data).__module__.startswith("pyarrow._dataset"):
@@ -40,6 +47,89 @@ def arrow_stream(data: object) -> pa.RecordBatchReader | None:
                 f"batch refused: {type(data).__name__} did not export an Arrow stream: {e}"
             ) from e
     return None
+
+
+_PANDAS_METADATA = b"pandas"
+
+
+def pandas_index_resolved(reader: pa.RecordBatchReader) -> pa.RecordBatchReader:
+    """``reader`` with a pandas DataFrame's index (its schema's ``pandas`` metadata says
+    where) read as pandas writes it to Parquet: an unnamed index is row labels, left out
+    (``__index_level_0__`` after a ``concat``, a filter, an explicit index), and a named one
+    is a column of its name, whether pandas exported it as a column or, being a range
+    (``set_index("user_id")`` over ids 1, 2, 3), as metadata alone; but left out when the
+    frame has a column of that name (``set_index("user_id", drop=False)``: the column is
+    inserted). ``reader`` itself when there is nothing to change (a frame with its default
+    index, or no pandas metadata)."""
+    schema = reader.schema
+    index = _pandas_index(schema)
+    if index is None:
+        return reader
+    dropped, ranges = index
+    # (pandas' export puts the index after the frame's columns: a name given twice is the
+    # index at its last place)
+    drop = {max(i for i, f in enumerate(schema) if f.name == name) for name in dropped}
+    if not drop and not ranges:
+        return reader
+    keep = [i for i in range(len(schema)) if i not in drop]
+    metadata = {k: v for k, v in (schema.metadata or {}).items() if k != _PANDAS_METADATA}
+    resolved = pa.schema(
+        [schema.field(i) for i in keep] + [pa.field(r.name, pa.int64()) for r in ranges],
+        metadata=metadata or None,
+    )
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        offset = 0
+        with reader:
+            for batch in reader:
+                labels = [r.labels(offset, batch.num_rows) for r in ranges]
+                offset += batch.num_rows
+                yield pa.RecordBatch.from_arrays(
+                    [batch.column(i) for i in keep] + labels, schema=resolved
+                )
+
+    return pa.RecordBatchReader.from_batches(resolved, batches())
+
+
+@dataclass(frozen=True, slots=True)
+class _RangeIndex:
+    """A named pandas index that is a range, exported as metadata alone."""
+
+    name: str
+    start: int
+    step: int
+
+    def labels(self, offset: int, rows: int) -> pa.Array:
+        """Its labels of rows ``[offset, offset + rows)``."""
+        first = self.start + offset * self.step
+        return pa.array(range(first, first + rows * self.step, self.step), pa.int64())
+
+
+def _pandas_index(schema: pa.Schema) -> tuple[list[str], list[_RangeIndex]] | None:
+    """From a schema's pandas metadata: the fields of the schema holding an index level to
+    leave out (unnamed, or named as a column of the frame, which pandas then calls
+    ``__index_level_0__``), and the named range indexes to add; None without pandas metadata
+    (or with metadata of another shape: then nothing is taken for an index)."""
+    raw = (schema.metadata or {}).get(_PANDAS_METADATA)
+    if raw is None:
+        return None
+    try:
+        described = json.loads(raw)
+        named = {c["field_name"]: c["name"] for c in described.get("columns", [])}
+        dropped: list[str] = []
+        ranges: list[_RangeIndex] = []
+        for level in described["index_columns"]:
+            if isinstance(level, str):
+                name = named.get(level)
+                if level in schema.names and (name is None or str(name) != level):
+                    dropped.append(level)
+            elif level["kind"] == "range" and level["name"] is not None:
+                name, step = str(level["name"]), int(level["step"])
+                if name not in schema.names:
+                    ranges.append(_RangeIndex(name, int(level["start"]), step))
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return None
+    return dropped, ranges
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,7 +4,8 @@ Each kind of input takes the shortest way its checks allow: rows from Python and
 parsed once (:mod:`~icefloe.ingest.rows_input`, :mod:`~icefloe.ingest.json_input`), typed Arrow
 proven clean by Arrow's checks (:mod:`~icefloe.ingest.arrow_input`); everything else, and
 anything those cannot prove, through the DuckDB conversion (:mod:`~icefloe.ingest.conversion`,
-and :mod:`~icefloe.ingest.json_records` for JSON text), which names the rows at fault.
+and :mod:`~icefloe.ingest.json_records` for JSON text), which names the rows at fault. CSV
+is read as RFC 4180, nothing sniffed (:mod:`~icefloe.ingest.csv_input`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from functools import cache
 import duckdb
 import pyarrow as pa
 
+from icefloe.duck import name_literal
+from icefloe.errors import BatchRejectedError
 from icefloe.ingest.arrow_input import (
     duplicate_names,
     json_columns_to_check,
@@ -30,6 +33,13 @@ from icefloe.ingest.conversion import (
     load_typed,
     refuse,
 )
+from icefloe.ingest.csv_input import (
+    CSV_OPTIONS,
+    check_csv_header,
+    csv_fault,
+    csv_header,
+    duckdb_csv_reason,
+)
 from icefloe.ingest.json_input import load_ndjson_fast, object_lines, read_json_columns_beside
 from icefloe.ingest.json_records import (
     JSON_FORMATS,
@@ -39,7 +49,13 @@ from icefloe.ingest.json_records import (
 )
 from icefloe.ingest.json_shape import check_json_document
 from icefloe.ingest.rows_input import load_rows_fast
-from icefloe.ingest.sources import ArrowBatch, InsertLimits, RowsBatch, StagedBatch, check_parquet
+from icefloe.ingest.sources import (
+    ArrowBatch,
+    InsertLimits,
+    RowsBatch,
+    StagedBatch,
+    check_parquet,
+)
 from icefloe.spec import Column, TableSpec
 
 _ARROW_INPUT = "__icefloe_arrow_input"
@@ -85,12 +101,10 @@ def load_batch(
         elif not batch.written_by_orjson:  # (orjson writes complete JSON, 255 levels at most)
             check_json_document(batch.path, max_depth=limits.max_json_depth, source=batch.source)
         return load_json(con, spec, batch, limits)
-    params = {"path": str(batch.path)}
     if batch.format == "csv":
-        return load_typed(
-            con, spec, "read_csv($path, header=true, all_varchar=true)", params, "csv", limits
-        )
+        return _load_csv(con, spec, batch, limits)
     check_parquet(batch.path, source=batch.source)
+    params = {"path": str(batch.path)}
     return load_typed(con, spec, "read_parquet($path)", params, batch.format, limits)
 
 
@@ -247,3 +261,30 @@ def _load_ndjson_fast(
     if table is not None:
         check_row_count(table.num_rows, limits)
     return table
+
+
+def _load_csv(
+    con: duckdb.DuckDBPyConnection, spec: TableSpec, batch: StagedBatch, limits: InsertLimits
+) -> pa.Table:
+    """A CSV file's rows: its header checked here, its values converted by DuckDB. A file
+    DuckDB's reader refuses is scanned again, to name the line at fault
+    (:func:`~icefloe.ingest.csv_input.csv_fault`)."""
+    name = batch.source or "the input"
+    header = csv_header(batch.path, name)
+    check_csv_header(spec, header, name)
+    columns = ", ".join(f"{name_literal(column)}: 'VARCHAR'" for column in header)
+    source = f"read_csv($path, columns={{{columns}}}, {CSV_OPTIONS})"
+    try:
+        return load_typed(con, spec, source, {"path": str(batch.path)}, "csv", limits)
+    except (duckdb.InvalidInputException, BatchRejectedError) as e:
+        if isinstance(e, BatchRejectedError) and (
+            e.problems
+            or not isinstance(e.__cause__, duckdb.InvalidInputException | UnicodeDecodeError)
+        ):
+            raise  # (a refusal of values, naming them)
+        problem = csv_fault(batch.path, header, name)
+        if problem is not None:
+            raise refuse([problem]) from e
+        if isinstance(e, BatchRejectedError):
+            raise
+        raise BatchRejectedError(f"batch refused: {duckdb_csv_reason(e, name)}") from e

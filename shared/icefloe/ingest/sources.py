@@ -23,7 +23,7 @@ from typing import BinaryIO, Literal, cast
 import orjson
 import pyarrow as pa
 
-from icefloe.errors import BatchRejectedError, InvalidArgumentError, RowProblem
+from icefloe.errors import BatchRejectedError, InvalidArgumentError, InvalidInputError, RowProblem
 from icefloe.ingest import native_values
 from icefloe.ingest.json_shape import MAX_JSON_DEPTH_CAP
 from icefloe.spec.type_tree import TypeNode
@@ -143,17 +143,72 @@ def check_parquet(path: Path, *, source: str | None) -> None:
     """Refuse a file whose Parquet footer pyarrow's reader refuses, before DuckDB's reader
     looks at it: pyarrow's refuses a schema nesting more than 100 levels and sizes beyond its
     Thrift limits, where DuckDB's follows a schema's nesting recursively (a few thousand
-    levels crash it)."""
+    levels crash it). Refuse too a file of no column, and one with two columns of a name
+    (DuckDB would read the second as ``id_1``, a name the file does not have)."""
     import pyarrow.parquet as pq  # (only Parquet inputs pay for the import)
 
+    name = source or "the input"
     try:
-        pq.read_metadata(path)
+        metadata = pq.read_metadata(path)
     except (OSError, pa.ArrowException) as e:
-        name = source or "the input"
         reason = " ".join(str(e).split())  # one line, whatever the reader says
         raise BatchRejectedError(
             f"batch refused: not a readable parquet file: {name}: {reason}"
         ) from e
+    if metadata.num_columns == 0:
+        problem = RowProblem(row=None, field=None, message=f"{name} has no columns")
+        raise BatchRejectedError(f"batch refused: {problem}", problems=(problem,))
+    try:
+        names = metadata.schema.to_arrow_schema().names
+    except pa.ArrowException:
+        return  # (a type pyarrow cannot map: DuckDB's reader decides)
+    problems = [
+        RowProblem(
+            row=None,
+            field=twice.name,
+            message=f"{name} has more than one column of this name ({twice.where()};"
+            " which one is meant cannot be told)",
+        )
+        for twice in repeated_names(names)
+    ]
+    if problems:
+        raise BatchRejectedError(
+            "batch refused: " + "; ".join(str(p) for p in problems), problems=tuple(problems)
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class RepeatedName:
+    """A name given more than once among columns, as DuckDB tells names apart (not by case):
+    its spellings and 1-based positions."""
+
+    spellings: tuple[str, ...]
+    positions: tuple[int, ...]
+
+    @property
+    def name(self) -> str:
+        return self.spellings[0]
+
+    def where(self) -> str:
+        """``columns 1 and 3``, with the spellings when they differ by case."""
+        *rest, last = (str(p) for p in self.positions)
+        where = f"columns {', '.join(rest)} and {last}"
+        if len(set(self.spellings)) > 1:
+            spelled = ", ".join(repr(s) for s in self.spellings)
+            where += f": {spelled}, which case does not tell apart"
+        return where
+
+
+def repeated_names(names: Sequence[str]) -> list[RepeatedName]:
+    """Each name of ``names`` given more than once, in any case, in order of first use."""
+    seen: dict[str, list[int]] = {}
+    for position, column in enumerate(names, 1):
+        seen.setdefault(column.lower(), []).append(position)
+    return [
+        RepeatedName(tuple(names[p - 1] for p in positions), tuple(positions))
+        for positions in seen.values()
+        if len(positions) > 1
+    ]
 
 
 def _too_big(size: int, limits: InsertLimits) -> BatchRejectedError:
@@ -479,14 +534,30 @@ def stage_file(
     return replace(staged, source=name)
 
 
+# What an input file's suffix says it holds (in any case).
+INPUT_SUFFIXES: dict[str, InputFormat] = {
+    ".json": "json",
+    ".ndjson": "ndjson",
+    ".jsonl": "ndjson",
+    ".csv": "csv",
+    ".parquet": "parquet",
+}
+
+
 def format_from_suffix(path: Path) -> InputFormat:
-    """Guess the input format from a file name: .json, .ndjson/.jsonl, .csv, .parquet."""
-    suffix = path.suffix.lower()
-    guesses: dict[str, InputFormat] = {
-        ".json": "json",
-        ".ndjson": "ndjson",
-        ".jsonl": "ndjson",
-        ".csv": "csv",
-        ".parquet": "parquet",
-    }
-    return guesses.get(suffix, "ndjson")
+    """The input format a file name says: .json, .ndjson/.jsonl, .csv, .parquet (in any case).
+    A name without a suffix (``/dev/stdin``, a pipe's ``/dev/fd/63``) is NDJSON, as stdin is.
+    Any other suffix is refused, naming it: guessed as NDJSON, an Arrow IPC, a gzipped or a
+    text file would be refused for its bytes, or a CSV read as JSON lines."""
+    suffix = path.suffix
+    if not suffix:
+        return "ndjson"
+    fmt = INPUT_SUFFIXES.get(suffix.lower())
+    if fmt is None:
+        taken = ", ".join(INPUT_SUFFIXES)
+        raise InvalidInputError(
+            f"cannot tell the format of input file {str(path)!r} from its suffix {suffix!r}:"
+            f" the formats taken are {taken} (name the format with --input-format, or"
+            " Inserter.insert_file's fmt)"
+        )
+    return fmt
