@@ -19,6 +19,7 @@ connection, where the caller's tables are the snapshot's views.
 
 from __future__ import annotations
 
+import functools
 import re
 import threading
 from collections.abc import Collection, Iterator, Sequence
@@ -308,6 +309,36 @@ ALLOWED_TABLE_FUNCTIONS = frozenset(
 # Scalar functions that reveal the host or the session (settings hold paths, and could hold keys).
 _DENIED_FUNCTIONS = frozenset({"current_setting", "getenv", "getvariable", "which_secret"})
 _DENIED_PREFIXES = ("duckdb_", "pragma_")
+_NAME = re.compile(r"[a-z_][a-z0-9_]*")
+
+
+def _denied(name: str, macros: Collection[str] = ()) -> bool:
+    return name in _DENIED_FUNCTIONS or name.startswith(_DENIED_PREFIXES) or name in macros
+
+
+@functools.cache
+def denied_macros() -> frozenset[str]:
+    """DuckDB's built-in macros that call a denied function, or another such macro: a parse
+    tree shows only the macro's name (``pg_get_viewdef`` is ``duckdb_views()``'s SQL of every
+    view, ``get_block_size`` reads ``pragma_database_size()``). Read once from this DuckDB."""
+    con = duck.connect()
+    try:
+        bodies = con.execute(
+            "SELECT DISTINCT lower(function_name), lower(macro_definition) FROM duckdb_functions()"
+            " WHERE function_type IN ('macro', 'table_macro') AND macro_definition IS NOT NULL"
+        ).fetchall()
+    finally:
+        con.close()
+    found: set[str] = set()
+    while True:
+        more = {
+            name
+            for name, body in bodies
+            if name not in found and any(_denied(n, found) for n in _NAME.findall(body))
+        }
+        if not more:
+            return frozenset(found)
+        found |= more
 
 
 def check_references(refs: SqlRefs, *, lake_tables: Collection[str]) -> None:
@@ -327,9 +358,8 @@ def check_references(refs: SqlRefs, *, lake_tables: Collection[str]) -> None:
             f"query refused: table function {refused[0]}() is not allowed; allowed are"
             f" {', '.join(sorted(ALLOWED_TABLE_FUNCTIONS))}"
         )
-    denied = sorted(
-        f for f in refs.functions if f in _DENIED_FUNCTIONS or f.startswith(_DENIED_PREFIXES)
-    )
+    macros = denied_macros()
+    denied = sorted(f for f in refs.functions | refs.table_functions if _denied(f, macros))
     if denied:
         raise QueryRefusedError(f"query refused: function {denied[0]}() is not allowed")
     if "SHOW_REF" in refs.source_kinds:

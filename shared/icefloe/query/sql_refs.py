@@ -91,12 +91,13 @@ def analyze(sql: str, *, con: duckdb.DuckDBPyConnection | None = None) -> SqlRef
         raise InvalidInputError(
             f"query refused: {tree.get('error_message', 'cannot parse the SQL')}"
         )
-    objects = walk(tree["statements"][0]["node"])
+    node = tree["statements"][0]["node"]
+    objects = walk(node)
     # DuckDB matches names case-insensitively (quoted or not) and table names are lower case.
     ctes = frozenset(name.lower() for name in _cte_names(objects))
     bases = list(_base_tables(objects))
     return SqlRefs(
-        tables=frozenset(t.name.lower() for t in bases if not t.qualified) - ctes,
+        tables=frozenset(t.name.lower() for t in _tables_outside_ctes(node) if not t.qualified),
         ctes=ctes,
         qualified_tables=frozenset(t for t in bases if t.qualified),
         table_functions=frozenset(_table_functions(objects)),
@@ -125,6 +126,45 @@ def _cte_names(objects: list[dict[str, Any]]) -> Iterator[str]:
     for value in objects:
         for entry in (value.get("cte_map") or {}).get("map", []):
             yield str(entry["key"])
+
+
+def _tables_outside_ctes(node: Any) -> Iterator[TableName]:
+    """The base-table references that no CTE in scope binds, as DuckDB scopes CTEs: a WITH's
+    names are seen by its query and, in order, by the definitions after each one (a definition
+    does not see itself or a later one: there the name is a table), and a recursive CTE's own
+    name by its recursive part. A name a CTE binds in one place and not in another is a table
+    where it is not; the sandbox and the engine must see those (a file path used so was read
+    by DuckDB as a file)."""
+    stack: list[tuple[Any, frozenset[str]]] = [(node, frozenset())]
+    while stack:
+        item, scope = stack.pop()
+        if isinstance(item, list):
+            stack.extend((v, scope) for v in item)
+            continue
+        if not isinstance(item, dict):
+            continue
+        if item.get("type") == "BASE_TABLE" and "table_name" in item:
+            name = TableName(
+                str(item["table_name"]),
+                str(item.get("schema_name") or ""),
+                str(item.get("catalog_name") or ""),
+            )
+            if name.qualified or name.name.lower() not in scope:
+                yield name
+        entries = (item.get("cte_map") or {}).get("map", [])
+        inner = scope | {str(e["key"]).lower() for e in entries}
+        seen = scope
+        for entry in entries:
+            stack.append((entry.get("value"), seen))
+            seen = seen | {str(entry["key"]).lower()}
+        recursive = item.get("type") == "RECURSIVE_CTE_NODE"
+        for key, value in item.items():
+            if key == "cte_map":
+                continue
+            if recursive and key == "right":
+                stack.append((value, inner | {str(item.get("cte_name", "")).lower()}))
+            else:
+                stack.append((value, inner))
 
 
 def _base_tables(objects: list[dict[str, Any]]) -> Iterator[TableName]:
