@@ -25,10 +25,7 @@ if TYPE_CHECKING:
 def publish_iceberg_command(lake: Lake, args: argparse.Namespace, out: TextIO) -> int:
     from icefloe.iceberg import open_catalog, publish_due, publish_iceberg, unpublish_iceberg
 
-    if args.all == (args.name is not None):
-        raise InvalidInputError("publish iceberg: give a table, or --all")
-    if args.unpublish and (args.all or args.retention is not None):
-        raise InvalidInputError("publish iceberg --unpublish takes a table only")
+    # (a table or --all, and --unpublish alone: the parser's check_publish_iceberg)
     iceberg = _iceberg_settings(lake, args)
     names = _option_names(args)
     with _catalog_errors(iceberg, names):
