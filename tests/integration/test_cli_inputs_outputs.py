@@ -194,6 +194,17 @@ def test_query_to_an_output_it_cannot_write_is_one_line_naming_it(
     assert list(target.iterdir()) == []  # no partial or temporary file left
 
 
+def test_an_output_it_cannot_write_is_refused_before_the_query_runs(
+    events: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A query that would fail on its own (no such table) is not run: the output is refused first
+    missing = tmp_path / "no" / "x.csv"
+    err = refused(capsys, "query", "SELECT * FROM no_such_table", "--output", str(missing))
+    assert f"no directory {str(missing.parent)!r}" in err and "no_such_table" not in err
+    err = refused(capsys, "changes", "no_such_table", "--since", "0", "--output", str(tmp_path))
+    assert "it is a directory" in err and "no_such_table" not in err
+
+
 def test_changes_to_a_directory_is_one_line_naming_it(
     events: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

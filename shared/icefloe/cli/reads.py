@@ -12,13 +12,14 @@ from typing import TextIO
 from icefloe.cli.output import emit, text_table
 from icefloe.errors import InvalidInputError
 from icefloe.lake import Lake
-from icefloe.query.output import write_result
+from icefloe.query.output import check_output_path, write_result
 
 
 def query_command(lake: Lake, args: argparse.Namespace, out: TextIO) -> int:
     """The parser saw to how the options combine (--output for parquet, --stats and --tenant
     with duckdb, what --engine emr takes)."""
     args.sql = query_text(sql=args.sql, sql_file=args.sql_file)
+    check_output_path(args.output)
     try:
         return _query(lake, args, out)
     except InvalidInputError as e:
@@ -76,6 +77,7 @@ def query_text(*, sql: str | None, sql_file: str | None) -> str:
 
 def changes_command(lake: Lake, args: argparse.Namespace, out: TextIO) -> int:
     """The rows, then on stderr where they end: the snapshot to ask from next time."""
+    check_output_path(args.output)
     feed = lake.changes(
         args.name, since_snapshot=args.since, until_snapshot=args.until, table_id=args.table_id
     )

@@ -238,6 +238,23 @@ def write_result(table: pa.Table, *, fmt: str, out: TextIO, output: str | None =
         out.write(text)
 
 
+def check_output_path(output: str | None) -> None:
+    """Refuse, before any work, an ``--output`` that :func:`write_result` could not write: an
+    empty name, a directory, or a file in a directory that does not exist (a query or feed
+    read first, then lost, cost its whole run)."""
+    if output is None:
+        return
+    if not output:
+        raise InvalidInputError("cannot write --output '': the path is empty")
+    target = Path(os.path.realpath(output))
+    if os.path.isdir(output):
+        raise InvalidInputError(f"cannot write --output {output!r}: it is a directory")
+    if not target.parent.exists():
+        raise InvalidInputError(
+            f"cannot write --output {output!r}: no directory {str(target.parent)!r}"
+        )
+
+
 def _write_output(output: str, write: Callable[[BinaryIO], object]) -> None:
     """Write a file named by ``--output`` with ``write``: into a new file beside it, then renamed
     over it, so that a failure partway leaves no partial file (and an existing one as it was);
