@@ -239,6 +239,8 @@ class QueryEngine:
         """Run one SELECT. ``snapshot_id`` (one table only) or ``as_of`` pins the snapshot of
         each table; by default each table's head. ``time_range`` restricts a table's view.
         ``tenant`` scopes every table to that tenant's partition, whatever the SQL says."""
+        if tenant is not None:
+            check_tenant(tenant)
         checked = check_query(sql, limits=self.limits)
         return self._query(checked, snapshot_id, as_of, time_range, tenant)
 
@@ -293,9 +295,11 @@ class QueryEngine:
                 )
             )
         executor = self._executor_for(tenant, specs)
+        # What the executor's parser reads of a statement that is not one SELECT as written.
+        analyzed = checked.analyzed if checked.analyzed != checked.statement else None
         try:
             with span("icefloe.query.execute"):
-                rows = executor.execute(checked.statement, views)
+                rows = executor.execute(checked.statement, views, analyzed=analyzed)
         except QueryReadError:
             executor.forget_views()
             self._check_still_live(plans)
@@ -409,6 +413,24 @@ class QueryEngine:
         if scans.key is not None:
             self._plan_cache.put(key, (plan, source))
         return plan, source
+
+
+# The most of a refused tenant an error repeats.
+_TENANT_SHOWN = 100
+
+
+def check_tenant(tenant: str) -> None:
+    """Refuse a tenant that is not text DuckDB can take (a lone surrogate, U+D800 to U+DFFF,
+    is a Python str but no UTF-8: a non-UTF-8 byte of a command line arrives as one), naming
+    it, as :func:`icefloe.query.sandbox.check_query` refuses such SQL."""
+    try:
+        tenant.encode("utf-8")
+    except UnicodeEncodeError as e:
+        shown = tenant if len(tenant) <= _TENANT_SHOWN else tenant[:_TENANT_SHOWN] + "..."
+        raise QueryRefusedError(
+            f"query refused: the tenant {shown!r} is not valid Unicode text ({e.reason}:"
+            f" character {e.start + 1} is {tenant[e.start]!r})"
+        ) from None
 
 
 def _with_window(scanned: ColumnRange, window: TimeRange | None) -> ColumnRange:

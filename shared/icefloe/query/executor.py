@@ -8,6 +8,7 @@ whose memory the parent watches, so that no query can take the machine's memory.
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 from collections.abc import Sequence
@@ -18,7 +19,8 @@ import pyarrow as pa
 
 from icefloe.errors import InvalidInputError
 from icefloe.query.database import Configure, QueryDatabase
-from icefloe.query.sandbox import QueryLimitError, QueryTimeoutError
+from icefloe.query.sandbox import QueryLimitError, QueryTimeoutError, without_depth_advice
+from icefloe.query.sql_refs import walk
 from icefloe.settings.limits import QueryLimits
 
 RESULT_BATCH_ROWS = 65_536
@@ -30,17 +32,30 @@ _MAY_PIVOT = re.compile(r"pivot", re.IGNORECASE)
 # DuckDB (1.5.5, and 1.5.6 still) pushes an OR holding an IS [NOT] DISTINCT FROM into a
 # Parquet scan as an optional filter that skips a row group whose column is all NULL, though
 # NULL IS DISTINCT FROM 5 is true: `x IS DISTINCT FROM 5 OR x = 7` loses the NULL rows. A
-# statement that may hold one (both words anywhere: a wrong guess costs only speed) runs in a
-# second database with filter pushdown off, which reads every row group of the files the
-# snapshot's pruning kept.
-_MAY_DISTINCT_FROM = re.compile(r"\bdistinct\s+from\b", re.IGNORECASE)
-_MAY_OR = re.compile(r"\bor\b", re.IGNORECASE)
+# statement that may hold one runs in a second database with filter pushdown off, which reads
+# every row group of the files the snapshot's pruning kept. Which statements may is read from
+# DuckDB's parse tree, not the text: a comment between the words (`IS DISTINCT /* */ FROM`)
+# hides them from any pattern, and `b IS [NOT] TRUE` / `IS [NOT] FALSE` parse as one too. Both
+# expression kinds anywhere in the statement count (a wrong guess costs only speed), and so
+# does any statement whose tree cannot be read.
+_DISTINCT_FROM = frozenset({"COMPARE_DISTINCT_FROM", "COMPARE_NOT_DISTINCT_FROM"})
+_OR = "CONJUNCTION_OR"
 WITHOUT_FILTER_PUSHDOWN = "SET GLOBAL disabled_optimizers = 'filter_pushdown'"
 
 
-def needs_no_filter_pushdown(statement: str) -> bool:
-    """Whether ``statement`` may hold an OR with an IS [NOT] DISTINCT FROM (see above)."""
-    return bool(_MAY_DISTINCT_FROM.search(statement) and _MAY_OR.search(statement))
+def needs_no_filter_pushdown(statement: str, con: duckdb.DuckDBPyConnection) -> bool:
+    """Whether ``statement`` may hold an OR with an IS [NOT] DISTINCT FROM (see above), as
+    ``con``'s parser reads it."""
+    try:
+        raw = con.execute("SELECT json_serialize_sql(?)", [statement]).fetchone()
+        tree = json.loads(raw[0]) if raw is not None and raw[0] else None
+    except (duckdb.Error, ValueError, RecursionError):
+        return True
+    if not isinstance(tree, dict) or tree.get("error") is not False:
+        # Not one SELECT DuckDB serializes (a PIVOT that takes its values from the data).
+        return True
+    kinds = {kind for node in walk(tree) if isinstance(kind := node.get("type"), str)}
+    return _OR in kinds and not _DISTINCT_FROM.isdisjoint(kinds)
 
 
 # (table name, the SELECT its view stands for)
@@ -62,7 +77,9 @@ class QueryReadError(QueryFailedError):
 class Executor(Protocol):
     limits: QueryLimits
 
-    def execute(self, statement: str, views: Sequence[ViewBinding]) -> pa.Table: ...
+    def execute(
+        self, statement: str, views: Sequence[ViewBinding], *, analyzed: str | None = None
+    ) -> pa.Table: ...
 
     def forget_views(self) -> None: ...
 
@@ -85,10 +102,16 @@ class InProcessExecutor:
             settings=(WITHOUT_FILTER_PUSHDOWN,),
         )
 
-    def execute(self, statement: str, views: Sequence[ViewBinding]) -> pa.Table:
+    def execute(
+        self, statement: str, views: Sequence[ViewBinding], *, analyzed: str | None = None
+    ) -> pa.Table:
+        """Run ``statement`` over ``views``. ``analyzed``: the form of it that parses as one
+        SELECT, when it does not (see :class:`icefloe.query.sandbox.CheckedQuery`)."""
         fired = threading.Event()
-        database = self._without_pushdown if needs_no_filter_pushdown(statement) else self._database
         try:
+            database = self._database
+            if self._may_lose_null_rows(analyzed if analyzed is not None else statement):
+                database = self._without_pushdown
             with database.session(views, time_limit_s=self.limits.timeout_s, fired=fired) as cursor:
                 result = cursor.execute(statement)
                 as_text = text_for_arrow(statement, cursor.description)
@@ -108,6 +131,15 @@ class InProcessExecutor:
             raise
         except duckdb.Error as e:
             raise translate(e, self.limits) from e
+
+    def _may_lose_null_rows(self, statement: str) -> bool:
+        """Whether ``statement`` needs the database without filter pushdown (see
+        :func:`needs_no_filter_pushdown`), parsed by a cursor of the warm database."""
+        parser = self._database.cursor()
+        try:
+            return needs_no_filter_pushdown(statement, parser)
+        finally:
+            parser.close()
 
     def forget_views(self) -> None:
         self._database.forget_views()
@@ -143,7 +175,29 @@ def text_for_arrow(statement: str, description: Sequence[tuple[object, ...]] | N
             columns.append(f"CAST(#{position} AS {text_type}) AS {_quoted(str(name))}")
     if not altered:
         return None
-    return f"SELECT {', '.join(columns)} FROM ({statement})"
+    # On lines of its own: the statement may end in a line comment.
+    return f"SELECT {', '.join(columns)} FROM (\n{without_semicolons(statement)}\n)"
+
+
+def without_semicolons(statement: str) -> str:
+    """``statement`` without the semicolons before its first token and after its last (and
+    what follows them), found by DuckDB's tokenizer: a ``;`` in a string, a quoted name or a
+    comment is none of them."""
+    encoded = statement.encode("utf-8")
+    try:
+        tokens = [
+            (offset, kind == duckdb.token_type.operator and encoded[offset : offset + 1] == b";")
+            for offset, kind in duckdb.tokenize(statement)
+        ]
+    except duckdb.Error:
+        return statement
+    kept = [offset for offset, semicolon in tokens if not semicolon]
+    if not kept:
+        return statement
+    start = max((o + 1 for o, semicolon in tokens if semicolon and o < kept[0]), default=0)
+    end = min((o for o, semicolon in tokens if semicolon and o > kept[-1]), default=len(encoded))
+    # Tokens start on character boundaries.
+    return encoded[start:end].decode("utf-8")
 
 
 def _drop_pivot_types(cursor: duckdb.DuckDBPyConnection) -> None:
@@ -194,7 +248,7 @@ def memory_limit_error(limits: QueryLimits, detail: str) -> QueryLimitError:
 
 def translate(error: duckdb.Error, limits: QueryLimits) -> InvalidInputError:
     """DuckDB's error as icefloe's: the kind decides, never the message's words."""
-    detail = first_line(error)
+    detail = without_depth_advice(first_line(error))
     if isinstance(error, duckdb.OutOfMemoryException):
         return memory_limit_error(limits, detail)
     if isinstance(error, duckdb.PermissionException):

@@ -98,10 +98,17 @@ class ChildProcessExecutor:
         """The child's resident memory at which it is killed."""
         return self.limits.memory_bytes + self._margin
 
-    def execute(self, statement: str, views: Sequence[ViewBinding]) -> pa.Table:
+    def execute(
+        self, statement: str, views: Sequence[ViewBinding], *, analyzed: str | None = None
+    ) -> pa.Table:
         with self._lock:
             child = self._ensure_child()
-            request = {"op": "query", "statement": statement, "views": [list(v) for v in views]}
+            request = {
+                "op": "query",
+                "statement": statement,
+                "analyzed": analyzed,
+                "views": [list(v) for v in views],
+            }
             watch = _Watch(
                 child,
                 ceiling=self.memory_ceiling_bytes,
@@ -307,7 +314,7 @@ def serve(inp: IO[bytes], out: IO[bytes]) -> None:
             continue
         views = [(str(t), str(b)) for t, b in request["views"]]
         try:
-            table = executor.execute(request["statement"], views)
+            table = executor.execute(request["statement"], views, analyzed=request.get("analyzed"))
         except IcefloeError as e:
             answer = {"ok": False, "kind": type(e).__name__, "message": str(e)}
             _write_frame(out, json.dumps(answer).encode())

@@ -125,7 +125,7 @@ def check_query(sql: str, *, limits: QueryLimits) -> CheckedQuery:
         statements = duckdb.extract_statements(sql)
         tokens = _tokens(sql)
     except duckdb.Error as e:
-        raise QueryRefusedError(f"query refused: {e}") from e
+        raise QueryRefusedError(f"query refused: {without_depth_advice(str(e))}") from e
     written = _statement_count(tokens)
     if written != 1 or not statements:
         raise QueryRefusedError(f"query refused: one statement per query, found {written}")
@@ -307,6 +307,18 @@ ALLOWED_TABLE_FUNCTIONS = frozenset(
     {"range", "generate_series", "unnest", "json_each", "json_tree"}
 )
 # Scalar functions that reveal the host or the session (settings hold paths, and could hold keys).
+# DuckDB's advice on its expression depth limit: a SET the sandbox refuses.
+_DEPTH_ADVICE = re.compile(
+    r"""\.?\s*Use "SET max_expression_depth TO [^"]*" to increase the maximum expression depth\.?"""
+)
+
+
+def without_depth_advice(message: str) -> str:
+    """DuckDB's message without its advice to raise the expression depth limit (a SET no
+    query may run): what to do instead is to nest fewer levels."""
+    return _DEPTH_ADVICE.sub("; nest fewer levels", message)
+
+
 _DENIED_FUNCTIONS = frozenset({"current_setting", "getenv", "getvariable", "which_secret"})
 _DENIED_PREFIXES = ("duckdb_", "pragma_")
 _NAME = re.compile(r"[a-z_][a-z0-9_]*")

@@ -179,9 +179,15 @@ class ScanPlanner:
             return {name: TableScans(name, None) for name in views}
 
     def _decode(self, raw: str | None, views: Mapping[str, str]) -> dict[str, TableScans]:
-        plan = json.loads(raw) if raw is not None else {"error": True}
-        if plan.get("error"):
-            logger.debug("plan not serializable, reading every file: %s", plan.get("error_message"))
+        # No plan, or one that is not a JSON object (DuckDB serializes a plan holding a BIT or
+        # BIGNUM constant as ''), is a plan not serialized: every file is read.
+        try:
+            plan = json.loads(raw) if raw else None
+        except json.JSONDecodeError:
+            plan = None
+        if not isinstance(plan, dict) or plan.get("error"):
+            message = plan.get("error_message") if isinstance(plan, dict) else repr(raw)[:80]
+            logger.debug("plan not serializable, reading every file: %s", message)
             return {name: TableScans(name, None) for name in views}
         found: dict[str, list[ScanFilters]] = {name: [] for name in views}
         for get in _gets(plan.get("plans", [])):

@@ -139,3 +139,14 @@ def test_a_delete_predicate_that_is_not_valid_unicode_is_refused() -> None:
         "delete refused: the predicate is not valid Unicode text (surrogates not allowed:"
         " character 6 is '\\ud800')"
     )
+
+
+def test_a_query_past_the_parsers_depth_limit_is_told_to_nest_less() -> None:
+    # DuckDB's own advice is a SET no query may run
+    sql = "SELECT " + "abs(" * 1100 + "1" + ")" * 1100
+    with pytest.raises(QueryRefusedError) as refused:
+        check_query(sql, limits=QueryLimits())
+    assert str(refused.value) == (
+        "query refused: Parser Error: Max expression depth limit of 1000 exceeded;"
+        " nest fewer levels"
+    )
