@@ -231,6 +231,17 @@ def test_an_empty_stream_and_an_unknown_column_are_refused(connected_lake: Lake)
     assert connected_lake.snapshots("t") == []
 
 
+def test_a_frame_column_arrow_cannot_read_is_named(connected_lake: Lake) -> None:
+    # polars exports Int128 in a format pyarrow does not read: the refusal names the column
+    connected_lake.create_table("wide", schema="n BIGINT, id HUGEINT")
+    frame = pl.DataFrame({"n": [1, 2], "id": pl.Series([1, 2**100], dtype=pl.Int128)})
+    with pytest.raises(
+        BatchRejectedError, match=r"DataFrame did not export an Arrow stream \(its column 'id'\): "
+    ):
+        connected_lake.insert("wide", frame)
+    assert connected_lake.table("wide").head_snapshot_id == 0
+
+
 def test_a_stream_with_an_idempotency_key_commits_once(connected_lake: Lake) -> None:
     table = events(300, seed=11)
     _create(connected_lake, "t")

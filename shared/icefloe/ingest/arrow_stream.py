@@ -43,9 +43,29 @@ def _reader(data: object) -> pa.RecordBatchReader | None:
         try:
             return pa.RecordBatchReader.from_stream(data)
         except (pa.ArrowException, TypeError, ValueError) as e:
+            column = _column_not_exported(data)
+            where = "" if column is None else f" (its column {column!r})"
             raise BatchRejectedError(
-                f"batch refused: {type(data).__name__} did not export an Arrow stream: {e}"
+                f"batch refused: {type(data).__name__} did not export an Arrow stream{where}: {e}"
             ) from e
+    return None
+
+
+def _column_not_exported(data: object) -> str | None:
+    """The first column of a frame (pandas, polars: ``frame[[name]]``) whose own export
+    fails: polars' ``Int128`` has no Arrow form pyarrow reads. None when no one column is
+    found to fail, or the frame cannot be split so."""
+    names = getattr(data, "columns", None)
+    if names is None:
+        return None
+    try:
+        for name in list(names):
+            try:
+                pa.RecordBatchReader.from_stream(data[[name]])  # type: ignore[index]
+            except (pa.ArrowException, TypeError, ValueError):
+                return str(name)
+    except Exception:  # (a frame that cannot be split so: only a better message was sought)
+        return None
     return None
 
 
