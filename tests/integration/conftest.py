@@ -50,3 +50,23 @@ def spark() -> Iterator[Any]:
     session = local_spark_session(master="local[2]", driver_memory="1g")
     yield session
     session.stop()
+
+
+@pytest.fixture
+def cli_env(
+    monkeypatch: pytest.MonkeyPatch, postgres_dsn: str, schema_name: str, tmp_path: Path
+) -> str:
+    """The CLI's environment: this test's meta store schema and home, no warehouse or Iceberg
+    catalog from the caller's environment; the schema's name."""
+    monkeypatch.setenv("ICEFLOE_DATABASE_URL", postgres_dsn)
+    monkeypatch.setenv("ICEFLOE_DATABASE_SCHEMA", schema_name)
+    monkeypatch.setenv("ICEFLOE_HOME", str(tmp_path / "home"))
+    for name in (
+        "ICEFLOE_WAREHOUSE",
+        "ICEFLOE_ICEBERG_CATALOG",
+        "ICEFLOE_ICEBERG_CATALOG_URI",
+        "ICEFLOE_ICEBERG_NAMESPACE",
+        "ICEFLOE_ICEBERG_METADATA_LOCATION",
+    ):
+        monkeypatch.delenv(name, raising=False)
+    return schema_name

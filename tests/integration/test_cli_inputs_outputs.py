@@ -31,24 +31,6 @@ ROWS = [
 
 
 @pytest.fixture
-def cli_env(
-    monkeypatch: pytest.MonkeyPatch, postgres_dsn: str, schema_name: str, tmp_path: Path
-) -> str:
-    monkeypatch.setenv("ICEFLOE_DATABASE_URL", postgres_dsn)
-    monkeypatch.setenv("ICEFLOE_DATABASE_SCHEMA", schema_name)
-    monkeypatch.setenv("ICEFLOE_HOME", str(tmp_path / "home"))
-    for name in (
-        "ICEFLOE_WAREHOUSE",
-        "ICEFLOE_ICEBERG_CATALOG",
-        "ICEFLOE_ICEBERG_CATALOG_URI",
-        "ICEFLOE_ICEBERG_NAMESPACE",
-        "ICEFLOE_ICEBERG_METADATA_LOCATION",
-    ):
-        monkeypatch.delenv(name, raising=False)
-    return schema_name
-
-
-@pytest.fixture
 def events(cli_env: str) -> None:
     assert run("init")[0] == 0
     assert run("table", "create", "events", "--schema", SCHEMA, "--partition-by", "day(ts)")[0] == 0

@@ -323,23 +323,6 @@ def test_known_suffixes_in_any_case_and_no_suffix_are_read(
     ]
 
 
-@pytest.fixture
-def cli_env(
-    monkeypatch: pytest.MonkeyPatch, postgres_dsn: str, schema_name: str, tmp_path: Path
-) -> None:
-    monkeypatch.setenv("ICEFLOE_DATABASE_URL", postgres_dsn)
-    monkeypatch.setenv("ICEFLOE_DATABASE_SCHEMA", schema_name)
-    monkeypatch.setenv("ICEFLOE_HOME", str(tmp_path / "home"))
-    for name in (
-        "ICEFLOE_WAREHOUSE",
-        "ICEFLOE_ICEBERG_CATALOG",
-        "ICEFLOE_ICEBERG_CATALOG_URI",
-        "ICEFLOE_ICEBERG_NAMESPACE",
-        "ICEFLOE_ICEBERG_METADATA_LOCATION",
-    ):
-        monkeypatch.delenv(name, raising=False)
-
-
 def _run(*argv: str) -> tuple[int, str]:
     out = io.StringIO()
     try:
