@@ -9,7 +9,9 @@ page url, JSON properties) go through four phases:
 - **W2**: ``w2_rows`` rows in one commit, from Arrow; the median of ``w2_repeat`` fresh tables.
 - **W3**: compacting W1's table (icefloe ``lake.merge()``, DuckLake
   ``ducklake_merge_adjacent_files``, delta-rs ``optimize.compact()``; pyiceberg 0.12 has no
-  compaction). icefloe's time includes planning, claims and its commits.
+  compaction); the median of ``w3_repeat`` tables: W1's own and fresh copies of it loaded
+  the same way (the loads not timed), the systems in rotation. icefloe's time includes
+  planning, claims and its commits.
 - **Queries** over W1's table before and after W3, all through DuckDB: a full-range
   aggregate, a point lookup by message id, and one day of events. icefloe answers through
   ``lake.query`` in process (pinning, pruning); DuckLake through its catalog; delta-rs through
@@ -42,12 +44,20 @@ from icefloe import duck
 from support.engines import load_offline_extension
 
 SCALES: dict[str, dict[str, int]] = {
-    "small": {"w1_commits": 40, "w1_rows": 1_000, "w2_rows": 100_000, "w2_repeat": 3, "repeat": 7},
+    "small": {
+        "w1_commits": 40,
+        "w1_rows": 1_000,
+        "w2_rows": 100_000,
+        "w2_repeat": 3,
+        "w3_repeat": 3,
+        "repeat": 7,
+    },
     "full": {
         "w1_commits": 200,
         "w1_rows": 1_000,
         "w2_rows": 1_000_000,
         "w2_repeat": 3,
+        "w3_repeat": 5,
         "repeat": 11,
     },
 }
@@ -341,12 +351,17 @@ def input_for(system: System, data: pa.Table) -> pa.Table:
     return with_day(data) if system.name == "delta_rs" else data
 
 
-def w1(systems: list[System], scale: dict[str, int]) -> dict[str, Any]:
-    """Small commits, the systems in rotation commit by commit."""
+def w1_batches(scale: dict[str, int]) -> list[pa.Table]:
+    """W1's commits, in order."""
     stream = events(scale["w1_commits"] * scale["w1_rows"], seed=1)
-    batches = [
+    return [
         stream.slice(n * scale["w1_rows"], scale["w1_rows"]) for n in range(scale["w1_commits"])
     ]
+
+
+def w1(systems: list[System], scale: dict[str, int]) -> dict[str, Any]:
+    """Small commits, the systems in rotation commit by commit."""
+    batches = w1_batches(scale)
     inputs = {s.name: [input_for(s, b) for b in batches] for s in systems}
     samples: dict[str, list[float]] = {s.name: [] for s in systems}
     for system in systems:
@@ -421,20 +436,36 @@ def ask(systems: list[System], sqls: dict[str, str], repeat: int) -> dict[str, A
     }
 
 
-def w3(systems: list[System]) -> dict[str, Any]:
+def w3(systems: list[System], scale: dict[str, int]) -> dict[str, Any]:
+    """Compaction of W1's table, then of ``w3_repeat - 1`` fresh copies loaded as W1 loads
+    (untimed), the systems in rotation: the median time of each system that compacts."""
+    batches = w1_batches(scale)
+    samples: dict[str, list[float]] = {}
     out: dict[str, Any] = {}
-    for system in systems:
-        before = system.files("w1")
-        started = time.perf_counter()
-        try:
-            system.compact("w1")
-        except NotImplementedError as exc:
-            out[system.name] = {"skipped": str(exc), "files": before}
-            continue
-        out[system.name] = {
-            "seconds": round(time.perf_counter() - started, 3),
-            "files_before": before,
-            "files_after": system.files("w1"),
+    for attempt in range(scale["w3_repeat"]):
+        table = "w1" if attempt == 0 else f"w3_{attempt}"
+        turn = systems[attempt % len(systems) :] + systems[: attempt % len(systems)]
+        for system in turn:
+            if attempt and system.name not in samples:
+                continue  # it does not compact
+            if attempt:
+                system.create(table)
+                for batch in batches:
+                    system.append(table, input_for(system, batch))
+            before = system.files(table)
+            started = time.perf_counter()
+            try:
+                system.compact(table)
+            except NotImplementedError as exc:
+                out[system.name] = {"skipped": str(exc), "files": before}
+                continue
+            samples.setdefault(system.name, []).append(time.perf_counter() - started)
+            out[system.name] = {"files_before": before, "files_after": system.files(table)}
+    for name, times in samples.items():
+        out[name] = {
+            "seconds": round(statistics.median(times), 3),
+            "runs_s": [round(t, 3) for t in times],
+            **out[name],
         }
     return out
 
@@ -472,7 +503,7 @@ def bench(dsn: str, schema: str, scale: dict[str, int], root: Path) -> dict[str,
         sample_id = str(events(w1_rows, seed=1)["message_id"][w1_rows // 2])
         sqls = queries(sample_id)
         result["queries_before_compaction"] = ask(systems, sqls, scale["repeat"])
-        result["w3"] = w3(systems)
+        result["w3"] = w3(systems, scale)
         result["queries_after_compaction"] = ask(systems, sqls, scale["repeat"])
         result["w2"] = w2(systems, scale)
         result["w2_ndjson"] = w2(systems, scale, ndjson=root / "w2.ndjson")
