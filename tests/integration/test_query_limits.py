@@ -128,11 +128,13 @@ def test_a_child_that_outruns_its_time_limit_is_stopped_by_the_parent(tmp_path: 
     )
     try:
         with pytest.raises(QueryTimeoutError, match=r"stopped after 0.2 s \(the time limit"):
-            executor.execute("SELECT list(range(0, 40000000)) AS l", [])
+            executor.execute(
+                "SELECT list(range(0, 40000000)) AS l", [], without_filter_pushdown=False
+            )
         assert executor.last_stats is not None
         killed = executor.last_stats.pid
         # Then the next query runs in a new child
-        answer = executor.execute("SELECT 42 AS n", [])
+        answer = executor.execute("SELECT 42 AS n", [], without_filter_pushdown=False)
         assert answer.to_pylist() == [{"n": 42}]
         assert executor.last_stats.pid != killed
     finally:

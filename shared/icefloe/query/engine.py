@@ -295,11 +295,11 @@ class QueryEngine:
                 )
             )
         executor = self._executor_for(tenant, specs)
-        # What the executor's parser reads of a statement that is not one SELECT as written.
-        analyzed = checked.analyzed if checked.analyzed != checked.statement else None
         try:
             with span("icefloe.query.execute"):
-                rows = executor.execute(checked.statement, views, analyzed=analyzed)
+                rows = executor.execute(
+                    checked.statement, views, without_filter_pushdown=refs.may_lose_null_rows
+                )
         except QueryReadError:
             executor.forget_views()
             self._check_still_live(plans)

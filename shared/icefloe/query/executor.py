@@ -8,7 +8,6 @@ whose memory the parent watches, so that no query can take the machine's memory.
 
 from __future__ import annotations
 
-import json
 import re
 import threading
 from collections.abc import Sequence
@@ -20,7 +19,6 @@ import pyarrow as pa
 from icefloe.errors import InvalidInputError
 from icefloe.query.database import Configure, QueryDatabase
 from icefloe.query.sandbox import QueryLimitError, QueryTimeoutError, without_depth_advice
-from icefloe.query.sql_refs import walk
 from icefloe.settings.limits import QueryLimits
 
 RESULT_BATCH_ROWS = 65_536
@@ -29,33 +27,10 @@ PIVOT_TYPE_PREFIX = "__pivot_enum_"
 # A statement that may be such a PIVOT (a wrong guess costs one look at the catalog).
 _MAY_PIVOT = re.compile(r"pivot", re.IGNORECASE)
 
-# DuckDB (1.5.5, and 1.5.6 still) pushes an OR holding an IS [NOT] DISTINCT FROM into a
-# Parquet scan as an optional filter that skips a row group whose column is all NULL, though
-# NULL IS DISTINCT FROM 5 is true: `x IS DISTINCT FROM 5 OR x = 7` loses the NULL rows. A
-# statement that may hold one runs in a second database with filter pushdown off, which reads
-# every row group of the files the snapshot's pruning kept. Which statements may is read from
-# DuckDB's parse tree, not the text: a comment between the words (`IS DISTINCT /* */ FROM`)
-# hides them from any pattern, and `b IS [NOT] TRUE` / `IS [NOT] FALSE` parse as one too. Both
-# expression kinds anywhere in the statement count (a wrong guess costs only speed), and so
-# does any statement whose tree cannot be read.
-_DISTINCT_FROM = frozenset({"COMPARE_DISTINCT_FROM", "COMPARE_NOT_DISTINCT_FROM"})
-_OR = "CONJUNCTION_OR"
+# A statement DuckDB's filter pushdown may answer without its NULL rows
+# (:func:`icefloe.query.sql_refs.may_lose_null_rows`) runs in a second database with filter
+# pushdown off, which reads every row group of the files the snapshot's pruning kept.
 WITHOUT_FILTER_PUSHDOWN = "SET GLOBAL disabled_optimizers = 'filter_pushdown'"
-
-
-def needs_no_filter_pushdown(statement: str, con: duckdb.DuckDBPyConnection) -> bool:
-    """Whether ``statement`` may hold an OR with an IS [NOT] DISTINCT FROM (see above), as
-    ``con``'s parser reads it."""
-    try:
-        raw = con.execute("SELECT json_serialize_sql(?)", [statement]).fetchone()
-        tree = json.loads(raw[0]) if raw is not None and raw[0] else None
-    except (duckdb.Error, ValueError, RecursionError):
-        return True
-    if not isinstance(tree, dict) or tree.get("error") is not False:
-        # Not one SELECT DuckDB serializes (a PIVOT that takes its values from the data).
-        return True
-    kinds = {kind for node in walk(tree) if isinstance(kind := node.get("type"), str)}
-    return _OR in kinds and not _DISTINCT_FROM.isdisjoint(kinds)
 
 
 # (table name, the SELECT its view stands for)
@@ -78,7 +53,7 @@ class Executor(Protocol):
     limits: QueryLimits
 
     def execute(
-        self, statement: str, views: Sequence[ViewBinding], *, analyzed: str | None = None
+        self, statement: str, views: Sequence[ViewBinding], *, without_filter_pushdown: bool
     ) -> pa.Table: ...
 
     def forget_views(self) -> None: ...
@@ -103,15 +78,13 @@ class InProcessExecutor:
         )
 
     def execute(
-        self, statement: str, views: Sequence[ViewBinding], *, analyzed: str | None = None
+        self, statement: str, views: Sequence[ViewBinding], *, without_filter_pushdown: bool
     ) -> pa.Table:
-        """Run ``statement`` over ``views``. ``analyzed``: the form of it that parses as one
-        SELECT, when it does not (see :class:`icefloe.query.sandbox.CheckedQuery`)."""
+        """Run ``statement`` over ``views``, with DuckDB's filter pushdown off if
+        ``without_filter_pushdown`` (see :data:`WITHOUT_FILTER_PUSHDOWN`)."""
         fired = threading.Event()
         try:
-            database = self._database
-            if self._may_lose_null_rows(analyzed if analyzed is not None else statement):
-                database = self._without_pushdown
+            database = self._without_pushdown if without_filter_pushdown else self._database
             with database.session(views, time_limit_s=self.limits.timeout_s, fired=fired) as cursor:
                 result = cursor.execute(statement)
                 as_text = text_for_arrow(statement, cursor.description)
@@ -131,15 +104,6 @@ class InProcessExecutor:
             raise
         except duckdb.Error as e:
             raise translate(e, self.limits) from e
-
-    def _may_lose_null_rows(self, statement: str) -> bool:
-        """Whether ``statement`` needs the database without filter pushdown (see
-        :func:`needs_no_filter_pushdown`), parsed by a cursor of the warm database."""
-        parser = self._database.cursor()
-        try:
-            return needs_no_filter_pushdown(statement, parser)
-        finally:
-            parser.close()
 
     def forget_views(self) -> None:
         self._database.forget_views()

@@ -99,14 +99,14 @@ class ChildProcessExecutor:
         return self.limits.memory_bytes + self._margin
 
     def execute(
-        self, statement: str, views: Sequence[ViewBinding], *, analyzed: str | None = None
+        self, statement: str, views: Sequence[ViewBinding], *, without_filter_pushdown: bool
     ) -> pa.Table:
         with self._lock:
             child = self._ensure_child()
             request = {
                 "op": "query",
                 "statement": statement,
-                "analyzed": analyzed,
+                "without_filter_pushdown": without_filter_pushdown,
                 "views": [list(v) for v in views],
             }
             watch = _Watch(
@@ -314,7 +314,11 @@ def serve(inp: IO[bytes], out: IO[bytes]) -> None:
             continue
         views = [(str(t), str(b)) for t, b in request["views"]]
         try:
-            table = executor.execute(request["statement"], views, analyzed=request.get("analyzed"))
+            table = executor.execute(
+                request["statement"],
+                views,
+                without_filter_pushdown=bool(request["without_filter_pushdown"]),
+            )
         except IcefloeError as e:
             answer = {"ok": False, "kind": type(e).__name__, "message": str(e)}
             _write_frame(out, json.dumps(answer).encode())

@@ -40,6 +40,7 @@ class SqlRefs:
     table_functions: frozenset[str]  # FROM f(...)
     functions: frozenset[str]  # every function called, scalar, aggregate or table
     source_kinds: frozenset[str]  # kinds of table source: BASE_TABLE, SUBQUERY, JOIN, ...
+    may_lose_null_rows: bool  # see may_lose_null_rows()
 
 
 _SOURCE_KINDS = frozenset(
@@ -103,7 +104,27 @@ def analyze(sql: str, *, con: duckdb.DuckDBPyConnection | None = None) -> SqlRef
         table_functions=frozenset(_table_functions(objects)),
         functions=frozenset(_functions(objects)),
         source_kinds=frozenset(_source_kinds(objects)),
+        may_lose_null_rows=may_lose_null_rows(objects),
     )
+
+
+# DuckDB (1.5.5, and 1.5.6 still) pushes an OR holding an IS [NOT] DISTINCT FROM into a
+# Parquet scan as an optional filter that skips a row group whose column is all NULL, though
+# NULL IS DISTINCT FROM 5 is true: `x IS DISTINCT FROM 5 OR x = 7` loses the NULL rows. Which
+# statements may hold one is read from the parse tree, not the text: a comment between the words
+# (`IS DISTINCT /* */ FROM`) hides them from any pattern, and `b IS [NOT] TRUE` / `IS [NOT]
+# FALSE` parse as one too. Both expression kinds anywhere in the statement count (a wrong guess
+# costs only speed).
+_DISTINCT_FROM = frozenset({"COMPARE_DISTINCT_FROM", "COMPARE_NOT_DISTINCT_FROM"})
+_OR = "CONJUNCTION_OR"
+
+
+def may_lose_null_rows(objects: list[dict[str, Any]]) -> bool:
+    """Whether a statement (every object of its tree, :func:`walk`) holds both an OR and an IS
+    [NOT] DISTINCT FROM, which DuckDB's filter pushdown may answer without NULL rows (above):
+    such a statement runs with filter pushdown off."""
+    kinds = {kind for node in objects if isinstance(kind := node.get("type"), str)}
+    return _OR in kinds and not _DISTINCT_FROM.isdisjoint(kinds)
 
 
 def walk(value: Any) -> list[dict[str, Any]]:

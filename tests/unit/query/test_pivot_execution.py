@@ -30,9 +30,13 @@ def test_the_expansion_runs_and_its_enum_types_are_dropped(tmp_path: Path, sql: 
         checked = check_query(sql, limits=QueryLimits())
         assert checked.pivots_from_data == 1
         for _ in range(2):
-            rows = executor.execute(checked.statement, VIEWS).to_pylist()
+            rows = executor.execute(
+                checked.statement, VIEWS, without_filter_pushdown=False
+            ).to_pylist()
             assert rows == [{"uid": "u1", "a": 1, "b": 1}, {"uid": "u2", "a": 1, "b": 0}]
         # The next query on the same views gets the kept connection: no enum type is left on it
-        assert executor.execute(LEFT_TYPES, VIEWS).to_pylist() == [{"n": 0}]
+        assert executor.execute(LEFT_TYPES, VIEWS, without_filter_pushdown=False).to_pylist() == [
+            {"n": 0}
+        ]
     finally:
         executor.close()
