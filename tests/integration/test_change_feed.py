@@ -21,6 +21,7 @@ from icefloe import duck
 from icefloe.errors import InvalidInputError, SnapshotNotFoundError
 from icefloe.ingest.row_ids import ROW_ID_COLUMN
 from icefloe.lake import Lake
+from icefloe.query.changes import read_changes
 from icefloe.query.views import files_source, view_body
 from support.engines import spark_compact
 from support.nested_answers import plain_value
@@ -252,6 +253,35 @@ def test_a_feed_from_an_expired_snapshot_names_the_oldest_one_kept(lake: Lake) -
     with pytest.raises(SnapshotNotFoundError, match="before it"):
         lake.changes("ev", since_snapshot=head + 1)
     assert lake.changes("ev", since_snapshot=kept).until_snapshot == head
+
+
+def test_a_gc_between_listing_and_reading_the_files_names_the_expired_window(
+    lake: Lake,
+) -> None:
+    # Given a consumer's position, then a delete that removes a file after it
+    lake.create_table("ev", schema=SCHEMA, partition_by="day(ts)")
+    rng = random.Random(5)
+    for _ in range(4):
+        lake.insert("ev", _batch(rng, 3))
+    position = lake.table("ev").head_snapshot_id
+    lake.delete("ev", where="true")
+
+    def gc_in_between(con: Any) -> None:
+        # The feed has listed its files and not read them yet: another process collects.
+        lake.gc("ev", retention=timedelta(0))
+
+    # When the window expires and its files go while the feed reads, the error says so
+    with pytest.raises(SnapshotNotFoundError, match="expired while it read them"):
+        read_changes(
+            meta=lake.meta,
+            objects=lake.objects,
+            table="ev",
+            since_snapshot=position,
+            configure=gc_in_between,
+        )
+    # And reading again from the oldest snapshot kept answers
+    kept = min(s.snapshot_id for s in lake.snapshots("ev") if not s.expired)
+    assert lake.changes("ev", since_snapshot=kept).rows.num_rows == 0
 
 
 def test_the_cli_prints_the_changes_and_where_to_ask_from_next(

@@ -31,15 +31,18 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from icefloe import duck
 from icefloe.duck import ident, string_literal
+from icefloe.errors import SnapshotNotFoundError
 from icefloe.ingest.row_ids import ROW_ID_COLUMN
 from icefloe.metastore.models import ChangedFiles, DataFile
 from icefloe.metastore.pinned import integer_argument
 from icefloe.metastore.store import MetaStore
+from icefloe.query.executor import QueryReadError, first_line
 from icefloe.query.views import files_source, view_body
 from icefloe.spec import TableSpec
 from icefloe.spec.merge import AppendMode, ReplaceMode
@@ -124,6 +127,13 @@ def read_changes(
         if configure is not None:
             configure(con)
         rows, reads = _changes(con, spec, changed, objects)
+    except (duckdb.IOException, duckdb.HTTPException) as e:
+        # The files are listed in one transaction and read after it: a gc between the two
+        # may have expired the window's snapshots and collected their files.
+        _check_still_kept(meta, table, since=since, until=until, table_id=info.table_id)
+        raise QueryReadError(
+            f"change feed of {table!r} failed to read a file: {first_line(e)}"
+        ) from e
     finally:
         con.close()
     return ChangeFeed(
@@ -138,6 +148,20 @@ def read_changes(
         files_row_ids_read=len(reads.ids),
         bytes_of_files_read=sum(f.size_bytes for f in (*reads.whole, *reads.filtered)),
     )
+
+
+def _check_still_kept(
+    meta: MetaStore, table: str, *, since: int, until: int | None, table_id: int
+) -> None:
+    """After a read failed: a window whose snapshots the janitor expired (and whose files it
+    collected) while the feed read them is named as such, not reported as a broken file."""
+    try:
+        meta.changed_files(table, since=since, until=until, table_id=table_id)
+    except SnapshotNotFoundError as e:
+        raise SnapshotNotFoundError(
+            f"table {table!r}: the feed's snapshots expired while it read them and their files"
+            f" were collected; read again ({e})"
+        ) from e
 
 
 @dataclass(frozen=True, slots=True)
