@@ -107,3 +107,25 @@ def test_the_server_stops_after_its_last_live_user_even_when_a_user_was_killed(
     assert not (data_dir / "postmaster.pid").exists()
     assert finish(icefloe(home, "db", "stop")).strip() == "not running"
     assert finish(icefloe(home, "db", "status")).startswith("not running")
+
+
+def test_a_home_whose_path_holds_url_characters_runs_its_server(tmp_path: Path) -> None:
+    # Given a home whose path a URL would read otherwise ('%41' is 'A', '=' and '#' break it)
+    home = tmp_path / "pct%41a=b#1" / "home"
+    # When commands run there, they reach the server started in that very directory
+    finish(icefloe(home, "init"))
+    status = json.loads(finish(icefloe(home, "status", "--format", "json")))
+    assert status == []
+    assert (home / "postgres" / "PG_VERSION").exists()
+    assert not (tmp_path / "pctAa=b#1").exists()
+
+
+@pytest.mark.parametrize("name", ["my lake", "it's", "a;b"])
+def test_a_home_the_server_cannot_start_in_is_refused_naming_the_character(
+    tmp_path: Path, name: str
+) -> None:
+    proc = icefloe(tmp_path / name / "home", "init")
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode != 0
+    assert "the embedded Postgres cannot run in" in err and "ICEFLOE_HOME" in err
+    assert not (tmp_path / name / "home" / "postgres").exists()

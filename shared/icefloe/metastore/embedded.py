@@ -24,6 +24,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from icefloe.errors import ConfigError, MetaStoreUnavailableError
 
@@ -100,11 +101,18 @@ def _running(pid: int) -> bool:
     return True
 
 
+# The wheel starts the server through pg_ctl, which hands the socket directory (the data
+# directory) to a shell unquoted: a path holding one of these characters starts no server, or
+# another one. Such a path is refused up front, naming the character.
+_SHELL_UNSAFE = frozenset("'\"$;()\\&|<>`")
+
+
 def embedded_database_url(data_dir: Path) -> str:
     """Start (or join) the embedded server whose data lives in ``data_dir``; return its DSN."""
     data_dir = data_dir.expanduser().resolve()
     server = _servers.get(data_dir)
     if server is None:
+        _check_startable(data_dir)
         module = _server_module()
         data_dir.parent.mkdir(parents=True, exist_ok=True)
         try:
@@ -122,7 +130,27 @@ def embedded_database_url(data_dir: Path) -> str:
             ) from e
         _servers[data_dir] = server
         logger.info("embedded Postgres ready in %s", data_dir)
-    return str(server.get_uri())
+    return _socket_url(server)
+
+
+def _check_startable(data_dir: Path) -> None:
+    unsafe = sorted({c for c in str(data_dir) if c.isspace() or c in _SHELL_UNSAFE})
+    if unsafe:
+        raise ConfigError(
+            f"the embedded Postgres cannot run in {str(data_dir)!r}: its path holds"
+            f" {', '.join(repr(c) for c in unsafe)}, which the server's start-up command does"
+            " not take; set ICEFLOE_HOME to a directory whose path does not, or"
+            " ICEFLOE_DATABASE_URL to a Postgres of your own"
+        )
+
+
+def _socket_url(server: Any) -> str:
+    """The DSN of the server's socket directory, percent-encoded (the wheel's own URL puts the
+    path in as it is, so a '%', '=' or '#' in it names another directory or no valid URL)."""
+    socket_dir = server.get_postmaster_info().socket_dir
+    if socket_dir is None:  # a server on a TCP port (Windows)
+        return str(server.get_uri())
+    return f"postgresql://postgres:@/postgres?host={quote(str(socket_dir), safe='/')}"
 
 
 @contextmanager
