@@ -31,6 +31,7 @@ import pyarrow.compute as pc
 from icefloe import duck
 from icefloe.datafiles import membership_column
 from icefloe.errors import IcefloeError
+from icefloe.ingest.row_ids import ROW_ID_COLUMN, ROW_ID_TYPE
 from icefloe.merge.claimed_replace import (
     ClaimedGroup,
     ReplaceOutcome,
@@ -57,10 +58,12 @@ MergeStatus = ReplaceStatus
 # when its last part is done), or a delete job ended without committing.
 DeletePartStatus = Literal["part_done", "failed"]
 BATCH_ROWS = 65_536
+_ROW_ID_BYTES = ROW_ID_TYPE.byte_width
 
 
 class MergeFailedError(IcefloeError):
-    """The merge could not run (its mode's SQL failed, or its output left the partition)."""
+    """The merge could not run: its mode's SQL failed, or a custom query's output was refused
+    (a row out of its partition, a NULL in a NOT NULL column, a NULL or malformed ``_row_id``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,16 +207,16 @@ class MergeWorker:
         scratch: Path,
     ) -> list[StagedFile]:
         rows_in = max(1, sum(f.row_count for f in inputs))
-        guard = (
-            _PartitionGuard(spec, inputs[0].partition_path)
+        check = (
+            _CustomOutputCheck(spec, inputs[0].partition_path)
             if isinstance(spec.merge, CustomMode)
             else None
         )
 
         def checked() -> Iterator[pa.RecordBatch]:
             for batch in reader:
-                if guard is not None:
-                    guard.check(batch)
+                if check is not None:
+                    check.check(batch)
                 yield batch
 
         try:
@@ -227,6 +230,13 @@ class MergeWorker:
             raise MergeFailedError(
                 f"merge of {spec.name!r} ({spec.merge.to_text()}) failed: {e}"
             ) from e
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as e:
+            # The built-in modes write rows of the table's types by construction; a custom
+            # query's rows that the checks let through and pyarrow still cannot write are the
+            # query's fault, said as such rather than as a bare pyarrow error.
+            if check is None:
+                raise
+            raise check.refused(f"its rows could not be written: {e}") from e
 
     def _upload(
         self, spec: TableSpec, model: DataFile, staged: Sequence[StagedFile], written: list[str]
@@ -245,15 +255,61 @@ class MergeWorker:
         )
 
 
-class _PartitionGuard:
-    """Checks that a custom query's rows stay in the partition being merged."""
+class _CustomOutputCheck:
+    """Checks each batch a custom merge query returns before any of it is written: no NULL in
+    a NOT NULL column, a ``_row_id`` of 16 bytes on every row, every row in the partition being
+    merged. The built-in modes give such rows by construction; a custom query may not, and
+    what it commits every reader then trusts. (A ``_row_id`` repeated is allowed: a custom
+    query may duplicate rows, and the change feed compares such tables' rows by value.)"""
 
     def __init__(self, spec: TableSpec, partition_path: str) -> None:
         self._spec = spec
         self._expected = spec.parse_partition_path(partition_path)
         self._path = partition_path
+        self._required = [c.name for c in spec.columns if not c.nullable]
+
+    def refused(self, problem: str) -> MergeFailedError:
+        """The error for a custom query whose output has ``problem``."""
+        return MergeFailedError(
+            f"custom merge query of {self._spec.name!r} ({self._spec.merge.to_text()}) "
+            f"refused: {problem}"
+        )
 
     def check(self, batch: pa.RecordBatch) -> None:
+        row_ids = self._check_row_ids(batch)
+        self._check_required(batch, row_ids)
+        self._check_partition(batch)
+
+    def _check_row_ids(self, batch: pa.RecordBatch) -> pa.Array:
+        row_ids = batch.column(ROW_ID_COLUMN)
+        fix = f"return each row's {ROW_ID_COLUMN} from the rows being merged"
+        if row_ids.null_count:
+            raise self.refused(
+                f"it returned a NULL {ROW_ID_COLUMN} ({row_ids.null_count} rows in one batch);"
+                f" {fix}"
+            )
+        widths = pc.min_max(pc.binary_length(row_ids))
+        for width in (widths["min"].as_py(), widths["max"].as_py()):
+            if width is not None and width != _ROW_ID_BYTES:
+                unit = "byte" if width == 1 else "bytes"
+                raise self.refused(
+                    f"it returned a {ROW_ID_COLUMN} of {width} {unit}, not {_ROW_ID_BYTES}; {fix}"
+                )
+        return row_ids
+
+    def _check_required(self, batch: pa.RecordBatch, row_ids: pa.Array) -> None:
+        for name in self._required:
+            column = batch.column(name)
+            if not column.null_count:
+                continue
+            first = pc.indices_nonzero(pc.is_null(column))[0].as_py()
+            row_id = row_ids[first].as_py()
+            raise self.refused(
+                f"it returned NULL in NOT NULL column {name!r} ({column.null_count} rows in one"
+                f" batch, one of them the row with {ROW_ID_COLUMN} {row_id.hex()})"
+            )
+
+    def _check_partition(self, batch: pa.RecordBatch) -> None:
         for field, expected in zip(self._spec.partition_by, self._expected, strict=True):
             column = batch.column(batch.schema.get_field_index(field.source))
             # Time and truncate transforms are monotone: the extremes decide. Identity and
@@ -268,9 +324,9 @@ class _PartitionGuard:
             for value in values:
                 got: PartitionValue = field.apply(value)
                 if _naive(got) != _naive(expected):
-                    raise MergeFailedError(
-                        f"custom merge query of {self._spec.name!r} moved a row out of partition "
-                        f"{self._path!r}: {field.source} = {value!r}"
+                    raise self.refused(
+                        f"it moved a row out of partition {self._path!r}:"
+                        f" {field.source} = {value!r}"
                     )
 
 
