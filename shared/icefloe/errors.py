@@ -7,6 +7,7 @@ branch on the type, never on the message.
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 
 
@@ -81,6 +82,16 @@ class CommitConflictError(CommitError):
 
     Nothing was committed; the caller deletes the objects it wrote for this commit.
     """
+
+
+class DeleteJobRunningError(CommitConflictError):
+    """Files a delete would remove are held by a running delete job (``job_id``): taking them
+    would make that job fail and its rows survive, so nothing was committed. Start this delete
+    again once that job has ended."""
+
+    def __init__(self, message: str, *, job_id: uuid.UUID) -> None:
+        super().__init__(message)
+        self.job_id = job_id
 
 
 class DuplicateReceiptError(CommitConflictError):

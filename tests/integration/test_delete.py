@@ -14,6 +14,7 @@ from psycopg import sql
 from icefloe.errors import CommitConflictError, InvalidInputError, RowCountMismatchError
 from icefloe.janitor import Janitor
 from icefloe.lifecycle import delete_rows
+from icefloe.lifecycle.predicate import PredicateEvaluationError
 from icefloe.metastore.store import MetaStore
 from icefloe.storage import ObjectStore
 from support.hooked_meta import HookedMetaStore, PendingCommit
@@ -260,3 +261,49 @@ def test_rows_inserted_after_the_delete_planned_are_kept(lake: Lake) -> None:
     with HookedMetaStore.like(lake.meta, before_commit=insert_late) as racing_meta:
         delete(lake, "event = 'click'", meta=racing_meta)
     assert lake.rows("SELECT user_id FROM events WHERE event = 'click'") == [{"user_id": "late"}]
+
+
+@pytest.mark.parametrize(
+    "where",
+    [
+        "user_id NOT IN ('a', 'b') AND CAST(user_id AS INTEGER) = 1",
+        "CAST(user_id AS INTEGER) = 1 AND user_id NOT IN ('a', 'b')",
+        "user_id IN ('a', 'b') OR CAST(user_id AS INTEGER) = 1",
+    ],
+)
+def test_a_predicate_guarding_a_cast_deletes_exactly_the_rows_a_query_selects(
+    lake: Lake, where: str
+) -> None:
+    # Given user ids some of which are numbers, over two files
+    lake.create()
+    for users in (["a", "1", "2"], ["b", "1", "3"]):
+        lake.inserter.insert_rows(
+            "events",
+            [
+                {"ts": f"2026-03-01T00:00:0{n}", "event": "click", "user_id": user}
+                for n, user in enumerate(users)
+            ],
+        )
+    # (the rows it selects, and the others: NOT of the predicate as a value would meet the cast)
+    selected = lake.rows(ALL_ROWS.replace("ORDER BY", f"WHERE {where} ORDER BY"))
+    expected = lake.rows(ALL_ROWS)
+    for row in selected:
+        expected.remove(row)
+    assert 0 < len(selected) < 6
+
+    # When a delete with the same WHERE runs, then it deletes exactly the rows the query selects
+    result = delete(lake, where)
+
+    assert result.rows_deleted == len(selected) and result.snapshot_id == lake.head()
+    assert lake.rows(ALL_ROWS) == expected
+
+
+def test_a_predicate_failing_on_a_row_is_still_refused_naming_the_value(lake: Lake) -> None:
+    lake.create()
+    lake.inserter.insert_rows(
+        "events", [{"ts": "2026-03-01T00:00:00", "event": "click", "user_id": "a"}]
+    )
+    before = lake.head()
+    with pytest.raises(PredicateEvaluationError, match="'a'"):
+        delete(lake, "CAST(user_id AS INTEGER) = 1")
+    assert lake.head() == before

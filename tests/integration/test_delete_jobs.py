@@ -17,8 +17,10 @@ from psycopg import sql
 
 from icefloe.cli import main
 from icefloe.lifecycle import (
+    DeleteJobRunningError,
     DeletePartRunner,
     alter_table,
+    delete_rows,
     reconcile_deletes,
     rollback_table,
     start_delete,
@@ -382,3 +384,178 @@ def test_parts_run_with_the_schema_the_job_was_planned_with(lake: Lake) -> None:
     renamed = ALL_ROWS.replace("ts, event,", "ts, name,")
     assert [r["p"] for r in lake.rows(renamed)] == [r["p"] for r in expected]
     assert lake.rows("SELECT count(*) AS n FROM events WHERE name = 'signup'") == [{"n": 0}]
+
+
+def test_a_second_job_over_files_a_running_job_holds_is_refused_naming_it(lake: Lake) -> None:
+    # Given a running job (erase user u3, or signups)
+    setup(lake)
+    first_queue, second_queue = InProcessQueue(), InProcessQueue()
+    first = start(lake, first_queue)
+    assert first.job is not None
+    held = {f.file_id for f in lake.meta.files("events") if f.claim_token == first.job.claim_token}
+    second_where = "user_id = 'u5'"
+
+    # When a second delete is started over some of the same files, then it is refused naming
+    # the running job, and the first job keeps every claim it had
+    with pytest.raises(DeleteJobRunningError, match=str(first.job.job_id)) as refused:
+        start_delete(
+            meta=lake.meta,
+            objects=lake.objects,
+            table="events",
+            where=second_where,
+            sender=second_queue,
+        )
+    assert refused.value.job_id == first.job.job_id and len(second_queue) == 0
+    assert held == {
+        f.file_id for f in lake.meta.files("events") if f.claim_token == first.job.claim_token
+    }
+
+    # And the first job commits its delete; once it has ended, the second one starts and
+    # commits too: both deletes happened
+    drain(lake, first_queue, DeletePartRunner(meta=lake.meta, objects=lake.objects))
+    assert job_of(lake, first).state == "committed"
+    second = start_delete(
+        meta=lake.meta,
+        objects=lake.objects,
+        table="events",
+        where=second_where,
+        sender=second_queue,
+    )
+    drain(lake, second_queue, DeletePartRunner(meta=lake.meta, objects=lake.objects))
+    assert job_of(lake, second).state == "committed"
+    remaining = f"SELECT count(*) AS n FROM events WHERE ({WHERE}) OR ({second_where})"
+    assert lake.rows(remaining) == [{"n": 0}]
+
+
+def test_a_job_over_other_files_than_a_running_job_starts(lake: Lake) -> None:
+    # Given a running job over the first day's files only
+    setup(lake)
+    queue = InProcessQueue()
+    first = start_delete(
+        meta=lake.meta,
+        objects=lake.objects,
+        table="events",
+        where="user_id = 'u3' AND ts < '2026-03-02'",
+        sender=queue,
+    )
+    # When a job over the other days starts, then it runs beside it and both commit
+    second = start_delete(
+        meta=lake.meta,
+        objects=lake.objects,
+        table="events",
+        where="user_id = 'u3' AND ts >= '2026-03-02'",
+        sender=queue,
+    )
+    assert first.job is not None and second.job is not None
+
+    drain(lake, queue, DeletePartRunner(meta=lake.meta, objects=lake.objects))
+
+    assert (job_of(lake, first).state, job_of(lake, second).state) == ("committed", "committed")
+    assert lake.rows("SELECT count(*) AS n FROM events WHERE user_id = 'u3'") == [{"n": 0}]
+
+
+def test_a_local_delete_over_files_a_running_job_holds_is_refused_naming_it(lake: Lake) -> None:
+    # Given a running job
+    expected = setup(lake)
+    queue = InProcessQueue()
+    started = start(lake, queue)
+    assert started.job is not None
+    before, objects_before = lake.head(), lake.data_objects()
+
+    # When a local delete over some of its files runs, then it is refused naming the job and
+    # changes nothing
+    with pytest.raises(DeleteJobRunningError, match=str(started.job.job_id)):
+        delete_rows(meta=lake.meta, objects=lake.objects, table="events", where="user_id = 'u5'")
+    assert lake.head() == before and lake.data_objects() == objects_before
+
+    # And the job still commits its delete
+    drain(lake, queue, DeletePartRunner(meta=lake.meta, objects=lake.objects))
+    assert job_of(lake, started).state == "committed" and lake.rows(ALL_ROWS) == expected
+
+
+def test_a_local_delete_whose_files_a_job_claims_before_its_commit_is_refused(
+    lake: Lake,
+) -> None:
+    # Given a local delete that has planned and rewritten, and a job started over the same
+    # files just before the local delete commits
+    expected = setup(lake)
+    queue = InProcessQueue()
+    jobs: list[Any] = []
+
+    def job_starts_first(_: PendingCommit) -> None:
+        if not jobs:
+            jobs.append(start(lake, queue))
+
+    objects_before = lake.data_objects()
+    with (
+        HookedMetaStore.like(lake.meta, before_commit=job_starts_first) as racing_meta,
+        pytest.raises(DeleteJobRunningError) as refused,
+    ):
+        delete_rows(meta=racing_meta, objects=lake.objects, table="events", where="user_id = 'u5'")
+
+    # Then the local delete's commit is refused naming the job, and its rewrites are gone
+    (started,) = jobs
+    assert str(started.job.job_id) in str(refused.value)
+    assert lake.data_objects() == objects_before
+    # And the job commits its delete
+    drain(lake, queue, DeletePartRunner(meta=lake.meta, objects=lake.objects))
+    assert job_of(lake, started).state == "committed" and lake.rows(ALL_ROWS) == expected
+
+
+def test_a_job_whose_predicate_guards_a_cast_deletes_what_a_query_selects(lake: Lake) -> None:
+    # Given user ids some of which are numbers, and a predicate that casts only those
+    lake.create()
+    lake.inserter.insert_rows(
+        "events",
+        [
+            {"ts": f"2026-03-01T00:00:0{n}", "event": "click", "user_id": user}
+            for n, user in enumerate(["a", "1", "2", "b", "1"])
+        ],
+    )
+    where = "user_id NOT IN ('a', 'b') AND CAST(user_id AS INTEGER) = 1"
+    assert lake.rows(f"SELECT count(*) AS n FROM events WHERE {where}") == [{"n": 2}]
+    queue = InProcessQueue(max_receives=2)
+
+    # When it runs as a job
+    started = start_delete(
+        meta=lake.meta, objects=lake.objects, table="events", where=where, sender=queue
+    )
+    statuses = drain(lake, queue, DeletePartRunner(meta=lake.meta, objects=lake.objects))
+
+    # Then it commits, deleting exactly those rows
+    assert statuses == ["committed"] and not queue.dead_letters
+    job = job_of(lake, started)
+    assert (job.state, job.rows_deleted) == ("committed", 2)
+    users = lake.rows("SELECT user_id FROM events ORDER BY user_id")
+    assert [r["user_id"] for r in users] == ["2", "a", "b"]
+
+
+def test_a_part_whose_predicate_cannot_be_evaluated_fails_the_job_at_once(
+    lake: Lake, postgres_dsn: str
+) -> None:
+    # Given a running job whose predicate fails on rows of its files (a cast of text that
+    # does not convert; set after planning, which would have refused it)
+    setup(lake)
+    before, rows_before, objects_before = lake.head(), lake.rows(ALL_ROWS), lake.data_objects()
+    queue = InProcessQueue(max_receives=3)
+    started = start(lake, queue)
+    assert started.job is not None
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL("UPDATE {}.delete_jobs SET predicate = %s WHERE job_id = %s").format(
+                sql.Identifier(lake.meta.schema)
+            ),
+            ("(CAST(user_id AS INTEGER) = 3)", started.job.job_id),
+        )
+
+    # When its parts are delivered
+    statuses = drain(lake, queue, DeletePartRunner(meta=lake.meta, objects=lake.objects))
+
+    # Then the first part fails the job, naming the failure; no delivery is retried into the
+    # dead-letter queue, the claims are freed and nothing is left behind
+    assert "failed" in statuses and not queue.dead_letters
+    job = job_of(lake, started)
+    assert job.state == "failed" and "Could not convert" in (job.error or "")
+    assert lake.head() == before and lake.rows(ALL_ROWS) == rows_before
+    assert lake.data_objects() == objects_before
+    assert not [f for f in lake.meta.files("events") if f.claim_token is not None]

@@ -602,6 +602,28 @@ def test_a_delete_given_to_the_orchestrator_is_fanned_out_and_committed_once(
     assert "error" not in jobs
 
 
+def test_a_second_delete_over_a_running_jobs_files_is_answered_naming_the_job(
+    orchestrator_app: ModuleType, stack: Stack, meta: MetaStore
+) -> None:
+    # Given a delete job running over every partition
+    insert_small_batches()
+    head = meta.get_table(TABLE).head_snapshot_id
+    first = stack.invoke(
+        orchestrator_app, ORCHESTRATOR, {"delete": {"table": TABLE, "where": "user_id = 'u3'"}}
+    )
+    assert first["state"] == "running"
+    sent = stack.queue_depth(stack.queue)
+    # When a second delete over the same files is asked for
+    second = stack.invoke(
+        orchestrator_app, ORCHESTRATOR, {"delete": {"table": TABLE, "where": "user_id = 'u4'"}}
+    )
+    # Then the answer is a refusal naming the running job, and nothing more is sent
+    assert second["error"]["type"] == "DeleteJobRunningError"
+    assert first["job_id"] in second["error"]["message"]
+    assert stack.queue_depth(stack.queue) == sent
+    assert meta.get_table(TABLE).head_snapshot_id == head
+
+
 class WorkerKilled(Exception):
     pass
 

@@ -9,7 +9,8 @@ Per table, in this order:
    pinned a snapshot just before it expired finishes first). Objects first, then rows, a thousand at a time, at most ``max_files`` per
    run: a run that dies between the two leaves rows whose objects are gone, and the next run
    deletes them again (deleting a missing object succeeds) and forgets the rows.
-3. **Sweep orphans**: objects under the table's data prefix that no file row names, older than
+3. **Sweep orphans**: objects under the table's data prefix that no file row names (nor a
+   running delete job's record of its parts' rewrites, which wait for its last part), older than
    the orphan grace (default 1 day, never below :data:`ORPHAN_GRACE_FLOOR`, which is longer
    than any writer runs between its upload and its commit). The only listing of the bucket.
 

@@ -11,9 +11,11 @@ from icefloe.lifecycle.delete_jobs import (
     start_delete,
 )
 from icefloe.lifecycle.rollback import RollbackResult, rollback_table
+from icefloe.metastore.deletes import DeleteJobRunningError
 
 __all__ = [
     "AlterResult",
+    "DeleteJobRunningError",
     "DeletePartRunner",
     "DeletePartTask",
     "DeleteRequest",

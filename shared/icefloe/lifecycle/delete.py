@@ -14,8 +14,9 @@ commit together, so readers see all of a delete or none of it.
 Rows inserted after the delete planned are not deleted: they are in files it did not read.
 A merge that replaced a planned file first makes the commit a conflict; the delete then
 deletes its rewrites and plans again over the merged file. A merge still holding a planned
-file loses at its own commit. A kill before the commit leaves rewrites no file row names;
-the orphan sweep deletes them.
+file loses at its own commit. A running delete job's files are not taken: the delete is
+refused (:class:`DeleteJobRunningError`, naming the job) rather than make that job fail. A
+kill before the commit leaves rewrites no file row names; the orphan sweep deletes them.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from icefloe.errors import (
 from icefloe.lifecycle.predicate import PredicateEvaluationError, check_predicate
 from icefloe.merge.modes import ordered_output
 from icefloe.merge.writer import stage_rows, upload_staged
+from icefloe.metastore.deletes import DeleteJobRunningError, DeleteJobStore
 from icefloe.metastore.models import DataFile, NewFile
 from icefloe.metastore.store import MetaStore
 from icefloe.query import QueryEngine
@@ -175,6 +177,10 @@ def delete_rows(
                 conflict = e
                 continue
             spec, predicate = planner.spec, planner.predicate
+            if not dry_run:
+                # Files a running delete job holds are its to change: refused before any
+                # rewrite (and again at the commit, under the row locks).
+                DeleteJobStore(meta).check_not_held(table, plan.candidates)
             changes, written, added = rewrite_files(
                 objects, spec, predicate, plan.candidates, database=database, write=not dry_run
             )
@@ -207,6 +213,8 @@ def delete_rows(
                 raise  # the rewrites may be live now; the orphan sweep deletes them if not
             except CommitConflictError as e:
                 discard_uncommitted(objects, written)
+                if isinstance(e, DeleteJobRunningError):
+                    raise  # a running delete job holds a file: no new plan changes that
                 conflict = e
                 continue
             except BaseException:
@@ -421,10 +429,16 @@ def _decide(
     """Evaluate ``predicate`` once per row of these ``files`` (each a file number and the
     SQL of its rows) into :data:`_DECIDED` (replacing the last group's), and return each file
     number's (matching rows, rows); every later step reads the verdicts stored here, never
-    the predicate again."""
+    the predicate again.
+
+    The rows are copied undecided, then the predicate marks its rows as the filter of an
+    ``UPDATE``: a filter, as in the planning query's ``WHERE``, evaluates a conjunction's later
+    terms only on the rows its earlier ones keep (DuckDB's own order), so a guarded cast
+    (``k NOT IN ('a') AND CAST(k AS INTEGER) = 1``) that the plan counted is decided here too,
+    and the rows marked are exactly those the same ``WHERE`` selects. (A select list evaluates
+    every term on every row, and would fail on the rows the guard keeps out.)"""
     sources = " UNION ALL ".join(
-        f"SELECT *, {number} AS {_FILE}, coalesce({predicate}, false) AS {_MATCH}"
-        f" FROM {body} AS {ident(spec.name)}"
+        f"SELECT *, {number} AS {_FILE}, false AS {_MATCH} FROM {body} AS {ident(spec.name)}"
         for number, body in files
     )
     try:
@@ -432,15 +446,31 @@ def _decide(
     except (duckdb.OutOfMemoryException, duckdb.InterruptException):
         raise
     except duckdb.Error as e:
+        # No predicate here: the files could not be read (gone, or the store failed), which a
+        # later attempt may not meet.
+        raise QueryReadError(
+            f"delete from {spec.name!r} could not read its files: {_first_line(e)}"
+        ) from e
+    try:
+        con.execute(
+            f"UPDATE {_DECIDED} AS {ident(spec.name)} SET {_MATCH} = true WHERE {predicate}"
+        )
+    except (duckdb.OutOfMemoryException, duckdb.InterruptException):
+        raise
+    except duckdb.Error as e:
         # The predicate fails on a row these files hold (a cast of a value that does not
-        # convert): it cannot decide that row, so the delete decides none.
-        message = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        # convert, unguarded): it cannot decide that row, so the delete decides none.
         raise PredicateEvaluationError(
             f"delete refused: the predicate cannot be evaluated on every row of"
-            f" {spec.name!r} that it may match: {message}"
+            f" {spec.name!r} that it may match: {_first_line(e)}"
         ) from e
     counts = con.execute(
         f"SELECT {_FILE}, count(*) FILTER (WHERE {_MATCH}), count(*) FROM {_DECIDED}"
         f" GROUP BY {_FILE}"
     ).fetchall()
     return {int(n): (int(deleted), int(rows)) for n, deleted, rows in counts}
+
+
+def _first_line(error: Exception) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__

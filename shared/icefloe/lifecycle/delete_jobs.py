@@ -4,7 +4,8 @@
 :func:`icefloe.lifecycle.delete_rows` does, records a job with one part per partition (a
 partition above the Lambda cap of merges is split into parts of at most that many bytes, see
 :func:`split_parts`), claims
-every planned file under the job's token (merges skip them; a merge holding one loses), and
+every planned file under the job's token (merges skip them; a merge holding one loses; another
+running delete job holding one refuses the start, :class:`DeleteJobRunningError`), and
 sends one :class:`DeletePartTask` per part on the merge queue. A merge worker runs a part
 (:class:`DeletePartRunner`): it rewrites that partition's files without the matching rows,
 uploads the rewrites and records them on the part. Whoever records the last part commits the
@@ -16,7 +17,9 @@ recording leaves rewrites no row names (the orphan sweep deletes them) and SQS d
 part again; one killed after recording but before committing is finished by the next
 delivery of any part, or by :func:`reconcile_deletes` (every orchestrator run). A job whose
 lease ends with parts still undone (their messages dead-lettered) fails: its claims are freed
-and its recorded rewrites deleted. The claims fence the commit: a job ended as failed cannot
+and its recorded rewrites deleted. A part whose predicate cannot be evaluated on a row of its
+files (:class:`PredicateEvaluationError`: no redelivery can change that) fails the job at
+once. The claims fence the commit: a job ended as failed cannot
 commit afterwards, because the commit requires the files still claimed under its token.
 """
 
@@ -38,9 +41,15 @@ from icefloe.errors import (
     RowCountMismatchError,
 )
 from icefloe.lifecycle.delete import DeletePlanner, check_rows_lost, rewrite_files
+from icefloe.lifecycle.predicate import PredicateEvaluationError
 from icefloe.merge.claims import claim_problem
 from icefloe.merge.worker import MergeOutcome
-from icefloe.metastore.deletes import DeleteJob, DeleteJobStore, DeletePart
+from icefloe.metastore.deletes import (
+    DeleteJob,
+    DeleteJobRunningError,
+    DeleteJobStore,
+    DeletePart,
+)
 from icefloe.metastore.models import DataFile
 from icefloe.metastore.store import MetaStore
 from icefloe.query import QueryEngine
@@ -150,7 +159,11 @@ def start_delete(
     limits: QueryLimits | None = None,
 ) -> DeleteStarted:
     """Plan a delete, record its job and claims, and send one task per part
-    (``configure``: S3 reads of the planning query, as for :func:`delete_rows`)."""
+    (``configure``: S3 reads of the planning query, as for :func:`delete_rows`).
+
+    :class:`DeleteJobRunningError` (naming it) when another running delete job holds planned
+    files: jobs over the same files run one after the other, never one taking the other's
+    files (which would make that one fail, its rows surviving)."""
     store = DeleteJobStore(meta)
     engine = QueryEngine(meta=meta, objects=objects, configure=configure, limits=limits)
     try:
@@ -175,6 +188,8 @@ def start_delete(
                     parts=parts,
                     lease=lease,
                 )
+            except DeleteJobRunningError:
+                raise  # another delete job holds planned files: no new plan changes that
             except CommitConflictError:
                 continue  # a merge replaced a planned file meanwhile: plan again
             tasks = [DeletePartTask(job.job_id, n, table) for n in range(len(parts))]
@@ -282,9 +297,15 @@ class DeletePartRunner:
         # The spec the predicate was checked and the files planned against, whatever the
         # table's schema is now (the claimed files are of that version or older).
         spec = self._meta.table_spec(job.table, version=job.spec_version)
-        changes, written, added = rewrite_files(
-            self._objects, spec, job.predicate, inputs, database=self._database, write=True
-        )
+        try:
+            changes, written, added = rewrite_files(
+                self._objects, spec, job.predicate, inputs, database=self._database, write=True
+            )
+        except PredicateEvaluationError as e:
+            # The predicate fails on a row of these files: every delivery would fail the same
+            # way, so the job fails now (freeing its claims) rather than when its lease ends.
+            self.fail(job, f"part {part.part} ({part.partition_path}): {e}")
+            return _outcome(job.table, part.partition_path, "failed", str(e))
         changed = {c.path for c in changes}
         recorded = self._store.finish_part(
             job.job_id,

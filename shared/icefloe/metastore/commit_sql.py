@@ -22,6 +22,7 @@ from psycopg.types.json import Jsonb
 from icefloe.errors import (
     CommitConflictError,
     CommitOutcomeUnknownError,
+    DeleteJobRunningError,
     DuplicateReceiptError,
     IdempotencyKeyReusedError,
     InvalidInputError,
@@ -45,6 +46,36 @@ _END_FILES = """
     SET end_snapshot = %s, removed_at = now(), claim_token = NULL, claim_expires_at = NULL
     WHERE file_id = ANY(%s)
 """
+
+
+def held_by_delete_jobs(
+    conn: Conn, table: str, held: Sequence[tuple[int, uuid.UUID]]
+) -> DeleteJobRunningError | None:
+    """The refusal to give when a running delete job holds any of ``held`` (file id, claim
+    token under an unexpired lease), naming the oldest such job; None when none does.
+
+    A merge's claim may be taken (the merge loses at its commit and plans again later), but a
+    delete job's may not: the job would fail and its delete would silently not happen."""
+    if not held:
+        return None
+    jobs = conn.execute(
+        "SELECT claim_token, job_id FROM delete_jobs WHERE state = 'running'"
+        " AND claim_token = ANY(%s) ORDER BY created_at",
+        (sorted({token for _, token in held}),),
+    ).fetchall()
+    if not jobs:
+        return None
+    token, job_id = jobs[0]
+    files = sorted(file_id for file_id, holder in held if holder == token)
+    shown = ", ".join(str(i) for i in files[:5]) + (", ..." if len(files) > 5 else "")
+    return DeleteJobRunningError(
+        f"{table!r}: file(s) {shown} are held by running delete job {job_id}, which would fail"
+        f" (and its rows survive) if they were taken; run this delete again once that job has"
+        f" ended (icefloe deletes {table})",
+        job_id=job_id,
+    )
+
+
 _INSERT_RECEIPT = "INSERT INTO ingest_receipts (table_id, receipt, snapshot_id) VALUES (%s, %s, %s)"
 _MOVE_HEAD = "UPDATE lake_tables SET head_snapshot_id = %s WHERE table_id = %s"
 # An append in one statement: lock the head row, add the snapshot, its files and receipts, move
@@ -245,6 +276,8 @@ def commit_statements(conn: Conn, request: CommitRequest) -> CommitResult:
             # A rollback or delete overrides merges: one holding these files loses at its
             # commit (and a merge that committed first makes this commit a conflict).
             respect_claims=operation not in ("rollback", "delete"),
+            # A local delete does not override a running delete job: that one would fail.
+            respect_delete_jobs=operation == "delete",
         )
 
     new_id = head + 1
@@ -296,8 +329,11 @@ def _validate_inputs(
     claim_token: uuid.UUID | None,
     *,
     respect_claims: bool = True,
+    respect_delete_jobs: bool = False,
 ) -> tuple[int, int]:
-    """Check that every input file is live and (un)claimed as the commit assumes."""
+    """Check that every input file is live and (un)claimed as the commit assumes; with
+    ``respect_delete_jobs``, a commit without a claim of its own may not take a file a running
+    delete job holds (:class:`DeleteJobRunningError`)."""
     rows = conn.execute(
         """
         SELECT file_id, end_snapshot, claim_token, claim_expires_at > now(), row_count, size_bytes
@@ -322,6 +358,13 @@ def _validate_inputs(
             )
         if claim_token is None and respect_claims and holder is not None and lease_active:
             raise CommitConflictError(f"{info.name!r}: input file {file_id} is claimed by a merge")
+    if claim_token is None and respect_delete_jobs:
+        # The rows are locked, so a job claiming them committed before this read: the next
+        # statement sees its record.
+        held = [(int(r[0]), r[2]) for r in rows if r[2] is not None and bool(r[3])]
+        refusal = held_by_delete_jobs(conn, info.name, held)
+        if refusal is not None:
+            raise refusal
     return sum(int(r[4]) for r in rows), sum(int(r[5]) for r in rows)
 
 

@@ -11,9 +11,18 @@ from typing import Any, Literal
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
-from icefloe.errors import CommitConflictError, NotFoundError
+from icefloe.errors import CommitConflictError, DeleteJobRunningError, NotFoundError
+from icefloe.metastore.commit_sql import held_by_delete_jobs
 from icefloe.metastore.models import DataFile, NewFile
 from icefloe.metastore.store import MetaStore
+
+__all__ = [
+    "DeleteJob",
+    "DeleteJobRunningError",
+    "DeleteJobStore",
+    "DeletePart",
+    "DeleteState",
+]
 
 DeleteState = Literal["running", "committed", "failed"]
 
@@ -93,11 +102,27 @@ class DeleteJobStore:
     ) -> DeleteJob:
         """Record a job and its parts (partition path, files), and claim every planned file under
         the job's token, taking files a merge holds (that merge loses at its commit).
-        CommitConflictError when a planned file is no longer live (plan again)."""
+        CommitConflictError when a planned file is no longer live (plan again);
+        :class:`DeleteJobRunningError` when another running delete job holds one: taking it
+        would make that job fail and its delete silently not happen, so this one waits for it
+        to end (the caller starts it again)."""
         info = self._meta.get_table(table)
         job_id, token = uuid.uuid4(), uuid.uuid4()
         ids = sorted(f.file_id for _, files in parts for f in files)
         with self._meta.transaction() as conn:
+            # Lock the planned rows first (in file order, as a commit does): a job claiming
+            # them concurrently has then committed, and the next statement sees its record.
+            locked = conn.execute(
+                "SELECT file_id, claim_token, claim_expires_at > now() FROM data_files"
+                " WHERE table_id = %s AND file_id = ANY(%s) AND end_snapshot IS NULL"
+                " ORDER BY file_id FOR UPDATE",
+                (info.table_id, ids),
+            ).fetchall()
+            refusal = held_by_delete_jobs(
+                conn, table, [(int(r[0]), r[1]) for r in locked if r[1] is not None and r[2]]
+            )
+            if refusal is not None:
+                raise refusal
             claimed = conn.execute(
                 "UPDATE data_files SET claim_token = %s, claim_expires_at = now() + %s"
                 " WHERE table_id = %s AND file_id = ANY(%s) AND end_snapshot IS NULL",
@@ -123,6 +148,18 @@ class DeleteJobStore:
                     ],
                 )
         return self.get(job_id)
+
+    def check_not_held(self, table: str, files: Sequence[DataFile]) -> None:
+        """Raise :class:`DeleteJobRunningError` when a running delete job holds any of
+        ``files`` (as they were listed): a local delete checks before it rewrites anything,
+        and its commit checks again under the row locks."""
+        held = [(f.file_id, f.claim_token) for f in files if f.claim_token and f.claimed]
+        if not held:
+            return
+        with self._meta.read_transaction() as conn:
+            refusal = held_by_delete_jobs(conn, table, held)
+        if refusal is not None:
+            raise refusal
 
     def get(self, job_id: uuid.UUID) -> DeleteJob:
         with self._meta.read_transaction() as conn:

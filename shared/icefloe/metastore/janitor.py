@@ -1,5 +1,6 @@
 """The janitor's statements: expire snapshots, find and forget dead files, know which objects
-are registered, free expired claims, prune old receipts.
+are registered (a file row names them, or a running delete job recorded them), free expired
+claims, prune old receipts.
 
 Kept apart from the read and commit paths (:mod:`icefloe.metastore.snapshots`,
 :mod:`icefloe.metastore.commits`); its statements go through the meta store's transactions, on
@@ -153,12 +154,26 @@ class JanitorStore:
             return cur.rowcount
 
     def registered_paths(self, paths: Sequence[str]) -> set[str]:
-        """Which of ``paths`` a file row names (live or dead, in any table)."""
+        """Which of ``paths`` a file row names (live or dead, in any table), or a running
+        delete job has recorded as a part's rewrite.
+
+        A job's recorded rewrites get their file rows only when its last part commits, which
+        may be hours later (its parts wait behind merges on the queue): until then the part
+        record is what names them, and sweeping them would make the job commit rows whose
+        objects are gone. One statement, so a job committing meanwhile is seen either still
+        running or with its rows; a job that ended failed names nothing (it deletes its
+        rewrites itself, and the sweep takes what a kill left)."""
         if not paths:
             return set()
         with self._meta.read_transaction() as conn:
             rows = conn.execute(
-                "SELECT path FROM data_files WHERE path = ANY(%s)", (list(paths),)
+                "SELECT path FROM data_files WHERE path = ANY(%(paths)s)"
+                " UNION SELECT f.rewrite ->> 'path' FROM delete_jobs j"
+                " JOIN delete_parts p ON p.job_id = j.job_id,"
+                " jsonb_array_elements(p.added) AS f(rewrite)"
+                " WHERE j.state = 'running' AND p.added IS NOT NULL"
+                " AND f.rewrite ->> 'path' = ANY(%(paths)s)",
+                {"paths": list(paths)},
             ).fetchall()
         return {str(r[0]) for r in rows}
 

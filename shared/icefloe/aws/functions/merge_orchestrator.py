@@ -14,7 +14,7 @@ from icefloe.aws.events import OrchestratorInvoke, error_answer
 from icefloe.aws.lambda_runtime import Container
 from icefloe.aws.observability import FunctionTelemetry
 from icefloe.compaction.emr import EmrCompactionLauncher
-from icefloe.errors import ConfigError, InvalidInputError, NotFoundError
+from icefloe.errors import ConfigError, DeleteJobRunningError, InvalidInputError, NotFoundError
 from icefloe.lifecycle import DeleteRequest, DeleteStarted, reconcile_deletes, start_delete
 from icefloe.merge import MergeOrchestrator, OrchestratorSummary, SqsTaskSender
 from icefloe.query.s3_access import configure_s3_from_settings
@@ -31,7 +31,7 @@ def handle(event: object, *, container: Container, telemetry: FunctionTelemetry)
         for job in reconcile_deletes(meta=runtime.meta, objects=runtime.objects):
             telemetry.logger.info("delete job reconciled", extra=job.to_json())
         summary = _orchestrator(container).run(table=request.table)
-    except (InvalidInputError, NotFoundError) as e:
+    except (InvalidInputError, NotFoundError, DeleteJobRunningError) as e:
         telemetry.logger.warning("orchestration refused", extra={"error": type(e).__name__})
         telemetry.count("OrchestrationsRefused", 1)
         return error_answer(e)
