@@ -36,7 +36,14 @@ from icefloe.query.s3_access import S3Endpoint
 from icefloe.query.sandbox import CheckedQuery, QueryRefusedError, check_query, check_references
 from icefloe.query.scan_filters import TableScans, shared_scan_planner
 from icefloe.query.tenant_access import TenantRead, tenant_read
-from icefloe.query.views import TimeRange, files_source, standin_source, view_body, view_sql
+from icefloe.query.views import (
+    TimeRange,
+    check_window,
+    files_source,
+    standin_source,
+    view_body,
+    view_sql,
+)
 from icefloe.settings.limits import QueryLimits
 from icefloe.spec import TableSpec
 from icefloe.spec.reading import stat_names
@@ -237,8 +244,9 @@ class QueryEngine:
         tenant: str | None = None,
     ) -> QueryResult:
         """Run one SELECT. ``snapshot_id`` (one table only) or ``as_of`` pins the snapshot of
-        each table; by default each table's head. ``time_range`` restricts a table's view.
-        ``tenant`` scopes every table to that tenant's partition, whatever the SQL says."""
+        each table; by default each table's head. ``time_range`` restricts a table's view (a
+        table with no time partition refuses a window). ``tenant`` scopes every table to that
+        tenant's partition, whatever the SQL says."""
         if tenant is not None:
             check_tenant(tenant)
         checked = check_query(sql, limits=self.limits)
@@ -271,6 +279,8 @@ class QueryEngine:
             # Each table read with the schema of the snapshot it pins.
             specs = {name: pins[name].spec(lake_tables[name].spec) for name in named}
             windows = {name: (time_range or {}).get(name) for name in named}
+            for name in named:
+                check_window(specs[name], windows[name])
             scans = self._scans(checked, specs, windows, tenant)
             planned = [
                 self._plan(
@@ -353,7 +363,8 @@ class QueryEngine:
         as_of: datetime | None = None,
         time_range: TimeRange | None = None,
     ) -> TablePlan:
-        """The files a read of ``table`` at a snapshot needs, pruned to ``time_range``."""
+        """The files a read of ``table`` at a snapshot needs, pruned to ``time_range`` (refused
+        on a table with no time partition, see :func:`icefloe.query.views.check_window`)."""
         with self._meta.read_tables([table]) as read:
             info = read.tables.get(table)
             if info is None:
@@ -379,6 +390,7 @@ class QueryEngine:
         window: TimeRange | None,
         tenant: str | None,
     ) -> tuple[TablePlan, str | None]:
+        check_window(spec, window)
         field = spec.time_partition_field
         ranges: dict[str, ColumnRange] = {}
         if field is not None and self.pruning:

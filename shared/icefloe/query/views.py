@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, time
 
 from icefloe.duck import ident, name_literal, string_literal
+from icefloe.errors import InvalidInputError
 from icefloe.ingest.generated_values import computed_value_sql
 from icefloe.ingest.row_ids import ROW_ID_COLUMN
 from icefloe.query.scan_filters import STANDIN_SCHEMA, standin_columns
@@ -32,6 +33,17 @@ class TimeRange:
 
     start: datetime | None = None
     end: datetime | None = None
+
+
+def check_window(spec: TableSpec, window: TimeRange | None) -> None:
+    """Refuse a window (either bound given) on a table with no year/month/day/hour partition:
+    it has no time column a window could be on, and reading every row instead would answer
+    silently for a window that was never applied (Spark's ``read_table`` refuses the same)."""
+    bounded = window is not None and (window.start is not None or window.end is not None)
+    if bounded and spec.time_partition_field is None:
+        raise InvalidInputError(
+            f"table {spec.name!r} has no time partition: start/end do not apply"
+        )
 
 
 def window_conditions(
@@ -200,6 +212,7 @@ def view_body(
     if tenant is not None and spec.tenant_column is not None:
         # Files were chosen by tenant partition already; this filter is a second lock.
         conditions.append(f"{ident(spec.tenant_column)} = {string_literal(tenant)}")
+    check_window(spec, window)
     field = spec.time_partition_field
     if window is not None and field is not None:
         conditions += window_conditions(field.source, spec.column(field.source).type, window)
