@@ -32,6 +32,15 @@ _DATE_TEXT = "-?[0-9]{4,}-[0-9]{1,2}-[0-9]{1,2}|-?infinity"
 # A time of day alone, to the microsecond: no offset (DuckDB's cast drops it), no more digits
 # (it rounds them away), nothing after it (it ignores that).
 _TIME_TEXT = "[0-9]{2}:[0-9]{2}(:[0-9]{2}([.][0-9]{1,6})?)?"
+# A numeric UTC offset ending a timestamp's text, in each form DuckDB's cast reads (+05,
+# +0530, +05:30, +05:30:15, then a colon or spaces), after a time's seconds (so that the day
+# of a date alone, -31 of 2026-05-31, is no offset). DuckDB takes any two digits there
+# (+25:00, +23:99) and moves the instant by them.
+_OFFSET_TEXT = r":[0-9]{1,2}([.][0-9]*)?[+-][0-9]{2}(:?[0-9]{2}(:[0-9]{2})?)?:?[\t\n\v\f\r ]*$"
+# An offset in range: from -18:00 to +18:00, minutes and seconds 00 to 59.
+_OFFSET_IN_RANGE = (
+    r"[+-]((0[0-9]|1[0-7])(:?[0-5][0-9](:[0-5][0-9])?)?|18(:?00(:00)?)?):?[\t\n\v\f\r ]*$"
+)
 _DECIMAL = re.compile(r"DECIMAL\((\d+),\s*(\d+)\)")
 # Epoch milliseconds accepted for timestamps: years 1677..2262, the range of int64 nanoseconds.
 _EPOCH_MS_MIN, _EPOCH_MS_MAX = -9_223_372_036_854, 9_223_372_036_854
@@ -67,6 +76,54 @@ def present_ident(name: str) -> str:
     identifier; the flag's own name may pass the 63 characters a column name may have (DuckDB
     takes longer identifiers), so it is not checked again."""
     return '"__present_' + ident(name)[1:]
+
+
+def _offset_ident(name: str) -> str:
+    """The quoted identifier of column ``name``'s flag of a UTC offset out of range."""
+    return '"__offset_' + ident(name)[1:]
+
+
+def _zoned(kind: str) -> bool:
+    """Whether a column of type ``kind`` holds timestamps, at any depth of lists."""
+    return kind.rstrip("[]") in ("TIMESTAMP", "TIMESTAMPTZ")
+
+
+def offset_out_of_range(text: str) -> str:
+    """SQL true when the text ``text`` ends in a numeric UTC offset outside -18:00..+18:00 or
+    with minutes or seconds past 59, which DuckDB's cast would read and move the instant by;
+    false otherwise (no offset, a zone by name, NULL)."""
+    return (
+        f"CASE WHEN regexp_matches({text}, '{_OFFSET_TEXT}')"
+        f" THEN NOT regexp_matches({text}, '{_OFFSET_IN_RANGE}') ELSE false END"
+    )
+
+
+def json_offset_out_of_range(r: str, kind: str) -> str | None:
+    """SQL true when the JSON expression ``r``, typed as a leaf of type ``kind``, is a string
+    ending in an offset out of range; None for a type that takes no offset."""
+    if kind not in ("TIMESTAMP", "TIMESTAMPTZ"):
+        return None
+    inner = offset_out_of_range(f"({r} ->> '$')")
+    return f"CASE WHEN json_type({r}) = 'VARCHAR' THEN {inner} ELSE false END"
+
+
+def text_offset_out_of_range(r: str, kind: str, source: str) -> str | None:
+    """SQL true when the typed expression ``r`` (DuckDB type ``source``) is text holding a
+    timestamp (or, for a list type from text, an element) that ends in an offset out of
+    range; None when no text becomes a timestamp."""
+    if source != "VARCHAR" or not _zoned(kind):
+        return None
+    if not is_list(kind):
+        return offset_out_of_range(r)
+    depth = kind.count("[]")
+    e = f"__o{depth}"
+    bad = offset_out_of_range(e)
+    for level in range(depth - 1, 0, -1):  # a list of lists: any element at any depth
+        inner = f"__o{level}"
+        bad = f"coalesce(list_bool_or(list_transform({inner}, lambda {e}: {bad})), false)"
+        e = inner
+    elements = f"TRY_CAST({r} AS VARCHAR{'[]' * depth})"
+    return f"coalesce(list_bool_or(list_transform({elements}, lambda {e}: {bad})), false)"
 
 
 EXPECTED: dict[str, str] = {
@@ -179,13 +236,14 @@ def _outer_error(
     max_json_depth: int | None,
     partition_source: bool = False,
     json_proven_standard: bool = False,
+    offset_flag: str | None = None,
 ) -> str:
     v = ident(col.name)
     present = present_ident(col.name)
-    checks = [
-        f"WHEN NOT {present} THEN {'NULL' if col.nullable else repr('missing')}",
-        f"WHEN {v} IS NULL THEN 'type'",
-    ]
+    checks = [f"WHEN NOT {present} THEN {'NULL' if col.nullable else repr('missing')}"]
+    if offset_flag is not None:
+        checks.append(f"WHEN {offset_flag} THEN 'offset'")
+    checks += [f"WHEN {v} IS NULL THEN 'type'"]
     checks += [
         f"WHEN {condition} THEN '{code}'"
         for condition, code in value_checks(
@@ -210,9 +268,13 @@ def _outer_error(
 def json_column(
     col: Column, *, max_value_bytes: int, max_json_depth: int, partition_source: bool = False
 ) -> ColumnSQL:
-    """SQL over a JSON-typed raw column (read from JSON records) named like the column."""
+    """SQL over a JSON-typed raw column (read from JSON records) named like the column. A
+    timestamp's offset out of range is flagged once, below the value (a layer), for both the
+    value and the error code."""
     r = ident(col.name)
-    value = json_leaf_value(r, col.type)
+    offset = json_offset_out_of_range(r, col.type)
+    flag = None if offset is None else _offset_ident(col.name)
+    value = json_leaf_value(r, col.type, offset_flag=flag)
     t = f"json_type({r})"
     return ColumnSQL(
         column=col,
@@ -223,7 +285,9 @@ def json_column(
             max_value_bytes=max_value_bytes,
             max_json_depth=max_json_depth,
             partition_source=partition_source,
+            offset_flag=flag,
         ),
+        layers=() if offset is None or flag is None else (((flag, offset),),),
     )
 
 
@@ -241,12 +305,13 @@ def _pointer_token(name: str) -> str:
     return name.replace("~", "~0").replace("/", "~1")
 
 
-def json_leaf_value(r: str, kind: str) -> str:
+def json_leaf_value(r: str, kind: str, *, offset_flag: str | None = None) -> str:
     """SQL of the typed value of the JSON expression ``r`` as a column of type ``kind``, a
     leaf (not a STRUCT, MAP or list: those are typed part by part, see
     :mod:`~icefloe.ingest.nested_json`): NULL when ``r`` is absent, JSON null, or not strictly
     of the type (a string is never a number, nor a fraction an integer; out of range is
-    NULL)."""
+    NULL, a timestamp's UTC offset too). ``offset_flag``: SQL of
+    :func:`json_offset_out_of_range` computed already, else it is computed here."""
     assert not is_list(kind), "a list is typed element by element (nested_json)"
     t = f"json_type({r})"
     text = f"({r} ->> '$')"
@@ -270,8 +335,10 @@ def json_leaf_value(r: str, kind: str) -> str:
         value = f"CASE WHEN {t} IN {_NUMBER_JSON} THEN {_exact_decimal(text, kind)} END"
     elif kind in ("TIMESTAMP", "TIMESTAMPTZ"):
         ms = f"TRY_CAST({text} AS BIGINT)"
+        bad_offset = offset_flag or offset_out_of_range(text)
         tz_value = (
-            f"CASE WHEN {t} = 'VARCHAR' THEN TRY_CAST({text} AS TIMESTAMPTZ)"
+            f"CASE WHEN {t} = 'VARCHAR' THEN"
+            f" CASE WHEN NOT ({bad_offset}) THEN TRY_CAST({text} AS TIMESTAMPTZ) END"
             f" WHEN {t} IN {_INTEGER_JSON} AND {ms} BETWEEN {_EPOCH_MS_MIN} AND {_EPOCH_MS_MAX}"
             f" THEN make_timestamptz({ms} * 1000) END"
         )
@@ -353,13 +420,48 @@ def sql_column(
             present=f"({r} IS NOT NULL)",
             error=error,
         )
-    value = typed_leaf_value(r, kind, source)
-    return ColumnSQL(column=col, value=value, present=f"({r} IS NOT NULL)", error=error)
+    offset = text_offset_out_of_range(r, kind, source)
+    if offset is None:
+        value = typed_leaf_value(r, kind, source)
+        return ColumnSQL(column=col, value=value, present=f"({r} IS NOT NULL)", error=error)
+    # A timestamp's offset out of range, flagged once below the value (a layer), for both the
+    # value and the error code.
+    flag = _offset_ident(col.name)
+    return ColumnSQL(
+        column=col,
+        value=typed_leaf_value(r, kind, source, offset_flag=flag),
+        present=f"({r} IS NOT NULL)",
+        error=_outer_error(
+            col,
+            max_value_bytes=max_value_bytes,
+            max_json_depth=max_json_depth,
+            partition_source=partition_source,
+            json_proven_standard=json_proven_standard,
+            offset_flag=flag,
+        ),
+        layers=(((flag, offset),),),
+    )
 
 
-def typed_leaf_value(r: str, kind: str, source: str) -> str:
+def typed_leaf_value(r: str, kind: str, source: str, *, offset_flag: str | None = None) -> str:
     """SQL of the value of the typed expression ``r`` (DuckDB type ``source``, which
-    :func:`accepts` for ``kind``) as a column of type ``kind``: NULL when it does not convert."""
+    :func:`accepts` for ``kind``) as a column of type ``kind``: NULL when it does not convert,
+    or when it is text ending in a UTC offset out of range. ``offset_flag``: SQL of
+    :func:`text_offset_out_of_range` computed already, else it is computed here."""
+    bad_offset = offset_flag or text_offset_out_of_range(r, kind, source)
+    if bad_offset is not None and is_list(kind):
+        # Parsed whole, each element through TIMESTAMPTZ: a TIMESTAMP[] cast drops offsets.
+        depth = kind.count("[]")
+        zoned = f"TRY_CAST({r} AS TIMESTAMPTZ{'[]' * depth})"
+        if kind.rstrip("[]") == "TIMESTAMP":
+            e = f"__u{depth}"
+            utc = f"{e} AT TIME ZONE 'UTC'"
+            for level in range(depth - 1, 0, -1):
+                inner = f"__u{level}"
+                utc = f"list_transform({inner}, lambda {e}: {utc})"
+                e = inner
+            zoned = f"list_transform({zoned}, lambda {e}: {utc})"
+        return f"CASE WHEN NOT ({bad_offset}) THEN {zoned} END"
     if kind == "JSON":
         if source == "VARCHAR":
             value = f"CASE WHEN json_valid({r}) THEN {r} END"
@@ -372,7 +474,7 @@ def typed_leaf_value(r: str, kind: str, source: str) -> str:
                 f"CASE WHEN regexp_full_match({r}, '-?[0-9]+') THEN"
                 f" CASE WHEN {ms} BETWEEN {_EPOCH_MS_MIN} AND {_EPOCH_MS_MAX}"
                 f" THEN make_timestamptz({ms} * 1000) END"
-                f" ELSE TRY_CAST({r} AS TIMESTAMPTZ) END"
+                f" WHEN NOT ({bad_offset}) THEN TRY_CAST({r} AS TIMESTAMPTZ) END"
             )
         elif source.startswith("TIMESTAMP WITH TIME ZONE") or source == "TIMESTAMPTZ":
             tz_value = r

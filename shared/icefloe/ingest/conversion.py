@@ -276,6 +276,11 @@ def _message(kind: str, type_name: str, limits: InsertLimits) -> str:
             element = element[:-2]
         what = "a date" if element == "DATE" else "a timestamp"
         return f"expected {what} from year 1 to 9999 ({type_name}); infinities are refused"
+    if kind == "offset":
+        return (
+            "UTC offset out of range: expected one from -18:00 to +18:00, minutes 00 to 59"
+            f" ({type_name})"
+        )
     if kind == "finite":
         return (
             f"expected a finite number ({type_name}): NaN and infinities are refused"

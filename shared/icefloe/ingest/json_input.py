@@ -51,7 +51,12 @@ from icefloe.ingest.digit_shapes import common_shape, shape_matches
 from icefloe.ingest.json_depth import any_deeper_than
 from icefloe.ingest.json_shape import openers_within, opening_brackets, refuse_deep_lines
 from icefloe.ingest.sources import InsertLimits
-from icefloe.ingest.strict_json import as_one_value, matches_anywhere, may_not_be_standard
+from icefloe.ingest.strict_json import (
+    as_one_value,
+    matches_anywhere,
+    may_not_be_standard,
+    value_bytes,
+)
 from icefloe.spec import Column, TableSpec
 
 # What pyarrow's reader parses each column type as: the Arrow input's types, but timestamps
@@ -68,6 +73,11 @@ _TIME = r"[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,6})?)?"
 _ZONE = r"(?:Z|[+-]\d{2}(?::?\d{2})?)"
 # A zone only after the seconds: pyarrow reads "10:59+0230", DuckDB does not.
 _ZONED_TIMESTAMP = rf"^{_DATE}[T ]\d{{2}}:\d{{2}}:\d{{2}}(?:\.\d{{1,6}})?{_ZONE}$"
+# The same, its offset in range (-18:00 to +18:00, minutes 00 to 59; pyarrow reads up to
+# 23:59, DuckDB any two digits): for values searched one by one. A column of one shape is
+# matched with the form above, its offsets then checked as numbers (_offsets_in_range).
+_ZONE_IN_RANGE = r"(?:Z|[+-](?:(?:0\d|1[0-7])(?::?[0-5]\d)?|18(?::?00)?))"
+_ZONED_TIMESTAMP_IN_RANGE = rf"^{_DATE}[T ]\d{{2}}:\d{{2}}:\d{{2}}(?:\.\d{{1,6}})?{_ZONE_IN_RANGE}$"
 _LOCAL_TIMESTAMP = f"^{_DATE}(?:{_TIME})?$"
 _PLAIN_DATE = f"^{_DATE}$"
 _CONCURRENT_FROM_BYTES = 1 << 20
@@ -221,15 +231,52 @@ def typed_columns(spec: TableSpec, table: pa.Table) -> pa.Table | None:
 def timestamps_from_text(text: pa.ChunkedArray) -> pa.ChunkedArray | None:
     if text.null_count == len(text):
         return pa.chunked_array([pa.nulls(len(text), pa.timestamp("us"))])
+    shape = common_shape(text)
     try:
-        if _all_match(text, _ZONED_TIMESTAMP):
+        if _all_match_shaped(text, _ZONED_TIMESTAMP, shape=shape, each=_ZONED_TIMESTAMP_IN_RANGE):
+            if shape is not None and not _offsets_in_range(text, shape):
+                return None  # the conversion names the value
             zoned = pc.cast(text, pa.timestamp("us", tz="UTC"))
             return zoned.cast(pa.timestamp("us"))  # the same instants, in UTC
-        if _all_match(text, _LOCAL_TIMESTAMP):
+        if _all_match_shaped(text, _LOCAL_TIMESTAMP, shape=shape):
             return pc.cast(text, pa.timestamp("us"))
     except pa.ArrowInvalid:  # a month 13, an hour 24, a year 0...
         return None
     return None  # mixed zoned and local, or another form
+
+
+def _offsets_in_range(text: pa.ChunkedArray, shape: str) -> bool:
+    """Whether every offset of a column of zoned timestamps of one ``shape`` (matching
+    ``_ZONED_TIMESTAMP``, so one byte a character, every value as wide) is from -18:00 to
+    +18:00, its minutes from 00 to 59. The offset is at the same place in every value: the
+    bytes of its tens of hours and of minutes are read at a stride (a copy of one byte a
+    value), and only a column with hours past 9 has its offsets compared as text."""
+    if shape.endswith("Z"):
+        return True
+    width = len(shape)
+    sign = max(shape.rfind("+"), shape.rfind("-"))  # the zone's: the date's come first
+    zone = shape[sign + 1 :]
+    # Digits of one width compare as their numbers: 18:00 is the largest offset.
+    largest_allowed = {"00": b"18", "0000": b"1800", "00:00": b"18:00"}[zone]
+    minutes_at = None if zone == "00" else sign + 1 + zone.index("0", 2)
+    for chunk in text.chunks:
+        data = value_bytes(chunk)
+        if data is None or data.size != len(chunk) * width:
+            return False  # not the layout common_shape read: left to the conversion
+        if not data.size:
+            continue
+        view = memoryview(data)
+        if minutes_at is not None and bytes(view[minutes_at::width]).translate(None, b"012345"):
+            return False  # minutes past 59
+        tens = bytes(view[sign + 1 :: width])
+        if not tens.translate(None, b"0"):
+            continue  # hours below 10
+        if tens.translate(None, b"01"):
+            return False  # hours from 20
+        values = pa.Array.from_buffers(pa.binary(width), len(chunk), [None, data])
+        if pc.max(pc.binary_slice(values, sign + 1, width)).as_py() > largest_allowed:
+            return False
+    return True
 
 
 # From this many values a form is checked in two halves at once (pyarrow's regex releases
@@ -241,13 +288,23 @@ def _all_match(text: pa.ChunkedArray, pattern: str) -> bool:
     """Whether every value (nulls aside) matches ``pattern``, an anchored RE2 pattern in which
     ``\\d`` is the only class holding a digit (so that a value's shape decides: see
     :mod:`~icefloe.ingest.digit_shapes`)."""
-    shape = common_shape(text)
+    return _all_match_shaped(text, pattern, shape=common_shape(text))
+
+
+def _all_match_shaped(
+    text: pa.ChunkedArray, pattern: str, *, shape: str | None, each: str | None = None
+) -> bool:
+    """:func:`_all_match`, given the values' common shape (None when they have none: see
+    :func:`~icefloe.ingest.digit_shapes.common_shape`). ``each``: a stricter pattern (one that
+    may tell digits apart) that values searched one by one, when they have no common shape,
+    are held to instead."""
     if shape is not None:
         return shape_matches(shape, pattern)
+    searched = each or pattern
 
     def matches(part: pa.ChunkedArray) -> bool:
         # min_count=0: a part of nulls alone is true (by default it would be null)
-        return bool(pc.all(pc.match_substring_regex(part, pattern), min_count=0).as_py())
+        return bool(pc.all(pc.match_substring_regex(part, searched), min_count=0).as_py())
 
     if len(text) < _HALVED_FROM_VALUES:
         return matches(text)

@@ -10,7 +10,12 @@ there.
 
 from __future__ import annotations
 
-from icefloe.ingest.columns import json_leaf_value, json_member, value_checks
+from icefloe.ingest.columns import (
+    json_leaf_value,
+    json_member,
+    json_offset_out_of_range,
+    value_checks,
+)
 from icefloe.spec.type_tree import Leaf, ListOf, MapOf, Struct, TypeNode, format_type
 
 _PROBLEM = "STRUCT(path VARCHAR, kind VARCHAR, type VARCHAR)"
@@ -117,10 +122,11 @@ class _Diagnosis:
 
     def _leaf(self, kind: str, r: str, path: str) -> str:
         v = json_leaf_value(r, kind)
-        branches = [
-            f"WHEN {_absent(r)} THEN {_NONE}",
-            f"WHEN ({v}) IS NULL THEN {_one(path, 'type', kind)}",
-        ]
+        branches = [f"WHEN {_absent(r)} THEN {_NONE}"]
+        offset = json_offset_out_of_range(r, kind)
+        if offset is not None:
+            branches.append(f"WHEN {offset} THEN {_one(path, 'offset', kind)}")
+        branches.append(f"WHEN ({v}) IS NULL THEN {_one(path, 'type', kind)}")
         branches += [
             f"WHEN {condition} THEN {_one(path, code, kind)}"
             for condition, code in value_checks(

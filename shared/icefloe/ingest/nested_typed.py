@@ -22,6 +22,7 @@ from icefloe.ingest.columns import (
     ColumnSQL,
     accepts,
     present_ident,
+    text_offset_out_of_range,
     typed_leaf_value,
     value_checks,
 )
@@ -203,10 +204,11 @@ class _Typed:
         """SQL of the problems of the source value ``s``: (path, kind, type) of each."""
         if isinstance(node, Leaf):
             v = f"({typed_leaf_value(s, node.name, str(source).upper())})"
-            branches = [
-                f"WHEN {s} IS NULL THEN {_NONE}",
-                f"WHEN {v} IS NULL THEN {_one(path, 'type', node.name)}",
-            ]
+            branches = [f"WHEN {s} IS NULL THEN {_NONE}"]
+            offset = text_offset_out_of_range(s, node.name, str(source).upper())
+            if offset is not None:
+                branches.append(f"WHEN {offset} THEN {_one(path, 'offset', node.name)}")
+            branches.append(f"WHEN {v} IS NULL THEN {_one(path, 'type', node.name)}")
             branches += [
                 f"WHEN {condition} THEN {_one(path, code, node.name)}"
                 for condition, code in value_checks(
