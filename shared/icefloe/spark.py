@@ -33,7 +33,7 @@ from icefloe.query.sql_refs import analyze
 from icefloe.query.views import TimeRange, window_conditions
 from icefloe.runtime import Runtime
 from icefloe.settings import load_settings
-from icefloe.spark_files import read_files, spark_type
+from icefloe.spark_files import check_spark_readable, read_files, spark_type
 from icefloe.spec import TableSpec
 
 if TYPE_CHECKING:
@@ -84,6 +84,12 @@ def read_table(
             (lake.objects.uri(path), version)
             for path, version in zip(plan.paths, plan.file_versions, strict=True)
         ]
+        # The files' own specs too: a column dropped since is still in their files.
+        versions = set(plan.file_versions) - {spec.version}
+        check_spark_readable(
+            [spec, *(lake.meta.table_spec(table, version=v) for v in sorted(versions))],
+            table=table,
+        )
     finally:
         if own is not None:
             own.close()

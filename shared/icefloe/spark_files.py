@@ -47,6 +47,63 @@ _SPARK_TYPES = {
 }
 
 
+# Leaf types Spark cannot read from a Parquet file at all (Spark 4 refuses the file's schema
+# when it holds one, at any depth, read or not), with what to say about them.
+SPARK_UNREADABLE_TYPES = {"TIME": "TIME values, which Spark cannot read from Parquet"}
+
+
+class SparkUnreadableTableError(InvalidInputError):
+    """A table (or a file of it) holds a column type Spark cannot read (TIME)."""
+
+
+def leaf_types(duckdb_type: str) -> frozenset[str]:
+    """The leaf type names in ``duckdb_type`` at any depth (``{"TIME", "VARCHAR"}`` for
+    ``STRUCT(a TIME, b VARCHAR[])``)."""
+    return frozenset(_leaves(type_tree(duckdb_type)))
+
+
+def holds_map(duckdb_type: str) -> bool:
+    """True when ``duckdb_type`` is a MAP or has one inside it at any depth."""
+    return _holds_map(type_tree(duckdb_type))
+
+
+def _leaves(node: TypeNode) -> Iterator[str]:
+    if isinstance(node, ListOf):
+        yield from _leaves(node.element)
+    elif isinstance(node, MapOf):
+        yield from _leaves(node.key)
+        yield from _leaves(node.value)
+    elif isinstance(node, Struct):
+        for _, field in node.fields:
+            yield from _leaves(field)
+    else:
+        yield node.name
+
+
+def _holds_map(node: TypeNode) -> bool:
+    if isinstance(node, MapOf):
+        return True
+    if isinstance(node, ListOf):
+        return _holds_map(node.element)
+    if isinstance(node, Struct):
+        return any(_holds_map(t) for _, t in node.fields)
+    return False
+
+
+def check_spark_readable(specs: Iterable[TableSpec], *, table: str) -> None:
+    """Raise :class:`SparkUnreadableTableError` when a column of any of ``specs`` (the specs
+    the files to read were written by, and the one they are read as) holds a type Spark
+    cannot read at any depth; such tables are read with DuckDB."""
+    for spec in specs:
+        for column in spec.columns:
+            for name in sorted(leaf_types(column.type) & SPARK_UNREADABLE_TYPES.keys()):
+                raise SparkUnreadableTableError(
+                    f"table {table!r}: column {column.name!r} ({column.type}) holds"
+                    f" {SPARK_UNREADABLE_TYPES[name]}; read the table with DuckDB instead"
+                    " (icefloe query, Lake.query, or read_changes, which converts TIME to text)"
+                )
+
+
 def spark_type(duckdb_type: str) -> str:
     """The Spark SQL type a column of ``duckdb_type`` is read as (nested types field by field:
     ``struct<`ip`:string>``, ``array<...>``, ``map<k,v>``)."""

@@ -2,8 +2,9 @@
 
 The driver checks the manifest's claims against the meta store, reads every input file into
 one DataFrame tagged with its partition, applies the table's merge mode (append, replace and
-aggregate compiled to Spark; a custom DuckDB query is refused here: it runs with the DuckDB
-engine), range-partitions by (partition, row-group key) so each key value stays in one task,
+aggregate compiled to Spark; a custom DuckDB query, a column type Spark cannot read or hold and
+a MAP key are refused here, before anything is read: such tables run with the DuckDB engine,
+see :func:`icefloe.compaction.spark_modes.check_spark_can_merge`), range-partitions by (partition, row-group key) so each key value stays in one task,
 sorts within tasks and hands the sorted rows to ``mapInArrow``. Each task cuts value-aligned
 row groups and writes files through pyarrow (Spark's writer cannot cut row groups at key
 boundaries), uploads them and returns one small row per file. The driver then commits each
@@ -31,7 +32,7 @@ import pyarrow.compute as pc
 
 from icefloe import duck
 from icefloe.compaction.manifest import CompactionManifest, PartitionGroup
-from icefloe.compaction.spark_modes import SparkMergeUnsupportedError, apply_mode
+from icefloe.compaction.spark_modes import apply_mode, check_spark_can_merge
 from icefloe.compaction.tracking import outputs_prefix
 from icefloe.config import WarehouseLocation
 from icefloe.datafiles import membership_column
@@ -47,7 +48,7 @@ from icefloe.merge.rowgroups import RowGroupCutter
 from icefloe.merge.writer import RollingParquetWriter, upload_staged
 from icefloe.metastore.models import ColumnStats, DataFile, JsonScalar, NewFile
 from icefloe.metastore.store import MetaStore
-from icefloe.spec import CustomMode, TableSpec
+from icefloe.spec import TableSpec
 from icefloe.spec.layout import FileLayout
 from icefloe.storage import ObjectStore, open_object_store
 from icefloe.tracing import span
@@ -148,11 +149,7 @@ def _compact(
     scratch: str | None,
 ) -> CompactionResult:
     spec = meta.get_table(manifest.table).spec
-    if isinstance(spec.merge, CustomMode):
-        raise SparkMergeUnsupportedError(
-            f"table {spec.name!r} merges with a custom DuckDB query, which Spark cannot run;"
-            " compact it with the DuckDB engine"
-        )
+    check_spark_can_merge(spec)
     outcomes: list[PartitionOutcome] = []
     runnable: list[tuple[ClaimedGroup, list[DataFile]]] = []
     for group in map(partial(_claimed, manifest.table), manifest.groups):
@@ -162,6 +159,10 @@ def _compact(
         else:
             runnable.append((group, inputs))
     if runnable:
+        # The inputs' own specs too: a column dropped since is still in their files.
+        versions = {f.spec_version for _, inputs in runnable for f in inputs} - {spec.version}
+        written_by = [meta.table_spec(spec.name, version=v) for v in sorted(versions)]
+        check_spark_can_merge(spec, written_by=written_by)
         written = _write(
             spark,
             spec,

@@ -6,18 +6,28 @@ NULL); aggregate keeps one row per
 group, unless a ``sum`` or ``count`` of the group leaves its column's type: that group's rows
 are kept as they are, as the merge worker keeps them (a merge alters no value, and a
 partition is never failed for good by its data). A custom query is DuckDB SQL and runs with
-the DuckDB engine only.
+the DuckDB engine only, as do tables Spark cannot merge as DuckDB does
+(:func:`check_spark_can_merge`).
 """
 
 from __future__ import annotations
 
-from functools import reduce
+from collections.abc import Callable, Iterable
+from functools import partial, reduce
 from typing import TYPE_CHECKING
 
 from icefloe.errors import IcefloeError
 from icefloe.ingest.row_ids import ROW_ID_COLUMN
 from icefloe.merge.modes import DOUBLE_SUM_LIMIT
-from icefloe.spec import AggregateMode, AppendMode, ReplaceMode, TableSpec, normalize_type
+from icefloe.spark_files import SPARK_UNREADABLE_TYPES, holds_map, leaf_types
+from icefloe.spec import (
+    AggregateMode,
+    AppendMode,
+    CustomMode,
+    ReplaceMode,
+    TableSpec,
+    normalize_type,
+)
 from icefloe.spec.types import decimal_precision_scale
 
 if TYPE_CHECKING:
@@ -35,11 +45,54 @@ _INTEGER_BITS = {
     "UINTEGER": (32, False),
     "UBIGINT": (64, False),
 }
-_FLOAT_MAX = 3.4028234663852886e38
+# The smallest double that a cast to FLOAT rounds to infinity (FLOAT_MAX plus half its ulp, a
+# tie rounded to even): DuckDB's TRY_CAST of a sum to FLOAT fails from there on.
+_FLOAT_OVERFLOW = 2.0**128 - 2.0**103
+# Leaf types Spark cannot merge as DuckDB does: HUGEINT is read as DECIMAL(38, 0), which
+# holds 38 digits where a HUGEINT may have 39.
+_UNMERGEABLE_TYPES = {"HUGEINT": "HUGEINT values (Spark reads them as DECIMAL(38,0), too narrow)"}
+_TO_DUCKDB = "compact it with the DuckDB engine (icefloe compact --engine duckdb)"
 
 
 class SparkMergeUnsupportedError(IcefloeError):
-    """The table's merge mode cannot run in Spark (a custom DuckDB query)."""
+    """The table cannot be compacted in Spark (a custom DuckDB query, a column type Spark
+    cannot read or hold, a MAP key): it is compacted with the DuckDB engine."""
+
+
+def check_spark_can_merge(spec: TableSpec, *, written_by: Iterable[TableSpec] = ()) -> None:
+    """Raise :class:`SparkMergeUnsupportedError` when Spark cannot compact ``spec``'s table
+    as the merge worker would: a custom DuckDB query; a column, at any depth, of a type Spark
+    cannot read (TIME) or hold (HUGEINT) in ``spec`` or in the specs the input files were
+    written by (``written_by``: their columns dropped since are in the files too); a MAP, at
+    any depth, in a replace or aggregate key (Spark can neither group nor order by one)."""
+    if isinstance(spec.merge, CustomMode):
+        raise SparkMergeUnsupportedError(
+            f"table {spec.name!r} merges with a custom DuckDB query, which Spark cannot run;"
+            f" {_TO_DUCKDB}"
+        )
+    for held in (spec, *written_by):
+        for column in held.columns:
+            leaves = leaf_types(column.type)
+            for name in sorted(leaves & SPARK_UNREADABLE_TYPES.keys()):
+                raise SparkMergeUnsupportedError(
+                    f"table {spec.name!r}: column {column.name!r} ({column.type}) holds"
+                    f" {SPARK_UNREADABLE_TYPES[name]}; {_TO_DUCKDB}"
+                )
+            for name in sorted(leaves & _UNMERGEABLE_TYPES.keys()):
+                raise SparkMergeUnsupportedError(
+                    f"table {spec.name!r}: column {column.name!r} ({column.type}) holds"
+                    f" {_UNMERGEABLE_TYPES[name]}; {_TO_DUCKDB}"
+                )
+    mode = spec.merge
+    keys = mode.key if isinstance(mode, ReplaceMode) else ()
+    keys = mode.group_by if isinstance(mode, AggregateMode) else keys
+    for key in keys:
+        column = spec.column(key)
+        if holds_map(column.type):
+            raise SparkMergeUnsupportedError(
+                f"table {spec.name!r}: the merge key {key!r} ({column.type}) holds a MAP,"
+                f" which Spark can neither group nor order by; {_TO_DUCKDB}"
+            )
 
 
 def apply_mode(spec: TableSpec, rows: DataFrame, *, partition_column: str) -> DataFrame:
@@ -70,7 +123,11 @@ def _aggregate(
 ) -> DataFrame:
     from pyspark.sql import functions as F
 
-    simple = {"min": F.min, "max": F.max, "any": F.first}
+    simple: dict[str, Callable[[SparkColumn], SparkColumn]] = {
+        "min": F.min,
+        "max": F.max,
+        "any": partial(F.first, ignorenulls=True),  # DuckDB's any_value skips NULLs
+    }
     types = {c.name: normalize_type(c.type) for c in spec.columns}
     aggregates: list[SparkColumn] = []
     checks: list[SparkColumn] = []
@@ -105,17 +162,30 @@ def _checked_sum(name: str, column_type: str) -> tuple[SparkColumn, SparkColumn]
         wide = F.try_sum(column.cast("decimal(38,0)"))
         inside = wide.between(F.lit(low).cast("decimal(38,0)"), F.lit(high).cast("decimal(38,0)"))
     elif column_type == "FLOAT":
+        # DuckDB's rule: the sum fits unless its cast to FLOAT overflows (a sum just past
+        # FLOAT_MAX rounds to it; an infinite or NaN sum, from such inputs, stays as it is).
         wide = F.sum(column.cast("double"))
-        inside = F.abs(wide) <= F.lit(_FLOAT_MAX)
+        inside = (
+            (F.abs(wide) < F.lit(_FLOAT_OVERFLOW))
+            | F.isnan(wide)
+            | (F.abs(wide) == F.lit(float("inf")))
+        )
     elif column_type == "DOUBLE":
         wide = F.sum(column)
         inside = F.sum(F.abs(column)) < F.lit(DOUBLE_SUM_LIMIT)
     elif (parts := decimal_precision_scale(column_type)) is not None:
         precision, scale = parts
-        wide = F.try_sum(column)
-        inside = F.abs(wide) < F.lit(10 ** (precision - scale)).cast("decimal(38,0)")
-    else:  # HUGEINT: Spark reads it as DECIMAL(38, 0), and try_sum is null past it
-        wide = F.try_sum(column)
-        inside = wide.isNotNull()
+        wide = F.try_sum(column)  # DECIMAL(min(p + 10, 38), s), NULL past it
+        if precision < 38:
+            # |sum| < 10^(p-s), the bound spelled in the sum's own type (which holds it), so
+            # that no comparison widens either side past 38 digits.
+            bound = F.lit(str(10 ** (precision - scale))).cast(
+                f"decimal({min(precision + 10, 38)},{scale})"
+            )
+            inside = F.abs(wide) < bound
+        else:  # the sum's type is the column's: try_sum is NULL exactly where it leaves it
+            inside = wide.isNotNull()
+    else:  # pragma: no cover - HUGEINT is refused by check_spark_can_merge
+        raise SparkMergeUnsupportedError(f"no Spark sum for {name!r} of type {column_type}")
     fits = (F.count(column) == 0) | F.coalesce(inside, F.lit(False))
     return F.when(fits, wide), fits

@@ -25,6 +25,7 @@ from icefloe.lifecycle import alter_table
 from icefloe.lifecycle.alter import add_column, drop_column, rename_column
 from icefloe.metastore.models import NewFile
 from icefloe.runtime import Runtime
+from icefloe.sample_events import sample_events
 from icefloe.settings import load_settings
 from icefloe.spark import read_table
 from icefloe.spec import SizeTargets
@@ -32,7 +33,7 @@ from icefloe.tracing import use_tracer
 from support.engines import spark_compact
 from support.field_ids import expected_field_ids, file_field_ids
 from support.hooked_meta import HookedMetaStore, PendingCommit
-from support.merge_lake import Lake
+from support.merge_lake import START, Lake
 
 pytestmark = pytest.mark.integration
 
@@ -82,6 +83,9 @@ def test_spark_gives_the_same_rows_as_the_merge_worker_on_the_same_input(
     # Given two tables holding the very same files (3 days, 6 inserts)
     for name in ("by_spark", "by_worker"):
         lake.create(name=name, merge=merge, sizes=SizeTargets(min_files_to_merge=2))
+    if "any" in merge:  # a file whose properties are all NULL (the largest: read first)
+        nulls = sample_events(3000, days=3, start=START, users=40, seed=1)
+        lake.inserter.insert_rows("by_spark", [{**e, "properties": None} for e in nulls])
     lake.insert_batches("by_spark", batches=6, rows=300, days=3)
     clone(lake, "by_spark", "by_worker")
     before = rows_of(lake, "by_spark")
@@ -96,6 +100,18 @@ def test_spark_gives_the_same_rows_as_the_merge_worker_on_the_same_input(
     # ('any' picks any one value: compare the deterministic columns of aggregated rows)
     sql = ALL_ROWS if "any" not in merge else "SELECT user_id, event, ts, _row_id FROM {table}"
     assert rows_of(lake, "by_spark", sql=sql) == rows_of(lake, "by_worker", sql=sql)
+    if "any" in merge:
+        # ('any' keeps one of the group's non-NULL values, NULL only when all are NULL)
+        group = "SELECT ts::DATE AS day, user_id, event, properties::VARCHAR AS p FROM {table}"
+        values: dict[tuple[Any, ...], set[Any]] = {}
+        for row in lake.rows(group.format(table="by_spark"), snapshot_id=pinned):
+            key = (row["day"], row["user_id"], row["event"])
+            values.setdefault(key, set()).update([row["p"]] if row["p"] is not None else [])
+        merged = lake.rows(group.format(table="by_spark"))
+        assert len(merged) == len(values)
+        for row in merged:
+            held = values[(row["day"], row["user_id"], row["event"])]
+            assert row["p"] in held if held else row["p"] is None, row
     assert len(lake.meta.files("by_spark")) == 3
     replaces = [s for s in lake.meta.snapshots("by_spark") if s.operation == "replace"]
     assert len(replaces) == 3 and all(s.files_added == 1 for s in replaces)
