@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
@@ -32,7 +31,10 @@ from icefloe.emr_launch import EmrJob, EmrJobLauncher
 from icefloe.errors import IcefloeError, InvalidInputError
 from icefloe.metastore.query_jobs import QueryJobStore
 from icefloe.metastore.store import MetaStore
+from icefloe.query.executor import without_semicolons
+from icefloe.query.sandbox import check_query
 from icefloe.query.sql_refs import analyze
+from icefloe.settings.limits import QueryLimits
 from icefloe.settings.parts import EmrJobConfig
 from icefloe.storage import ObjectStore
 
@@ -92,11 +94,12 @@ class SparkQueryRequest:
 
 
 def select_statement(sql: str) -> str:
-    """The statement without a trailing semicolon, if it is one SELECT (or WITH ...)."""
-    statement = sql.strip().rstrip(";")
-    if not re.match(r"(?is)^\s*(select|with)\b", statement):
-        raise InvalidInputError("query refused: the Spark engine runs one SELECT (or WITH ...)")
-    return statement
+    """The statement without the semicolons around it, if it is one SELECT (or WITH ...), as
+    DuckDB's parser reads it (:func:`icefloe.query.sandbox.check_query`, which the table names
+    are read with too): comments and parentheses before it are no matter, and a ``;`` inside a
+    string or a comment is none. Its length is not limited here: Spark SQL is not sandboxed."""
+    check_query(sql, limits=QueryLimits(max_sql_chars=max(len(sql), 1)))
+    return without_semicolons(sql).strip()
 
 
 def pin_snapshots(

@@ -21,6 +21,7 @@ from icefloe.emr_query import (
     QueryJobStartError,
     SparkQueryRequest,
     pin_snapshots,
+    select_statement,
 )
 from icefloe.errors import InvalidInputError, NotFoundError
 from icefloe.janitor import Janitor
@@ -159,6 +160,34 @@ def test_what_a_query_job_refuses_before_starting(lake: Lake) -> None:
         pin_snapshots(lake.meta, "DELETE FROM events")
     with pytest.raises(InvalidInputError, match="names no table"):
         pin_snapshots(lake.meta, "SELECT 1")
+
+
+@pytest.mark.parametrize(
+    ("sql", "statement"),
+    [
+        ("-- daily report\nSELECT * FROM events", "-- daily report\nSELECT * FROM events"),
+        ("/* x */ SELECT * FROM events;", "/* x */ SELECT * FROM events"),
+        ("(SELECT * FROM events)", "(SELECT * FROM events)"),
+        ("SELECT * FROM events; -- done", "SELECT * FROM events"),
+        ("SELECT ';' AS s FROM events -- a;b\n;", "SELECT ';' AS s FROM events -- a;b"),
+    ],
+)
+def test_a_query_job_reads_its_select_from_the_parse_not_the_first_word(
+    lake: Lake, sql: str, statement: str
+) -> None:
+    lake.create()
+    lake.insert_batches("events", batches=1, rows=5, days=1)
+
+    assert select_statement(sql) == statement
+    assert pin_snapshots(lake.meta, sql) == {"events": lake.head()}
+
+
+@pytest.mark.parametrize(
+    "sql", ["SHOW TABLES", "SELECT * FROM events; SELECT 1", "/* x */ DELETE FROM events"]
+)
+def test_a_query_job_refuses_what_is_not_one_select(sql: str) -> None:
+    with pytest.raises(InvalidInputError, match="query refused"):
+        select_statement(sql)
 
 
 def test_a_request_must_be_one(lake: Lake) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Protocol
 
 import duckdb
@@ -87,11 +87,18 @@ class InProcessExecutor:
             database = self._without_pushdown if without_filter_pushdown else self._database
             with database.session(views, time_limit_s=self.limits.timeout_s, fired=fired) as cursor:
                 result = cursor.execute(statement)
-                as_text = text_for_arrow(statement, cursor.description)
+                description = cursor.description
+                as_text = text_for_arrow(statement, description)
                 if as_text is not None:
                     result = cursor.execute(as_text)
-                reader = result.to_arrow_reader(RESULT_BATCH_ROWS)
-                rows = collect(reader, self.limits)
+                rows = collect(result.to_arrow_reader(RESULT_BATCH_ROWS), self.limits)
+                past = hugeint_past_decimal(rows, description)
+                if past:
+                    # Run again with those columns as text (rare: a value past 38 digits).
+                    again = text_for_arrow(statement, description, hugeint_as_text=past)
+                    assert again is not None
+                    result = cursor.execute(again)
+                    rows = collect(result.to_arrow_reader(RESULT_BATCH_ROWS), self.limits)
                 if _MAY_PIVOT.search(statement):
                     _drop_pivot_types(cursor)
                 return rows
@@ -119,18 +126,29 @@ class InProcessExecutor:
 # is given as DuckDB's text of it. Outside quoted names and enum values, upper case: DuckDB
 # prints every other name of a type in lower case or quoted.
 _ALTERED_IN_ARROW = re.compile(r"\b(?:TIME WITH TIME ZONE|BIT|BIGNUM|UHUGEINT)\b")
+# A HUGEINT leaves as decimal128(38, 0), which holds it only up to 38 digits: a value past that
+# (to 2^127, 39 digits) makes the column an invalid Arrow array (:func:`hugeint_past_decimal`).
+_HUGEINT = re.compile(r"\bHUGEINT\b")
 _QUOTED = re.compile(r"""('(?:[^']|'')*'|"(?:[^"]|"")*")""")
 
 
-def text_for_arrow(statement: str, description: Sequence[tuple[object, ...]] | None) -> str | None:
+def text_for_arrow(
+    statement: str,
+    description: Sequence[tuple[object, ...]] | None,
+    *,
+    hugeint_as_text: Collection[int] = (),
+) -> str | None:
     """``statement`` with each result column whose type holds one DuckDB's Arrow export alters
     cast to a type holding its text instead (``TIMETZ[]`` to ``VARCHAR[]``), by position, or
-    None when no column holds one."""
+    None when no column holds one. The columns at the (0-based) positions ``hugeint_as_text``
+    have their HUGEINTs cast to text too."""
     columns = []
     altered = False
     for position, (name, type_code, *_) in enumerate(description or (), start=1):
         parts = _QUOTED.split(str(type_code))
         parts[::2] = [_ALTERED_IN_ARROW.sub("VARCHAR", part) for part in parts[::2]]
+        if position - 1 in hugeint_as_text:
+            parts[::2] = [_HUGEINT.sub("VARCHAR", part) for part in parts[::2]]
         text_type = "".join(parts)
         if text_type == str(type_code):
             columns.append(f"#{position} AS {_quoted(str(name))}")
@@ -141,6 +159,25 @@ def text_for_arrow(statement: str, description: Sequence[tuple[object, ...]] | N
         return None
     # On lines of its own: the statement may end in a line comment.
     return f"SELECT {', '.join(columns)} FROM (\n{without_semicolons(statement)}\n)"
+
+
+def hugeint_past_decimal(
+    table: pa.Table, description: Sequence[tuple[object, ...]] | None
+) -> frozenset[int]:
+    """The (0-based) positions of the columns of ``table`` whose DuckDB type holds a HUGEINT,
+    at any depth, and which Arrow cannot hold as DuckDB gave them: a value past 38 digits in
+    the decimal128(38, 0) it exports a HUGEINT as. Such a column is to be given as DuckDB's
+    text of it; one whose every value fits keeps its decimal (``sum(BIGINT)`` is a HUGEINT)."""
+    past = set()
+    for position, (_, type_code, *_) in enumerate(description or ()):
+        parts = _QUOTED.split(str(type_code))
+        if not any(_HUGEINT.search(part) for part in parts[::2]):
+            continue
+        try:
+            table.column(position).validate(full=True)
+        except pa.ArrowInvalid:
+            past.add(position)
+    return frozenset(past)
 
 
 def without_semicolons(statement: str) -> str:

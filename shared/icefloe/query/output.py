@@ -47,10 +47,17 @@ def json_safe(value: Any) -> Any:
     if isinstance(value, bytes):
         return value.hex()
     if isinstance(value, dict):
-        return {str(k): json_safe(v) for k, v in value.items()}
+        # A MAP's keys are its keys' values as JSON writes them, as text (a BLOB key as hex).
+        return {map_key(k): json_safe(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [json_safe(v) for v in value]
     return str(value)
+
+
+def map_key(key: Any) -> str:
+    """A MAP's key as the text an object keys it by: its JSON-safe value (:func:`json_safe`: a
+    BLOB as hex, as a BLOB value is written), as text."""
+    return str(json_safe(key))
 
 
 def json_rows(table: pa.Table) -> list[dict[str, Any]]:
@@ -398,7 +405,7 @@ def _cell_text(value: Any) -> str:
     if isinstance(value, float) and not math.isfinite(value):
         return repr(value)
     if isinstance(value, dict):
-        items = (f"{json.dumps(str(k))}: {_cell_text(v)}" for k, v in value.items())
+        items = (f"{json.dumps(map_key(k))}: {_cell_text(v)}" for k, v in value.items())
         return "{" + ", ".join(items) + "}"
     if isinstance(value, list | tuple):
         return "[" + ", ".join(_cell_text(v) for v in value) + "]"

@@ -67,23 +67,25 @@ def answer_query(
     results: ObjectStore,
     url_expires_s: int = 3600,
 ) -> QueryAnswer:
-    """Run the request; inline when small (json/csv, at most ``max_rows`` rows and 4 MiB),
-    else written under the results store and returned as a link."""
+    """Run the request; inline when small (json/csv, at most ``max_rows`` rows and an answer
+    of at most 4 MiB as the Lambda sends it, :func:`_response_bytes`), else written under the
+    results store and returned as a link."""
     result = engine.query(
         request.sql, snapshot_id=request.snapshot_id, as_of=request.as_of, tenant=request.tenant
     )
     table = result.rows
     base = _summary(result)
+    data: bytes | None = None
     if request.format != "parquet" and table.num_rows <= request.max_rows:
         if request.format == "json":
-            rows = json_values(table)
-            if len(json.dumps(rows)) <= MAX_INLINE_BYTES:
-                return QueryAnswer(**base, columns=table.column_names, rows=rows)
+            inline = QueryAnswer(**base, columns=table.column_names, rows=json_values(table))
         else:
-            text = _encode(table, "csv").decode()
-            if len(text) <= MAX_INLINE_BYTES:
-                return QueryAnswer(**base, columns=table.column_names, text=text)
-    data = _encode(table, request.format)
+            data = _encode(table, "csv")
+            inline = QueryAnswer(**base, columns=table.column_names, text=data.decode())
+        if _response_bytes(inline) <= MAX_INLINE_BYTES:
+            return inline
+    if data is None:
+        data = _encode(table, request.format)
     # A prefix of its own per query: only the query function's role may read results, and only
     # through the link it hands out (tenant sessions cannot read them at all).
     key = f"{datetime.now(UTC):%Y/%m/%d}/{uuid.uuid4().hex}/result.{request.format}"
@@ -96,6 +98,14 @@ def answer_query(
         expires_at=expires.isoformat(timespec="seconds"),
         result_bytes=len(data),
     )
+
+
+def _response_bytes(answer: QueryAnswer) -> int:
+    """The size of ``answer`` as a Lambda response: its JSON, with every character past ASCII
+    escaped (``\\uXXXX``, two of them past the BMP), as Python runtimes before 3.12 send it;
+    3.12's UTF-8 is never larger. A ``"`` or a newline in a CSV is two bytes there, an emoji
+    twelve: the text's length in characters says nothing of it."""
+    return len(json.dumps(answer.to_json()))
 
 
 def _summary(result: QueryResult) -> dict[str, Any]:
