@@ -136,9 +136,12 @@ def publish_due(
         if gone.dropped_at > clock() - (gone.retention if retention is None else retention):
             continue  # still within its retention, as its files are
         try:
-            drop_published_table(
-                catalog, namespace=namespace, table=gone.name, table_id=gone.table_id
-            )
+            with publications.lock(gone.name, catalog=key):
+                drop_published_table(
+                    catalog, namespace=namespace, table=gone.name, table_id=gone.table_id
+                )
+        except (MetaStoreUnavailableError, CommitOutcomeUnknownError):
+            raise
         except Exception as e:
             logger.warning("dropping %s from %s failed: %s", gone.name, key, e)
             failed.append(PublicationFailure(gone.name, f"{type(e).__name__}: {e}"))
@@ -161,10 +164,13 @@ def unpublish_iceberg(
     """Drop ``table``'s Iceberg table from ``catalog`` and stop retaining its publications
     there, so the janitor may collect what only they kept. Whether there was one to drop."""
     info = meta.get_table(table)
-    existed = drop_published_table(
-        catalog, namespace=namespace, table=table, table_id=info.table_id
-    )
-    PublicationStore(meta).release_table(info.table_id, catalog=catalog_key(catalog, namespace))
+    publications = PublicationStore(meta)
+    key = catalog_key(catalog, namespace)
+    with publications.lock(table, catalog=key):  # not while a publication of it runs
+        existed = drop_published_table(
+            catalog, namespace=namespace, table=table, table_id=info.table_id
+        )
+        publications.release_table(info.table_id, catalog=key)
     return existed
 
 
@@ -186,7 +192,12 @@ def drop_published_table(catalog: Catalog, *, namespace: str, table: str, table_
 def _due(info: TableInfo, retained: list[Publication], *, keep: timedelta, now: datetime) -> bool:
     """Whether a table needs a publication: its head moved past the newest confirmed one, or
     some of its Iceberg snapshots have passed its retention (the newest at that age and the
-    current one stay), or a publication never confirmed is taken as dead."""
+    current one stay), or a publication never confirmed is taken as dead.
+
+    Read from the meta store alone, without loading the Iceberg table (a catalog and metadata
+    file read per table per pass): publications run one at a time from the head read to the
+    confirmation, and never take an Iceberg table back to an older snapshot, so the newest
+    confirmed publication is the one the Iceberg table shows."""
     if info.head_snapshot_id == 0:
         return False  # nothing committed yet: published at its first commit
     confirmed = [p for p in retained if p.iceberg_snapshot_id is not None]

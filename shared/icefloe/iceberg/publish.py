@@ -26,6 +26,8 @@ from icefloe.iceberg.mapping import (
     name_mapping,
     partition_fields,
 )
+from icefloe.metastore.models import DataFile as IcefloeFile
+from icefloe.metastore.models import TableInfo
 from icefloe.metastore.publications import PublicationStore
 from icefloe.metastore.store import MetaStore
 from icefloe.spec import TableSpec
@@ -43,9 +45,16 @@ TABLE_ID_PROPERTY = "icefloe.table-id"
 NAME_MAPPING_PROPERTY = "schema.name-mapping.default"
 # The icefloe spec versions of every file any publication registered (see name_mapping).
 VERSIONS_PROPERTY = "icefloe.spec-versions"
+# pyiceberg retries a commit that finds the table moved by rebuilding its snapshot on the new
+# one (four times by default): a fast append then appends the files already there again. Set
+# to 0 on every table icefloe publishes; a failed commit starts the publication over instead.
+RETRIES_PROPERTY = "commit.retry.num-retries"
 # Heads that expire while being published (gc with no retention running alongside) before
 # publication gives up.
 PIN_ATTEMPTS = 3
+# Publications that start over (the Iceberg table moved, or showed a newer snapshot than the
+# head read) before publication gives up.
+PUBLISH_ATTEMPTS = 3
 UNCONFIRMED_PUBLICATION_GRACE = timedelta(hours=1)
 
 
@@ -88,74 +97,84 @@ def publish_iceberg(
     as in icefloe) and stop retaining their files.
 
     The publication is recorded in the meta store before the Iceberg commit, so the janitor
-    keeps every file of the published snapshot for as long as an Iceberg snapshot shows it."""
+    keeps every file of the published snapshot for as long as an Iceberg snapshot shows it.
+
+    Publications of one table to one catalog run one at a time, from reading the head to the
+    confirmation (:meth:`PublicationStore.lock`; another one waits): two that overlapped would
+    both diff against the same Iceberg snapshot, or one would diff an older head against a
+    newer publication. Should the Iceberg table still move under it (a writer that does not
+    take the lock), the commit fails instead of being retried by pyiceberg on a stale diff,
+    and the publication starts over from the head; an Iceberg table showing a newer snapshot
+    than the head read is never taken back to it."""
     info = meta.get_table(table)
     publications = PublicationStore(meta)
     key = catalog_key(catalog, namespace)
-    for _ in range(PIN_ATTEMPTS):
-        with meta.pin(table) as pinned:
-            snapshot_id = pinned.snapshot_id
-            # The head's own spec: an alter after get_table is the pinned head's version.
-            spec = pinned.spec(info.spec)
-        if snapshot_id:
-            _check_complete(meta, table, spec, snapshot_id)
+    with publications.lock(table, catalog=key):
+        return _publish_locked(
+            meta, objects, publications, info, key, catalog, namespace, retention
+        )
+
+
+def _publish_locked(
+    meta: MetaStore,
+    objects: ObjectStore,
+    publications: PublicationStore,
+    info: TableInfo,
+    key: str,
+    catalog: Catalog,
+    namespace: str,
+    retention: timedelta | None,
+) -> PublishResult:
+    from pyiceberg.exceptions import CommitFailedException
+
+    table = info.name
+    for _ in range(PUBLISH_ATTEMPTS):
+        snapshot_id, spec = _pin_head(meta, publications, info, key)
+        # A snapshot's files never change: listed after the pin, they are still exactly its own.
+        live = meta.files(table, snapshot_id=snapshot_id) if snapshot_id else []
+        schema = iceberg_schema(spec)
+        iceberg = _load_or_create(catalog, namespace, spec, schema, info.table_id)
+        shown = iceberg.properties.get(SNAPSHOT_PROPERTY)
+        if shown is not None and int(shown) > snapshot_id:
+            # Published past the head read (by a publisher that did not wait for the lock):
+            # never take the Iceberg table back; read the head again.
+            continue
+        # Older Iceberg snapshots still name files of the versions published before, and
+        # readers map them through the one name mapping too: it must cover those versions too.
+        versions = {f.spec_version for f in live} | _published_versions(iceberg)
+        mapping = name_mapping(spec, versions)
+        published = _published_files(iceberg)
+        wanted = {objects.uri(f.path): f for f in live}
+        added = [f for uri, f in wanted.items() if uri not in published]
+        removed = [df for uri, df in published.items() if uri not in wanted]
+        properties = {
+            NAME_MAPPING_PROPERTY: mapping,
+            SNAPSHOT_PROPERTY: str(snapshot_id),
+            TABLE_ID_PROPERTY: str(info.table_id),
+            VERSIONS_PROPERTY: ",".join(map(str, sorted(versions))),
+        }
+        schema_changed = iceberg.schema().as_struct() != schema.as_struct()
+        committed = bool(added or removed or schema_changed)
         try:
-            if snapshot_id:
-                publications.pin(table, catalog=key, snapshot_id=snapshot_id)
-            break
-        except SnapshotNotFoundError:
-            continue  # collected past while it was read (gc with no retention): the new head
+            if committed:
+                _commit(iceberg, objects, spec, schema, snapshot_id, properties, added, removed)
+                iceberg = catalog.load_table((namespace, table))
+            elif iceberg.properties.get(SNAPSHOT_PROPERTY) != str(snapshot_id):
+                # The same files as the last publication (a rollback, a commit that changed
+                # none): no new Iceberg snapshot, but the table says which icefloe snapshot it
+                # shows.
+                with iceberg.transaction() as tx:
+                    tx.set_properties(properties)
+                iceberg = catalog.load_table((namespace, table))
+        except CommitFailedException:
+            # The Iceberg table moved since it was loaded: the diff is stale. Start over.
+            continue
+        break
     else:
         raise CommitConflictError(
-            f"{table!r}: its head expired {PIN_ATTEMPTS} times while published"
+            f"{table!r}: its head expired, or its Iceberg table moved, {PUBLISH_ATTEMPTS} times"
+            " while it was published"
         )
-    # A snapshot's files never change: listed after the pin, they are still exactly its own.
-    live = meta.files(table, snapshot_id=snapshot_id) if snapshot_id else []
-    schema = iceberg_schema(spec)
-    iceberg = _load_or_create(catalog, namespace, spec, schema, info.table_id)
-    # Older Iceberg snapshots still name files of the versions published before, and readers
-    # map them through the one name mapping too: it must cover those versions as well.
-    versions = {f.spec_version for f in live} | _published_versions(iceberg)
-    mapping = name_mapping(spec, versions)
-    published = _published_files(iceberg)
-    wanted = {objects.uri(f.path): f for f in live}
-    added = [f for uri, f in wanted.items() if uri not in published]
-    removed = [df for uri, df in published.items() if uri not in wanted]
-    properties = {
-        NAME_MAPPING_PROPERTY: mapping,
-        SNAPSHOT_PROPERTY: str(snapshot_id),
-        TABLE_ID_PROPERTY: str(info.table_id),
-        VERSIONS_PROPERTY: ",".join(map(str, sorted(versions))),
-    }
-    schema_changed = iceberg.schema().as_struct() != schema.as_struct()
-    committed = bool(added or removed or schema_changed)
-    if committed:
-        with iceberg.transaction() as tx:
-            if schema_changed:
-                _set_schema(tx, iceberg, schema)
-            tx.set_properties(properties)
-            if added or removed:
-                new_files = [
-                    data_file_record(iceberg, schema, spec, objects.uri(f.path), f) for f in added
-                ]
-                summary = {SNAPSHOT_PROPERTY: str(snapshot_id)}
-                if removed:
-                    with tx.update_snapshot(summary).overwrite() as overwrite:
-                        for df in removed:
-                            overwrite.delete_data_file(df)
-                        for df in new_files:
-                            overwrite.append_data_file(df)
-                else:
-                    with tx.update_snapshot(summary).fast_append() as append:
-                        for df in new_files:
-                            append.append_data_file(df)
-        iceberg = catalog.load_table((namespace, table))
-    elif iceberg.properties.get(SNAPSHOT_PROPERTY) != str(snapshot_id):
-        # The same files as the last publication (a rollback, a commit that changed none):
-        # no new Iceberg snapshot, but the table says which icefloe snapshot it shows.
-        with iceberg.transaction() as tx:
-            tx.set_properties(properties)
-        iceberg = catalog.load_table((namespace, table))
     current = iceberg.current_snapshot()
     if snapshot_id and current is not None:
         publications.confirm(
@@ -181,6 +200,64 @@ def publish_iceberg(
         files_live=len(wanted),
         iceberg_snapshots_expired=expired,
     )
+
+
+def _pin_head(
+    meta: MetaStore, publications: PublicationStore, info: TableInfo, key: str
+) -> tuple[int, TableSpec]:
+    """Read the head and record its publication (the head again when it expires meanwhile):
+    its snapshot id (0: nothing committed yet) and its spec."""
+    table = info.name
+    for _ in range(PIN_ATTEMPTS):
+        with meta.pin(table) as pinned:
+            snapshot_id = pinned.snapshot_id
+            # The head's own spec: an alter after get_table is the pinned head's version.
+            spec = pinned.spec(info.spec)
+        if snapshot_id:
+            _check_complete(meta, table, spec, snapshot_id)
+        try:
+            if snapshot_id:
+                publications.pin(table, catalog=key, snapshot_id=snapshot_id)
+            return snapshot_id, spec
+        except SnapshotNotFoundError:
+            continue  # collected past while it was read (gc with no retention): the new head
+    raise CommitConflictError(f"{table!r}: its head expired {PIN_ATTEMPTS} times while published")
+
+
+def _commit(
+    iceberg: Table,
+    objects: ObjectStore,
+    spec: TableSpec,
+    schema: Schema,
+    snapshot_id: int,
+    properties: dict[str, str],
+    added: list[IcefloeFile],
+    removed: list[DataFile],
+) -> None:
+    """One Iceberg commit: the schema when it changed, the properties, and a snapshot with
+    the files added and removed (a fast append when none is removed). CommitFailedException
+    when the table moved since ``iceberg`` was loaded (pyiceberg does not retry it: see
+    :data:`RETRIES_PROPERTY`)."""
+    schema_changed = iceberg.schema().as_struct() != schema.as_struct()
+    with iceberg.transaction() as tx:
+        if schema_changed:
+            _set_schema(tx, iceberg, schema)
+        tx.set_properties(properties)
+        if added or removed:
+            new_files = [
+                data_file_record(iceberg, schema, spec, objects.uri(f.path), f) for f in added
+            ]
+            summary = {SNAPSHOT_PROPERTY: str(snapshot_id)}
+            if removed:
+                with tx.update_snapshot(summary).overwrite() as overwrite:
+                    for df in removed:
+                        overwrite.delete_data_file(df)
+                    for df in new_files:
+                        overwrite.append_data_file(df)
+            else:
+                with tx.update_snapshot(summary).fast_append() as append:
+                    for df in new_files:
+                        append.append_data_file(df)
 
 
 def expire_iceberg_snapshots(
@@ -268,6 +345,7 @@ def _load_or_create(
                 "format-version": "2",
                 TABLE_ID_PROPERTY: str(table_id),
                 NAME_MAPPING_PROPERTY: name_mapping(spec, set()),
+                RETRIES_PROPERTY: "0",
             },
         )
     published_id = table.properties.get(TABLE_ID_PROPERTY)
@@ -283,6 +361,13 @@ def _load_or_create(
             f" table {spec.name!r}: it was published from another meta store; publish to"
             " another namespace"
         )
+    if table.properties.get(RETRIES_PROPERTY) != "0":
+        # Published before icefloe turned pyiceberg's retries off: pyiceberg reads the setting
+        # from the table as loaded, so it is set by a commit of its own (one with no snapshot,
+        # which pyiceberg never retries).
+        with table.transaction() as tx:
+            tx.set_properties({RETRIES_PROPERTY: "0"})
+        table = catalog.load_table(identifier)
     return table
 
 

@@ -5,11 +5,17 @@ A publication is recorded, under the table's head lock, before its Iceberg commi
 on the janitor's snapshot expiry (which takes the same lock) stops below it, so the files an
 Iceberg reader will reach cannot be collected between the listing and the commit. It is
 expired once its Iceberg snapshot is gone from the catalog.
+
+Publications of one table to one catalog run one at a time (:meth:`PublicationStore.lock`),
+from reading the head to the Iceberg commit and its confirmation: so the newest confirmed
+publication is what the Iceberg table shows.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection
+import hashlib
+from collections.abc import Collection, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -63,6 +69,25 @@ class PublicationStore:
 
     def __init__(self, meta: MetaStore) -> None:
         self._meta = meta
+
+    @contextmanager
+    def lock(self, table: str, *, catalog: str) -> Iterator[None]:
+        """Hold, for the block, the lock that makes publications (and drops) of ``table``'s
+        Iceberg table in ``catalog`` run one at a time, across processes: a Postgres advisory
+        lock in a transaction held open on one pooled connection, released when the block ends
+        (or the connection is lost). Waits while another publisher holds it.
+
+        Keyed by the Iceberg table (this meta store's schema, the catalog and namespace, the
+        table's name), not the table id: a table dropped and created again under its name
+        publishes to the same Iceberg table."""
+        with self._meta.transaction() as conn:
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (self._lock_key(table, catalog),))
+            yield
+
+    def _lock_key(self, table: str, catalog: str) -> int:
+        text = f"icefloe.publish\0{self._meta.schema}\0{catalog}\0{table}"
+        digest = hashlib.blake2b(text.encode(), digest_size=8).digest()
+        return int.from_bytes(digest, "big", signed=True)
 
     def pin(self, table: str, *, catalog: str, snapshot_id: int) -> None:
         """Record (or retain again) a publication of ``snapshot_id`` before its Iceberg commit.
