@@ -1077,7 +1077,7 @@ def test_query_with_the_spark_engine_answers_as_duckdb_does(
     )
     assert code == 0 and json.loads(first) == [{"n": 2}]
     assert run("query", "DROP TABLE events", "--engine", "spark")[0] == 1
-    assert "runs one SELECT" in capsys.readouterr().err
+    assert "DROP statements are not allowed; send one SELECT" in capsys.readouterr().err
 
 
 def test_table_alter_applies_changes_in_order_and_refuses_by_name(
