@@ -13,12 +13,12 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from test_spark_compaction import clone
 
 from icefloe.compaction import SparkMergeUnsupportedError
 from icefloe.compaction.local import compact_locally
 from icefloe.lifecycle import alter_table
 from icefloe.lifecycle.alter import drop_column
-from icefloe.metastore.models import NewFile
 from icefloe.runtime import Runtime
 from icefloe.settings import load_settings
 from icefloe.spark import read_table
@@ -47,27 +47,6 @@ ARROW = pa.schema(
 
 def rows_of(lake: Lake, table: str, *, sql: str) -> Counter[tuple[Any, ...]]:
     return Counter(tuple(r.values()) for r in lake.rows(sql.format(table=table)))
-
-
-def clone(lake: Lake, source: str, target: str) -> None:
-    """Register copies of ``source``'s live files under ``target`` (same rows, same ids)."""
-    files = []
-    for f in lake.meta.files(source):
-        key = f.path.replace(f"{source}/", f"{target}/", 1)
-        lake.objects.put(key, lake.objects.get(f.path))
-        files.append(
-            NewFile(
-                path=key,
-                partition_path=f.partition_path,
-                partition_values=f.partition_values,
-                partition_start=f.partition_start,
-                size_bytes=f.size_bytes,
-                row_count=f.row_count,
-                row_group_count=f.row_group_count,
-                column_stats=f.column_stats,
-            )
-        )
-    lake.meta.commit_append(target, files=files)
 
 
 def test_spark_sums_wide_decimals_and_floats_and_keeps_any_non_null_as_the_worker_does(
