@@ -4,7 +4,8 @@ For a table's groups too big for a Lambda: claim each partition's files under th
 lease (longer than the job's run time limit), write the manifest to the object store, record
 the job with its claims, and ``start_job_run`` with the job id as the idempotent client token
 (:class:`icefloe.emr_launch.EmrJobLauncher`). If the start fails, the claims are released and
-the manifest deleted at once.
+the manifest deleted at once. A table the Spark job cannot merge as the merge worker would
+(:func:`icefloe.compaction.spark_modes.check_spark_can_merge`) is refused before any claim.
 """
 
 from __future__ import annotations
@@ -17,8 +18,10 @@ from datetime import timedelta
 from typing import Any
 
 from icefloe.compaction.manifest import CompactionManifest, PartitionGroup
+from icefloe.compaction.spark_modes import SparkMergeUnsupportedError, check_spark_can_merge
 from icefloe.emr_launch import EmrJob, EmrJobLauncher
 from icefloe.errors import IcefloeError
+from icefloe.merge.orchestrator import HeavyCompactionRefusedError
 from icefloe.merge.planner import MergeGroup
 from icefloe.metastore.jobs import JobStore
 from icefloe.metastore.store import MetaStore
@@ -59,7 +62,10 @@ class EmrCompactionLauncher:
 
     def launch(self, table: str, groups: Sequence[MergeGroup]) -> LaunchedJob | None:
         """Start one job for ``groups`` (their files are claimed here); None if none could be
-        claimed. Raises if the start failed (after releasing the claims)."""
+        claimed. Raises if the start failed (after releasing the claims), and
+        :class:`HeavyCompactionRefusedError` (nothing claimed) if the job could not merge
+        the table."""
+        self._check_spark_can_merge(table, groups)
         claimed: list[PartitionGroup] = []
         for group in groups:
             token = self._meta.claim_files(table, group.file_ids, lease=self._lease)
@@ -94,6 +100,20 @@ class EmrCompactionLauncher:
             table,
         )
         return LaunchedJob(manifest.job_id, run_id, tuple(g.partition_path for g in claimed))
+
+    def _check_spark_can_merge(self, table: str, groups: Sequence[MergeGroup]) -> None:
+        """The job's own check, before claiming: the table's spec and the specs its groups'
+        files were written by (a column dropped since is still in them)."""
+        spec = self._meta.get_table(table).spec
+        ids = {i for g in groups for i in g.file_ids}
+        versions = {f.spec_version for f in self._meta.live_files(table) if f.file_id in ids}
+        written_by = [
+            self._meta.table_spec(table, version=v) for v in sorted(versions - {spec.version})
+        ]
+        try:
+            check_spark_can_merge(spec, written_by=written_by)
+        except SparkMergeUnsupportedError as e:
+            raise HeavyCompactionRefusedError(str(e)) from e
 
     def job_run_request(self, manifest: CompactionManifest) -> dict[str, Any]:
         """The ``start_job_run`` arguments for ``manifest``."""

@@ -4,7 +4,9 @@ Claims are all or nothing under a lease (``FOR UPDATE SKIP LOCKED``), so two orc
 running at once never hand the same file to two workers: the second one's claim of an
 overlapping group fails and it moves on. Tasks whose send failed have their claims released
 at once rather than waiting for the lease to run out. Groups bigger than the table's Lambda
-cap are left for heavy compaction (EMR Serverless).
+cap are left for heavy compaction (EMR Serverless); a table heavy compaction cannot merge (a
+custom DuckDB query, a type Spark cannot hold) gets no job: its big groups are deferred with
+the reason, rather than failing one job per run.
 """
 
 from __future__ import annotations
@@ -34,11 +36,18 @@ logger = logging.getLogger(__name__)
 SEND_CHUNK = 10  # one SQS SendMessageBatch
 
 
+class HeavyCompactionRefusedError(IcefloeError):
+    """Heavy compaction cannot merge this table's groups as the merge worker would (the
+    message says why and what to run instead): nothing was claimed or started."""
+
+
 class HeavyLauncher(Protocol):
     """Starts heavy compaction for groups too big for a Lambda (EMR Serverless)."""
 
     def launch(self, table: str, groups: Sequence[MergeGroup]) -> Any:
-        """Claim ``groups`` and start a job; returns the job (with ``job_id``) or None."""
+        """Claim ``groups`` and start a job; returns the job (with ``job_id``) or None.
+        Raises :class:`HeavyCompactionRefusedError` before claiming anything when the job
+        could not merge them."""
         ...
 
 
@@ -66,6 +75,7 @@ class TableMergePlan:
     bytes_claimed: int
     heavy_jobs: tuple[str, ...] = ()
     live_partitions: int = 0  # the partitions the live files are in
+    heavy_refused: str | None = None  # why heavy compaction cannot take the deferred groups
 
     @property
     def files_per_partition(self) -> float:
@@ -84,6 +94,7 @@ class TableMergePlan:
             "groups_unsent": self.groups_unsent,
             "groups_to_heavy": self.groups_to_heavy,
             "heavy_jobs": list(self.heavy_jobs),
+            "heavy_refused": self.heavy_refused,
             "files_claimed": self.files_claimed,
             "bytes_claimed": self.bytes_claimed,
         }
@@ -216,8 +227,13 @@ class MergeOrchestrator:
                 flush()
         heavy_jobs: tuple[str, ...] = ()
         to_heavy = 0
+        refused = None
         if heavy and self._heavy is not None:
-            job = self._heavy.launch(table, heavy)
+            try:
+                job = self._heavy.launch(table, heavy)
+            except HeavyCompactionRefusedError as e:
+                job, refused = None, str(e)
+                logger.warning("%d groups of %s deferred: %s", len(heavy), table, refused)
             if job is not None:
                 heavy_jobs = (str(job.job_id),)
                 to_heavy = len(job.partitions)
@@ -235,4 +251,5 @@ class MergeOrchestrator:
             files_claimed=sum(len(g.file_ids) for g in sent),
             bytes_claimed=sum(g.bytes for g in sent),
             heavy_jobs=heavy_jobs,
+            heavy_refused=refused,
         )

@@ -23,8 +23,9 @@ from icefloe.merge import InProcessQueue, MergeOrchestrator
 from icefloe.metastore.jobs import JobStore
 from icefloe.settings.parts import EmrJobConfig
 from icefloe.spec import SizeTargets
+from icefloe.spec.evolution import DropColumn, evolve
 from support.aws import FAKE_AWS_ENVIRONMENT, REGION, UNSET_AWS_VARIABLES
-from support.merge_lake import Lake
+from support.merge_lake import SCHEMA, Lake
 
 pytestmark = pytest.mark.integration
 
@@ -257,3 +258,56 @@ def test_reconciliation_settles_a_job_emr_no_longer_knows_and_forgets_old_settle
     with pytest.raises(NotFoundError):
         JobStore(lake.meta).get(job.job_id)
     assert list(lake.objects.list_prefix("events/jobs/")) == []
+
+
+def test_a_table_spark_cannot_merge_gets_no_job_and_its_heavy_groups_wait_with_the_reason(
+    lake: Lake, emr: tuple[RecordingClient, str]
+) -> None:
+    # Given a table merged by a custom DuckDB query, which the Spark job cannot run
+    client, application_id = emr
+    lake.create(
+        merge="sql:SELECT * FROM events",
+        sizes=SizeTargets(lambda_merge_cap_bytes=4 * KIB, min_files_to_merge=4),
+    )
+    lake.insert_batches("events", batches=5, rows=200, days=2)
+    orchestrator = MergeOrchestrator(
+        meta=lake.meta, sender=InProcessQueue(), heavy=launcher(lake, client, application_id)
+    )
+
+    # When the orchestrator runs twice
+    runs = [orchestrator.run(table="events") for _ in range(2)]
+
+    # Then no job was started, nothing claimed, and each run says why the groups wait
+    assert client.requests == []
+    assert not any(f.claimed for f in lake.meta.files("events"))
+    for summary in runs:
+        (plan,) = summary.tables
+        assert (plan.groups_deferred, plan.groups_to_heavy, plan.heavy_jobs) == (2, 0, ())
+        assert plan.heavy_refused is not None
+        assert "custom DuckDB query" in plan.heavy_refused
+        assert "--engine duckdb" in plan.heavy_refused
+        assert plan.to_json()["heavy_refused"] == plan.heavy_refused
+    assert list(lake.objects.list_prefix("events/jobs/")) == []
+
+
+def test_a_type_spark_cannot_read_in_the_groups_older_files_is_refused_too(
+    lake: Lake, emr: tuple[RecordingClient, str]
+) -> None:
+    # Given heavy groups written while the table had a TIME column, dropped since
+    client, application_id = emr
+    lake.create(
+        schema=SCHEMA + ", at_time TIME",
+        sizes=SizeTargets(lambda_merge_cap_bytes=4 * KIB, min_files_to_merge=4),
+    )
+    lake.insert_batches("events", batches=5, rows=200, days=2)
+    lake.meta.alter_table("events", lambda spec: evolve(spec, [DropColumn("at_time")]))
+    orchestrator = MergeOrchestrator(
+        meta=lake.meta, sender=InProcessQueue(), heavy=launcher(lake, client, application_id)
+    )
+
+    (plan,) = orchestrator.run(table="events").tables
+
+    # Then the job is refused naming the column its files still hold
+    assert client.requests == [] and plan.groups_deferred == 2
+    assert plan.heavy_refused is not None and "'at_time' (TIME)" in plan.heavy_refused
+    assert not any(f.claimed for f in lake.meta.files("events"))

@@ -91,6 +91,16 @@ def _report(summary: OrchestratorSummary, *, telemetry: FunctionTelemetry) -> No
                     "groups": plan.groups_to_heavy,
                 },
             )
+        if plan.heavy_refused:
+            # Every run defers them again until the table is compacted another way.
+            telemetry.logger.warning(
+                "heavy compaction refused",
+                extra={
+                    "table": plan.table,
+                    "groups": plan.groups_deferred,
+                    "reason": plan.heavy_refused,
+                },
+            )
         if plan.groups_unsent:
             # The queue refused them (the core does not say why): their claims were released
             # and the next run plans them again.
