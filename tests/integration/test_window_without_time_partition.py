@@ -90,3 +90,17 @@ def test_without_a_window_such_tables_read_every_row_and_windows_still_apply_els
     rows = connected_lake.relation("tp", start=START, end=END).project("k").fetchall()
     assert [r[0] for r in rows] == ["d2"]
     assert len(connected_lake.file_urls("tp", start=START, end=END)) == 1
+
+
+def test_a_window_on_a_table_the_query_does_not_read_is_refused(connected_lake: Lake) -> None:
+    # Given a day-partitioned table and a window meant for another one
+    _tables(connected_lake)
+    engine = connected_lake.query_engine()
+    window = TimeRange(START, END)
+
+    # When the window names a table the SQL does not read (a typo, or the wrong query),
+    # Then the query is refused naming it, rather than answering without the window
+    with pytest.raises(InvalidInputError, match=r"time_range names table 'TP'.* reads 'tp'"):
+        engine.query("SELECT k FROM tp", time_range={"TP": window})
+    with pytest.raises(InvalidInputError, match="time_range names table 'np'"):
+        engine.query("SELECT k FROM tp", time_range={"tp": window, "np": window})

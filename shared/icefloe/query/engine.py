@@ -245,7 +245,8 @@ class QueryEngine:
     ) -> QueryResult:
         """Run one SELECT. ``snapshot_id`` (one table only) or ``as_of`` pins the snapshot of
         each table; by default each table's head. ``time_range`` restricts a table's view (a
-        table with no time partition refuses a window). ``tenant`` scopes every table to that
+        table with no time partition refuses a window; so does a table the query does not
+        read). ``tenant`` scopes every table to that
         tenant's partition, whatever the SQL says."""
         if tenant is not None:
             check_tenant(tenant)
@@ -278,6 +279,12 @@ class QueryEngine:
             pins = {name: read.pin(name, snapshot_id=snapshot_id, as_of=as_of) for name in named}
             # Each table read with the schema of the snapshot it pins.
             specs = {name: pins[name].spec(lake_tables[name].spec) for name in named}
+            unread = sorted(set(time_range or {}) - set(named))
+            if unread:
+                raise InvalidInputError(
+                    f"time_range names table {unread[0]!r}, which the query does not read"
+                    f" (it reads {', '.join(map(repr, named))})"
+                )
             windows = {name: (time_range or {}).get(name) for name in named}
             for name in named:
                 check_window(specs[name], windows[name])
