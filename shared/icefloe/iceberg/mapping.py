@@ -5,7 +5,7 @@ the data file record of one icefloe file (its statistics read from its footer)."
 from __future__ import annotations
 
 import logging
-from datetime import UTC, date, datetime, time
+from datetime import UTC, date, datetime, time, timedelta
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
@@ -347,7 +347,7 @@ def _partition_value(spec: TableSpec, field: IcefloePartitionField, value: Any) 
         moment = value if value.tzinfo is not None else value.replace(tzinfo=UTC)
         if spec.column(field.source).type == "DATE":
             return transform((moment.date() - date(1970, 1, 1)).days)
-        return transform(round(moment.timestamp() * 1_000_000))
+        return transform(_epoch_micros(moment))
     if isinstance(value, date):
         return transform((value - date(1970, 1, 1)).days)
     raise IcebergPublishError(f"partition value {value!r} of {field.name!r} is not a time")
@@ -372,12 +372,21 @@ def _check_fits(spec: TableSpec, field: IcefloePartitionField, value: int) -> No
         )
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _epoch_micros(moment: datetime) -> int:
+    """Microseconds since 1970 of an aware ``moment``, in exact integers: through a float
+    (``timestamp() * 1e6``) a value past about 2240 or before 1700 is off by a microsecond."""
+    return (moment - _EPOCH) // timedelta(microseconds=1)
+
+
 def _identity_value(value: Any) -> Any:
     """A partition value as Iceberg's Avro manifests hold it: dates as days since 1970,
     timestamps as microseconds (UTC), times as microseconds since midnight."""
     if isinstance(value, datetime):
         moment = value if value.tzinfo is not None else value.replace(tzinfo=UTC)
-        return round(moment.timestamp() * 1_000_000)
+        return _epoch_micros(moment)
     if isinstance(value, date):
         return (value - date(1970, 1, 1)).days
     if isinstance(value, time):
