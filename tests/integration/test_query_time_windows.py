@@ -151,13 +151,17 @@ def test_a_date_column_is_compared_at_its_midnight(connected_lake: Lake) -> None
 def test_bounds_whose_utc_instant_is_past_python_s_range_keep_all_or_nothing(
     connected_lake: Lake,
 ) -> None:
-    # Given a table with a row
+    # Given a table with a row, and one whose time is NULL
     connected_lake.create_table("ev", schema="id INTEGER, ts TIMESTAMP", partition_by="day(ts)")
-    connected_lake.insert("ev", [{"id": 1, "ts": "2026-01-01T03:00:00"}])
+    connected_lake.insert("ev", [{"id": 1, "ts": "2026-01-01T03:00:00"}, {"id": 2, "ts": None}])
     late = datetime(9999, 12, 31, 23, 0, tzinfo=timezone(timedelta(hours=-5)))  # year 10000 UTC
     early = datetime(1, 1, 1, 1, 0, tzinfo=timezone(timedelta(hours=5)))  # year 0 UTC
     # Then a window starting after year 9999 or ending before year 1 keeps nothing, and one
-    # ending after year 9999 or starting before year 1 keeps everything
+    # ending after year 9999 or starting before year 1 keeps every row with a time (a NULL
+    # time is in no window, as with any other bound)
     assert _ids(connected_lake, "ev", late, None) == []
     assert _ids(connected_lake, "ev", None, early) == []
     assert _ids(connected_lake, "ev", early, late) == [1]
+    assert _ids(connected_lake, "ev", early, None) == [1]
+    assert _ids(connected_lake, "ev", None, late) == [1]
+    assert _ids(connected_lake, "ev", datetime(2026, 1, 1), None) == [1]

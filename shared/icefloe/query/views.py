@@ -56,16 +56,16 @@ def window_conditions(
     SQL with ``spark`` (where a TIMESTAMP is ``TIMESTAMP_NTZ`` and a TIMESTAMPTZ one at an
     instant, and neither literal is read in the session time zone)."""
     conditions = []
+    name = f"`{column.replace('`', '``')}`" if spark else ident(column)
     for bound, is_start in ((window.start, True), (window.end, False)):
         if bound is None:
             continue
         moment = _utc(bound)
         if moment is None:  # the UTC instant is outside years 1-9999, where no value is
             after_all = bound.year > 1  # beyond year 9999 (else before year 1)
-            if is_start == after_all:
-                conditions.append("false")
+            # Every value is on the window's side of it; a NULL, as with any bound, is not.
+            conditions.append("false" if is_start == after_all else f"{name} IS NOT NULL")
             continue
-        name = f"`{column.replace('`', '``')}`" if spark else ident(column)
         kind = normalize_type(column_type)
         conditions.append(_bound_sql(name, kind, moment, is_start, spark=spark))
     return conditions
