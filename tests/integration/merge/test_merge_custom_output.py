@@ -1,5 +1,6 @@
 """A custom merge query's output is checked before anything is written: no NULL in a NOT NULL
-column, a 16-byte ``_row_id`` on every row. Refused output commits nothing."""
+column, a 16-byte ``_row_id`` on every row, every row in the partition being merged (whatever
+the partition column's type). Refused output commits nothing."""
 
 from __future__ import annotations
 
@@ -104,3 +105,58 @@ def test_a_custom_query_may_null_a_nullable_column_and_repeat_rows(lake: Lake) -
     assert lake.rows(
         "SELECT count(*) AS n, count(v) AS v, count(DISTINCT _row_id) AS r FROM t"
     ) == [{"n": 15, "v": 12, "r": 12}]
+
+
+PARTITION_VALUES = [
+    pytest.param("UUID", "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11", id="uuid"),
+    pytest.param("VARCHAR", "a/b", id="varchar"),
+    pytest.param("INTEGER", -7, id="integer"),
+    pytest.param("BOOLEAN", True, id="boolean"),
+    pytest.param("DATE", "2026-01-01", id="date"),
+    pytest.param("TIMESTAMPTZ", "2026-01-01T23:30:00-05:00", id="timestamptz"),
+    pytest.param("DECIMAL(9,2)", 12.5, id="decimal"),
+]
+
+
+@pytest.mark.parametrize(("column_type", "value"), PARTITION_VALUES)
+def test_a_custom_query_keeping_rows_in_their_identity_partition_merges(
+    lake: Lake, column_type: str, value: object
+) -> None:
+    # Given a table identity-partitioned by a column of each type, merged by a custom query
+    # that keeps every row where it is
+    lake.create(
+        name="t",
+        schema=f"ts TIMESTAMP NOT NULL, p {column_type}, v BIGINT",
+        partition_by="p",
+        sort_by="ts",
+        merge="sql:SELECT * FROM t",
+    )
+    for b in range(4):
+        lake.inserter.insert_rows("t", [{"ts": "2026-01-01T00:00:00", "p": value, "v": b}])
+
+    # When it merges, Then the partition check lets its rows through and the merge commits
+    report = lake.merge("t")
+    assert [o.status for o in report.outcomes] == ["committed"], report.outcomes
+    assert lake.rows("SELECT count(*) AS n, count(DISTINCT p) AS p FROM t") == [{"n": 4, "p": 1}]
+
+
+def test_a_custom_query_moving_a_row_to_another_partition_is_refused(lake: Lake) -> None:
+    # Given a UUID-partitioned table whose custom query rewrites the partition column
+    lake.create(
+        name="t",
+        schema="ts TIMESTAMP NOT NULL, p UUID, v BIGINT",
+        partition_by="p",
+        sort_by="ts",
+        merge="sql:SELECT * REPLACE (CASE WHEN v = 2 THEN 'b0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11'::UUID ELSE p END AS p) FROM t",
+    )
+    for b in range(4):
+        lake.inserter.insert_rows(
+            "t",
+            [{"ts": "2026-01-01T00:00:00", "p": "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11", "v": b}],
+        )
+
+    # When its task runs, Then it is refused naming the partition, and nothing is committed
+    head = lake.head("t")
+    with pytest.raises(MergeFailedError, match="moved a row out of partition 'p=a0eebc99"):
+        lake.worker.run(planned_task(lake))
+    assert lake.head("t") == head
