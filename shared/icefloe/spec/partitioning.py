@@ -128,7 +128,9 @@ class PartitionField:
         elif self.is_time:
             ok = types.is_temporal(t)
         elif self.transform == "bucket":
-            ok = types.is_integer(t) or t in ("VARCHAR", "UUID") or types.is_temporal(t)
+            # Not HUGEINT: a bucket hashes an integer as Iceberg's 64-bit long.
+            ok = (types.is_integer(t) and t != "HUGEINT") or t in ("VARCHAR", "UUID")
+            ok = ok or types.is_temporal(t)
         elif self.transform == "truncate":
             ok = types.is_integer(t) or types.is_string(t)
         else:

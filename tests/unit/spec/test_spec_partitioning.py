@@ -231,7 +231,7 @@ def test_value_range_contains_compares_dates_and_aware_datetimes_in_utc() -> Non
         (
             "bucket[8](c)",
             ["INTEGER", "UBIGINT", "VARCHAR", "DATE", "TIMESTAMP", "TIMESTAMPTZ", "UUID"],
-            ["BOOLEAN", "DOUBLE", "BLOB", "DECIMAL(10,2)", "JSON", "VARCHAR[]"],
+            ["BOOLEAN", "DOUBLE", "BLOB", "DECIMAL(10,2)", "JSON", "VARCHAR[]", "HUGEINT"],
         ),
         ("truncate[8](c)", ["BIGINT", "TEXT"], ["DATE", "DOUBLE", "UUID"]),
         (
