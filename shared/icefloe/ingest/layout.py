@@ -46,9 +46,15 @@ class Partition:
 
 
 def split_partitions(
-    con: duckdb.DuckDBPyConnection, spec: TableSpec, table: pa.Table
+    con: duckdb.DuckDBPyConnection,
+    spec: TableSpec,
+    table: pa.Table,
+    *,
+    max_key_bytes: int = MAX_KEY_BYTES,
 ) -> list[Partition]:
     """The batch's partitions, in partition order (nulls first), each with its rows' positions.
+    A partition whose files' keys would pass ``max_key_bytes`` (the object store's) is refused
+    naming its first row and field.
 
     Only the partition keys are sorted here (a stable sort, so each partition's positions stay
     in input order); the rows themselves are ordered per partition by :func:`sorted_rows`,
@@ -63,6 +69,7 @@ def split_partitions(
         values = tuple(_as_partition_value(keys.column(c)[0].as_py()) for c in names)
         return _storable(
             spec,
+            max_key_bytes,
             [
                 Partition(
                     values=values,
@@ -92,20 +99,20 @@ def split_partitions(
                 positions=positions,
             )
         )
-    return _storable(spec, partitions)
+    return _storable(spec, max_key_bytes, partitions)
 
 
 # A partition's path is part of its files' keys: each segment must fit a file name (255 bytes
-# on the usual filesystems), and the whole key S3's 1,024 bytes. The key's other parts: the
-# table, "/data/", "/", a 32-character id and ".parquet".
+# on the usual filesystems), and the whole key S3's 1,024 bytes less the store's own prefix.
+# The key's other parts: the table, "/data/", "/", a 32-character id and ".parquet".
 _MAX_SEGMENT_BYTES = 255
 _KEY_OVERHEAD_BYTES = len("/data/") + 1 + 32 + len(".parquet")
 
 
-def _storable(spec: TableSpec, partitions: list[Partition]) -> list[Partition]:
+def _storable(spec: TableSpec, max_key_bytes: int, partitions: list[Partition]) -> list[Partition]:
     """``partitions``, or BatchRejectedError naming the first row and field whose partition
     value makes a path too long to store (a long identity or truncate value, escaped)."""
-    room = MAX_KEY_BYTES - _KEY_OVERHEAD_BYTES - len(spec.name.encode("utf-8"))
+    room = max_key_bytes - _KEY_OVERHEAD_BYTES - len(spec.name.encode("utf-8"))
     for part in partitions:
         segments = part.path.split("/")
         too_long = [

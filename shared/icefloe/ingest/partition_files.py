@@ -38,7 +38,7 @@ def write_partition_files(
 ) -> list[NewFile]:
     """Give ``rows`` (a converted batch) their row ids, split them by partition and store one
     file per partition (see :func:`_write_partitions`)."""
-    rows, parts = _with_row_ids_and_partitions(con, spec, rows)
+    rows, parts = _with_row_ids_and_partitions(con, spec, rows, objects.max_key_bytes)
     return _write_partitions(objects, spec, rows, parts, written, json_check)
 
 
@@ -127,7 +127,7 @@ def _row_id_thread() -> ThreadPoolExecutor:
 
 
 def _with_row_ids_and_partitions(
-    con: duckdb.DuckDBPyConnection, spec: TableSpec, rows: pa.Table
+    con: duckdb.DuckDBPyConnection, spec: TableSpec, rows: pa.Table, max_key_bytes: int
 ) -> tuple[pa.Table, list[Partition]]:
     """The rows with their new ``_row_id`` column, and their partitions."""
     pending = None
@@ -136,6 +136,6 @@ def _with_row_ids_and_partitions(
             pending = _row_id_thread().submit(new_row_ids, rows.num_rows)
         except RuntimeError:  # the interpreter is shutting down: no new threads
             pending = None
-    parts = split_partitions(con, spec, rows)
+    parts = split_partitions(con, spec, rows, max_key_bytes=max_key_bytes)
     ids = new_row_ids(rows.num_rows) if pending is None else pending.result()
     return rows.append_column(ROW_ID_COLUMN, ids), parts

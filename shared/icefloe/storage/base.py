@@ -139,6 +139,12 @@ class ObjectStore(ABC):
     def uri(self, key: str) -> str:
         """The address of ``key`` for readers outside this module (DuckDB, pyarrow)."""
 
+    @property
+    def max_key_bytes(self) -> int:
+        """The longest key this store takes, in UTF-8 bytes (S3's limit, less any prefix the
+        store puts before every key)."""
+        return MAX_KEY_BYTES
+
     @abstractmethod
     def put(self, key: str, data: bytes) -> None:
         """Store ``data`` under ``key``; ObjectExistsError if the key is taken (never overwrites).

@@ -259,6 +259,10 @@ class S3ObjectStore(ObjectStore):
             count += 1
         return count
 
+    @property
+    def max_key_bytes(self) -> int:
+        return MAX_KEY_BYTES - len(self._key_root.encode("utf-8"))
+
     def _s3_key(self, key: str) -> str:
         s3_key = self._key_root + validate_key(key)
         if len(s3_key.encode("utf-8")) > MAX_KEY_BYTES:
