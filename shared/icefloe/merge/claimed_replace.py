@@ -3,8 +3,9 @@
 Before any work, :func:`check_claim`: a commit under the job's idempotency key means an earlier
 delivery finished the job (already committed); inputs no longer live, or no longer claimed
 under the job's token, mean the claim is lost (the files were merged elsewhere, or another job
-took them after the lease ran out). After the outputs are uploaded, :func:`commit_replacement`:
-one replace commit of the inputs by the outputs, under the claim token and the idempotency key.
+took them after the lease ran out), and whatever the claim still holds is released. After the
+outputs are uploaded, :func:`commit_replacement`: one replace commit of the inputs by the
+outputs, under the claim token and the idempotency key.
 A conflict deletes the outputs and releases whatever the claim still holds; an unknown outcome
 leaves them (the retry finds the commit, or the janitor's orphan sweep removes them); any other
 failure deletes them; a commit an earlier delivery made already keeps its own files and deletes
@@ -58,8 +59,9 @@ def check_claim(
 ) -> list[DataFile] | ReplaceOutcome:
     """The group's input files, live and still claimed by it (the claim renewed for
     ``renew_for`` when given); otherwise why the job must not run: ``already_committed`` (with
-    the earlier snapshot) or ``claim_lost`` (with the reason). The inputs come without their
-    column statistics, which no merge reads."""
+    the earlier snapshot) or ``claim_lost`` (with the reason; the files still claimed under
+    the group's token are released). The inputs come without their column statistics, which
+    no merge reads."""
     earlier = meta.snapshot_for_key(group.table, group.idempotency_key)
     if earlier is not None:
         return ReplaceOutcome(
@@ -85,6 +87,9 @@ def check_claim(
     if not inputs and not _table_exists(meta, group.table):
         # Dropped after the job was planned: nothing to merge, ever.
         lost = f"table {group.table!r} does not exist (dropped?)"
+    # As after a conflict: free whatever inputs the group still holds (a renewal may just have
+    # extended them), for the next plan, rather than keep them from every merge for the lease.
+    meta.release_claim(group.claim_token)
     return ReplaceOutcome("claim_lost", reason=lost)
 
 

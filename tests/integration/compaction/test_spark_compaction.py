@@ -264,6 +264,38 @@ def test_a_conflict_on_one_partition_leaves_the_others_committed_and_its_outputs
     assert new_objects == {f.path for f in live if f.partition_path != victim.partition_path}
 
 
+def test_a_partition_whose_claim_was_lost_before_the_job_frees_its_other_files(
+    lake: Lake, spark: Any
+) -> None:
+    # Given a job over three partitions, one of whose files a local delete took before the
+    # job ran (a delete overrides a claim)
+    lake.create(sizes=SizeTargets(min_files_to_merge=2))
+    lake.insert_batches("events", batches=4, rows=300, days=3)
+    manifest = claim_partitions(lake.meta, "events")
+    assert manifest is not None and len(manifest.groups) == 3
+    victim = manifest.groups[1]
+    lake.meta.commit("events", operation="delete", remove=[victim.file_ids[0]])
+
+    # When the job runs
+    result = compact_with_spark(
+        spark,
+        meta=lake.meta,
+        objects=lake.objects,
+        location=WarehouseLocation(scheme="file", path=lake.objects.root),
+        manifest=manifest,
+    )
+
+    # Then that partition's claim is lost and its other files are freed at once (not after
+    # the job's lease), while the other partitions commit
+    statuses = {p.partition_path: p.status for p in result.partitions}
+    assert statuses[victim.partition_path] == "claim_lost"
+    assert sorted(statuses.values()) == ["claim_lost", "committed", "committed"]
+    victim_files = [
+        f for f in lake.meta.files("events") if f.partition_path == victim.partition_path
+    ]
+    assert len(victim_files) == 3 and not any(f.claimed for f in victim_files)
+
+
 def test_a_rerun_of_a_committed_job_changes_nothing(lake: Lake, spark: Any) -> None:
     lake.create(sizes=SizeTargets(min_files_to_merge=2))
     lake.insert_batches("events", batches=3, rows=100, days=1)

@@ -3,6 +3,7 @@ conflicts, and a connection dropped during the commit."""
 
 from __future__ import annotations
 
+import uuid
 from collections import Counter
 from collections.abc import Iterator
 from datetime import timedelta
@@ -216,3 +217,61 @@ def test_a_poison_message_goes_to_the_dead_letters_and_good_ones_still_merge(
     report = queue.drain(lambda event: process_merge_records(event, worker=lake.worker).response())
     assert report.dead_letters == ('{"version": 99}',)
     assert report.acknowledged == 1 and len(lake.meta.files("events")) == 1
+
+
+def test_a_task_whose_claim_was_lost_before_it_runs_frees_its_other_files(
+    small_lake: Lake,
+) -> None:
+    # Given a claimed merge task, one of whose files a local delete took before it ran (a
+    # delete overrides a merge's claim)
+    lake = small_lake
+    task = claim_one_task(lake)
+    taken, *others = task.file_ids
+    lake.meta.commit("events", operation="delete", remove=[taken])
+
+    # When the worker runs it, then the claim is lost, and the other files are claimed no more
+    outcome = lake.worker.run(task)
+    assert outcome.status == "claim_lost" and str(taken) in outcome.reason
+    claimed = {f.file_id for f in lake.meta.files("events") if f.claimed}
+    assert not claimed
+    # And the next merge plans them at once, not after the lease
+    again = claim_one_task(lake)
+    assert sorted(again.file_ids) == sorted(others)
+    assert lake.worker.run(again).status == "committed"
+
+
+class TakeoverMeta(HookedMetaStore):
+    """A real meta store on which another claimer takes ``stolen`` files just before a
+    worker renews its claim (its lease had run out)."""
+
+    stolen: tuple[int, ...] = ()
+    thief: uuid.UUID | None = None
+
+    def renew_claim(self, token: uuid.UUID, *, lease: timedelta) -> int:
+        if self.thief is None:
+            self.thief = self.claim_files("events", self.stolen, lease=timedelta(minutes=30))
+            assert self.thief is not None
+        return super().renew_claim(token, lease=lease)
+
+
+def test_a_task_whose_claim_is_partly_taken_over_while_renewing_frees_the_rest(
+    small_lake: Lake, meta: MetaStore
+) -> None:
+    # Given a task whose lease ran out, two of whose files another claimer takes between the
+    # worker's check of its inputs and its renewal (which then extends the other four)
+    lake = small_lake
+    task = claim_one_task(lake, lease=timedelta(0))
+    stolen, kept = task.file_ids[:2], task.file_ids[2:]
+    with TakeoverMeta(meta.dsn_source.current(), schema=meta.schema) as racing_meta:
+        racing_meta.stolen = stolen
+        worker = MergeWorker(meta=racing_meta, objects=lake.objects)
+
+        # When the worker runs it
+        outcome = worker.run(task)
+
+    # Then the claim is lost, the renewed files are freed, and the taken ones stay the thief's
+    assert outcome.status == "claim_lost" and "taken over while renewing" in outcome.reason
+    files = {f.file_id: f for f in lake.meta.files("events")}
+    assert not [i for i in kept if files[i].claim_token is not None]
+    assert {files[i].claim_token for i in stolen} == {racing_meta.thief}
+    assert all(files[i].claimed for i in stolen)
