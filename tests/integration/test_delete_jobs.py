@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import io
 import json
+import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from pathlib import Path
@@ -29,6 +31,7 @@ from icefloe.lifecycle.alter import rename_column
 from icefloe.lifecycle.delete_jobs import MESSAGE_KIND, DeletePartTask
 from icefloe.lifecycle.predicate import check_predicate
 from icefloe.merge import InProcessQueue, process_merge_records
+from icefloe.metastore import deletes as deletes_module
 from icefloe.metastore.deletes import DeleteJob, DeleteJobStore
 from icefloe.spec import SizeTargets
 from icefloe.storage import LocalObjectStore
@@ -559,3 +562,72 @@ def test_a_part_whose_predicate_cannot_be_evaluated_fails_the_job_at_once(
     assert lake.head() == before and lake.rows(ALL_ROWS) == rows_before
     assert lake.data_objects() == objects_before
     assert not [f for f in lake.meta.files("events") if f.claim_token is not None]
+
+
+def test_a_job_recorded_while_a_commit_takes_its_files_does_not_deadlock(
+    lake: Lake, postgres_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a job held while it records itself, once it holds its locks, until a local delete's
+    # commit of the same files waits for it (and past Postgres's deadlock check of that wait)
+    expected = setup(lake)
+    queue = InProcessQueue()
+    holding = threading.Event()
+    held_by_delete_jobs = deletes_module.held_by_delete_jobs
+
+    def hold_while_a_commit_waits(conn: Any, table: str, held: Any) -> Any:
+        if not holding.is_set():
+            holding.set()
+            _wait_for_a_waiter_on(postgres_dsn, conn.info.backend_pid)
+            time.sleep(_deadlock_check_seconds(postgres_dsn) + 0.5)
+        return held_by_delete_jobs(conn, table, held)
+
+    monkeypatch.setattr(deletes_module, "held_by_delete_jobs", hold_while_a_commit_waits)
+    commit: dict[str, BaseException] = {}
+
+    def local_delete_commit() -> None:
+        holding.wait(timeout=60)
+        live = [f.file_id for f in lake.meta.live_files("events")]
+        try:
+            lake.meta.commit("events", operation="delete", remove=live)
+        except BaseException as e:  # the test reports what the commit was told
+            commit["error"] = e
+
+    committer = threading.Thread(target=local_delete_commit)
+    committer.start()
+
+    # When the job starts meanwhile
+    try:
+        started = start(lake, queue)
+    finally:
+        holding.set()
+        committer.join(timeout=60)
+
+    # Then it is recorded (no deadlock), and the commit, which waited for it, is refused
+    # naming it: the job holds the files now
+    assert started.job is not None and job_of(lake, started).state == "running"
+    assert isinstance(commit.get("error"), DeleteJobRunningError)
+    assert str(started.job.job_id) in str(commit["error"])
+    # And the job commits its delete
+    drain(lake, queue, DeletePartRunner(meta=lake.meta, objects=lake.objects))
+    assert job_of(lake, started).state == "committed" and lake.rows(ALL_ROWS) == expected
+
+
+def _wait_for_a_waiter_on(dsn: str, pid: int) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for _ in range(3000):
+            row = conn.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE %s = ANY(pg_blocking_pids(pid))",
+                (pid,),
+            ).fetchone()
+            if row and row[0]:
+                return
+            time.sleep(0.01)
+    raise AssertionError(f"no session ever waited for backend {pid}")
+
+
+def _deadlock_check_seconds(dsn: str) -> float:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        row = conn.execute("SELECT setting::int FROM pg_settings WHERE name = 'deadlock_timeout'")
+        milliseconds = row.fetchone()
+    assert milliseconds is not None
+    return int(milliseconds[0]) / 1000

@@ -11,7 +11,13 @@ from typing import Any, Literal
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
-from icefloe.errors import CommitConflictError, DeleteJobRunningError, NotFoundError
+from icefloe.errors import (
+    CommitConflictError,
+    DeleteJobRunningError,
+    NotFoundError,
+    TableNotFoundError,
+)
+from icefloe.metastore.access import TRANSIENT
 from icefloe.metastore.commit_sql import held_by_delete_jobs
 from icefloe.metastore.models import DataFile, NewFile
 from icefloe.metastore.store import MetaStore
@@ -102,51 +108,70 @@ class DeleteJobStore:
     ) -> DeleteJob:
         """Record a job and its parts (partition path, files), and claim every planned file under
         the job's token, taking files a merge holds (that merge loses at its commit).
-        CommitConflictError when a planned file is no longer live (plan again);
+        CommitConflictError when a planned file is no longer live, or a concurrent transaction
+        made Postgres abort this one (a deadlock or serialization failure: plan again);
         :class:`DeleteJobRunningError` when another running delete job holds one: taking it
         would make that job fail and its delete silently not happen, so this one waits for it
         to end (the caller starts it again)."""
         info = self._meta.get_table(table)
         job_id, token = uuid.uuid4(), uuid.uuid4()
         ids = sorted(f.file_id for _, files in parts for f in files)
-        with self._meta.transaction() as conn:
-            # Lock the planned rows first (in file order, as a commit does): a job claiming
-            # them concurrently has then committed, and the next statement sees its record.
-            locked = conn.execute(
-                "SELECT file_id, claim_token, claim_expires_at > now() FROM data_files"
-                " WHERE table_id = %s AND file_id = ANY(%s) AND end_snapshot IS NULL"
-                " ORDER BY file_id FOR UPDATE",
-                (info.table_id, ids),
-            ).fetchall()
-            refusal = held_by_delete_jobs(
-                conn, table, [(int(r[0]), r[1]) for r in locked if r[1] is not None and r[2]]
-            )
-            if refusal is not None:
-                raise refusal
-            claimed = conn.execute(
-                "UPDATE data_files SET claim_token = %s, claim_expires_at = now() + %s"
-                " WHERE table_id = %s AND file_id = ANY(%s) AND end_snapshot IS NULL",
-                (token, lease, info.table_id, ids),
-            ).rowcount
-            if claimed != len(ids):
-                raise CommitConflictError(
-                    f"{table!r}: {len(ids) - claimed} planned file(s) were replaced meanwhile"
+        try:
+            with self._meta.transaction() as conn:
+                # Locks in a commit's order: the table's row first (the job's row references
+                # it, so its insert waits on a commit holding that row, which would deadlock
+                # with the commit waiting for these files), then the planned rows in file
+                # order. A job claiming them concurrently has then committed, and the next
+                # statement sees its record.
+                table_row = conn.execute(
+                    "SELECT 1 FROM lake_tables WHERE table_id = %s AND dropped_at IS NULL"
+                    " FOR UPDATE",
+                    (info.table_id,),
+                ).fetchone()
+                if table_row is None:
+                    raise TableNotFoundError(f"no table named {table!r} (was it dropped?)")
+                locked = conn.execute(
+                    "SELECT file_id, claim_token, claim_expires_at > now() FROM data_files"
+                    " WHERE table_id = %s AND file_id = ANY(%s) AND end_snapshot IS NULL"
+                    " ORDER BY file_id FOR UPDATE",
+                    (info.table_id, ids),
+                ).fetchall()
+                refusal = held_by_delete_jobs(
+                    conn, table, [(int(r[0]), r[1]) for r in locked if r[1] is not None and r[2]]
                 )
-            conn.execute(
-                "INSERT INTO delete_jobs (job_id, table_id, predicate, planned_at, claim_token,"
-                " lease_until, state, spec_version)"
-                " VALUES (%s, %s, %s, %s, %s, now() + %s, 'running', %s)",
-                (job_id, info.table_id, predicate, planned_at, token, lease, spec_version),
-            )
-            with conn.cursor() as cur:
-                cur.executemany(
-                    "INSERT INTO delete_parts (job_id, part, partition_path, file_ids)"
-                    " VALUES (%s, %s, %s, %s)",
-                    [
-                        (job_id, number, partition, [f.file_id for f in files])
-                        for number, (partition, files) in enumerate(parts)
-                    ],
+                if refusal is not None:
+                    raise refusal
+                claimed = conn.execute(
+                    "UPDATE data_files SET claim_token = %s, claim_expires_at = now() + %s"
+                    " WHERE table_id = %s AND file_id = ANY(%s) AND end_snapshot IS NULL",
+                    (token, lease, info.table_id, ids),
+                ).rowcount
+                if claimed != len(ids):
+                    raise CommitConflictError(
+                        f"{table!r}: {len(ids) - claimed} planned file(s) were replaced meanwhile"
+                    )
+                conn.execute(
+                    "INSERT INTO delete_jobs (job_id, table_id, predicate, planned_at,"
+                    " claim_token, lease_until, state, spec_version)"
+                    " VALUES (%s, %s, %s, %s, %s, now() + %s, 'running', %s)",
+                    (job_id, info.table_id, predicate, planned_at, token, lease, spec_version),
                 )
+                with conn.cursor() as cur:
+                    cur.executemany(
+                        "INSERT INTO delete_parts (job_id, part, partition_path, file_ids)"
+                        " VALUES (%s, %s, %s, %s)",
+                        [
+                            (job_id, number, partition, [f.file_id for f in files])
+                            for number, (partition, files) in enumerate(parts)
+                        ],
+                    )
+        except TRANSIENT as e:
+            # A deadlock or serialization failure rolled the transaction back: nothing was
+            # recorded or claimed, and the caller plans again as after any conflict.
+            raise CommitConflictError(
+                f"{table!r}: recording the delete job met a concurrent transaction ({e});"
+                " nothing was recorded"
+            ) from e
         return self.get(job_id)
 
     def check_not_held(self, table: str, files: Sequence[DataFile]) -> None:
