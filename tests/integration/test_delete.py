@@ -5,6 +5,7 @@ again; bad predicates are refused by name; after gc no object holds a deleted ro
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import duckdb
 import psycopg
@@ -13,9 +14,11 @@ from psycopg import sql
 
 from icefloe.errors import CommitConflictError, InvalidInputError, RowCountMismatchError
 from icefloe.janitor import Janitor
+from icefloe.lifecycle import delete as delete_module
 from icefloe.lifecycle import delete_rows
 from icefloe.lifecycle.predicate import PredicateEvaluationError
 from icefloe.metastore.store import MetaStore
+from icefloe.query.executor import QueryReadError
 from icefloe.storage import ObjectStore
 from support.hooked_meta import HookedMetaStore, PendingCommit
 from support.merge_lake import ALL_ROWS, Lake
@@ -307,3 +310,63 @@ def test_a_predicate_failing_on_a_row_is_still_refused_naming_the_value(lake: La
     with pytest.raises(PredicateEvaluationError, match="'a'"):
         delete(lake, "CAST(user_id AS INTEGER) = 1")
     assert lake.head() == before
+
+
+def test_a_delete_whose_planned_files_are_merged_and_collected_before_it_reads_plans_again(
+    lake: Lake, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a delete that has planned, and a merge replacing its files that commits, and gc
+    # (no retention) collecting them, before the delete reads them
+    lake.create()
+    lake.insert_batches("events", batches=6, rows=30, days=1)
+    where = "event = 'click'"
+    expected = lake.rows(ALL_ROWS.replace("ORDER BY", f"WHERE NOT ({where}) ORDER BY"))
+    rewrite_files = delete_module.rewrite_files
+    collected: list[str] = []
+
+    def merged_and_collected_first(*args: Any, **kwargs: Any) -> Any:
+        if not collected:
+            planned = {f.path for f in args[3]}
+            assert lake.merge("events").count("committed") == 1
+            Janitor(meta=lake.meta, objects=lake.objects).run(retention=timedelta(0))
+            collected.extend(sorted(p for p in planned if lake.objects.head(p) is None))
+            assert collected
+        return rewrite_files(*args, **kwargs)
+
+    monkeypatch.setattr(delete_module, "rewrite_files", merged_and_collected_first)
+
+    # When the delete reads them, then it plans again over the merged file and deletes the rows
+    result = delete(lake, where)
+    assert result.plans == 2 and result.snapshot_id == lake.head()
+    assert lake.rows(ALL_ROWS) == expected
+    # And every object is named by a file row (the first attempt wrote nothing it kept)
+    assert lake.data_objects() == {f.path for f in lake.every_file_row()}
+
+
+def test_a_live_file_missing_from_the_store_is_a_read_error_naming_it(
+    lake: Lake, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a delete that has planned, and one of its live files whose object is lost before
+    # the delete reads it (the store lost it; no merge replaced it)
+    lake.create()
+    lake.insert_batches("events", batches=3, rows=30, days=1)
+    before = lake.head()
+    rewrite_files = delete_module.rewrite_files
+    lost: list[str] = []
+    reads: list[int] = []
+
+    def object_lost_first(*args: Any, **kwargs: Any) -> Any:
+        reads.append(len(args[3]))
+        if not lost:
+            lost.append(args[3][0].path)
+            lake.objects.delete_many(lost)
+        return rewrite_files(*args, **kwargs)
+
+    monkeypatch.setattr(delete_module, "rewrite_files", object_lost_first)
+
+    # When the delete reads it, then it fails with a read error naming the file, without
+    # planning again, and commits nothing
+    with pytest.raises(QueryReadError) as failed:
+        delete(lake, "event = 'click'")
+    assert f"live file(s) {lost[0]} are missing" in str(failed.value)
+    assert len(reads) == 1 and lake.head() == before

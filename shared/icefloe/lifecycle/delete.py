@@ -13,10 +13,12 @@ commit together, so readers see all of a delete or none of it.
 
 Rows inserted after the delete planned are not deleted: they are in files it did not read.
 A merge that replaced a planned file first makes the commit a conflict; the delete then
-deletes its rewrites and plans again over the merged file. A merge still holding a planned
-file loses at its own commit. A running delete job's files are not taken: the delete is
-refused (:class:`DeleteJobRunningError`, naming the job) rather than make that job fail. A
-kill before the commit leaves rewrites no file row names; the orphan sweep deletes them.
+deletes its rewrites and plans again over the merged file, as it does when gc collected the
+replaced file before the delete read it (a live file it cannot read is a read error). A merge
+still holding a planned file loses at its own commit. A running delete job's files are not
+taken: the delete is refused (:class:`DeleteJobRunningError`, naming the job) rather than
+make that job fail. A kill before the commit leaves rewrites no file row names; the orphan
+sweep deletes them.
 """
 
 from __future__ import annotations
@@ -181,9 +183,16 @@ def delete_rows(
                 # Files a running delete job holds are its to change: refused before any
                 # rewrite (and again at the commit, under the row locks).
                 DeleteJobStore(meta).check_not_held(table, plan.candidates)
-            changes, written, added = rewrite_files(
-                objects, spec, predicate, plan.candidates, database=database, write=not dry_run
-            )
+            try:
+                changes, written, added = rewrite_files(
+                    objects, spec, predicate, plan.candidates, database=database, write=not dry_run
+                )
+            except QueryReadError as e:
+                # A merge replaced planned files and gc collected them after the plan: as a
+                # merge that commits first (below), that makes the delete plan again. Any
+                # other read failure raises, naming a live file that is missing.
+                conflict = _collected_or_raise(meta, objects, table, plan.candidates, e)
+                continue
             result = DeleteResult(
                 table=table,
                 where=where,
@@ -230,6 +239,41 @@ def delete_rows(
         f"delete from {table!r} gave up: {MAX_PLANS} plans in a row lost to merges of the same"
         f" files or to schema changes (try again); the last: {conflict}"
     )
+
+
+def _collected_or_raise(
+    meta: MetaStore,
+    objects: ObjectStore,
+    table: str,
+    candidates: Sequence[DataFile],
+    error: QueryReadError,
+) -> CommitConflictError:
+    """What reading ``candidates`` failing with ``error`` means: a conflict to plan again
+    after, when some of them are no longer live (by the meta store: replaced, or their rows
+    gone) and their objects are gone too (collected after the plan listed them); otherwise
+    ``error`` raises again, naming the live files whose objects are missing, if any."""
+    ids = [f.file_id for f in candidates]
+    live = {
+        f.file_id for f in meta.files_by_id(table, ids, statistics=False) if f.end_snapshot is None
+    }
+    missing = [f for f in candidates if objects.head(f.path) is None]
+    collected = [f.path for f in missing if f.file_id not in live]
+    if collected:
+        return CommitConflictError(
+            f"{table!r}: planned file(s) {_some(collected)} were replaced and collected while"
+            f" the delete read them ({error})"
+        )
+    lost = [f.path for f in missing]
+    if lost:
+        raise QueryReadError(
+            f"delete from {table!r} could not read its files: live file(s) {_some(lost)} are"
+            f" missing from the object store ({error})"
+        ) from error
+    raise error
+
+
+def _some(paths: Sequence[str]) -> str:
+    return ", ".join(paths[:3]) + (", ..." if len(paths) > 3 else "")
 
 
 class DeletePlanner:
