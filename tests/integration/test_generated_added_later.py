@@ -5,6 +5,7 @@ row the table holds is refused at the alter, and nothing changes."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -12,8 +13,9 @@ import pyarrow.parquet as pq
 import pytest
 from tests.integration.test_generated_columns import GENERATED, INPUTS, events, expected, stored
 
-from icefloe.errors import SpecError
+from icefloe.errors import SpecError, StorageError
 from icefloe.lake import Lake
+from icefloe.lifecycle import alter as alter_module
 from icefloe.spec.reading import versions_lacking_generated
 
 pytestmark = pytest.mark.integration
@@ -257,4 +259,52 @@ def test_adding_one_to_a_table_with_files_needs_the_object_store_to_check_them(
     version = lake.table("ev").spec.version
     with pytest.raises(SpecError, match=r"generated column 'n'.*give the lake's object store"):
         alter_table(meta=lake.meta, table="ev", changes=change)
+    assert lake.table("ev").spec.version == version
+
+
+def test_files_merged_and_collected_while_the_alter_checks_them_are_listed_again(
+    lake: Lake, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given rows in four files, every one of which takes the column's value, and an alter
+    # whose check, once it has listed those files, meets a merge replacing them and gc (no
+    # retention) collecting them
+    lake.create_table("ev", schema=INPUTS, partition_by="day(ts)")
+    for n in range(4):
+        lake.insert("ev", [{"ts": f"2026-05-01T0{n}:00:00", "properties": {"numtime": n}}])
+    listed = {f.path for f in lake.meta.files("ev")}
+    generated_problem = alter_module.generated_problem
+    collected: list[str] = []
+
+    def merged_and_collected_first(*args: Any, **kwargs: Any) -> Any:
+        if not collected:
+            assert [o.status for o in lake.merge("ev").outcomes] == ["committed"]
+            lake.gc("ev", retention=timedelta(0))
+            collected.extend(p for p in listed if lake.objects.head(p) is None)
+            assert collected
+        return generated_problem(*args, **kwargs)
+
+    monkeypatch.setattr(alter_module, "generated_problem", merged_and_collected_first)
+
+    # When the alter adds the column, then it lists the files again (the merged one) and
+    # adds it: no row failed, so the expression is not blamed
+    lake.alter_table("ev", add_columns=["n BIGINT AS (CAST(properties->>'numtime' AS BIGINT))"])
+    assert collected and lake.table("ev").spec.column("n").generated
+    assert lake.query("SELECT n FROM ev ORDER BY ts").to_pylist() == [{"n": n} for n in range(4)]
+
+
+def test_a_live_file_the_alter_cannot_read_is_a_storage_error_not_the_expressions(
+    lake: Lake,
+) -> None:
+    # Given a live file whose object is gone (the store lost it)
+    lake.create_table("ev", schema=INPUTS, partition_by="day(ts)")
+    lake.insert("ev", [{"ts": "2026-05-01T00:00:00", "properties": {"numtime": 5}}])
+    lost = lake.meta.files("ev")[0].path
+    lake.objects.delete_many([lost])
+    version = lake.table("ev").spec.version
+
+    # When a generated column is added, then it is refused as the store's failure, naming
+    # the file, and nothing changes
+    with pytest.raises(StorageError) as refused:
+        lake.alter_table("ev", add_columns=["n BIGINT AS (CAST(properties->>'numtime' AS BIGINT))"])
+    assert lost in str(refused.value) and "expression" not in str(refused.value)
     assert lake.table("ev").spec.version == version

@@ -128,12 +128,15 @@ def generated_problem(
 ) -> str | None:
     """What stops ``column`` being computed for every row of ``source`` (a FROM source of the
     spec's input columns) as insert would compute it, in words; None when nothing does. How
-    adding a generated column checks the rows a table holds."""
+    adding a generated column checks the rows a table holds. A ``source`` that cannot be read
+    raises DuckDB's IOException: that is not the expression's failure."""
     try:  # count() makes DuckDB compute every value, even where no check applies
         found = con.execute(
             f"SELECT count({ident(column.name)}), min({ident('__check_' + column.name)})"
             f" FROM ({_computed_sql(spec, [column], source, limits)})"
         ).fetchone()
+    except duckdb.IOException:
+        raise  # ``source`` could not be read (a file gone, the store failing): no row's fault
     except duckdb.Error as e:
         return f"its expression fails: {str(e).strip().splitlines()[0]}"
     return None if found is None or found[1] is None else _problem(found[1])

@@ -16,7 +16,7 @@ from typing import Any
 import duckdb
 
 from icefloe import duck
-from icefloe.errors import SpecError
+from icefloe.errors import CommitConflictError, SpecError, StorageError
 from icefloe.ingest.generated_values import generated_problem
 from icefloe.ingest.sources import InsertLimits
 from icefloe.merge.modes import check_merge_query
@@ -36,6 +36,10 @@ from icefloe.spec.evolution import (
     evolve,
 )
 from icefloe.storage import ObjectStore
+
+# Listings of a table's files whose rows gc collected (after a merge) while an added generated
+# column was checked against them, before the alter gives up.
+MAX_LISTINGS = 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,16 +130,43 @@ class _HeldRows:
         ]
         if not added:
             return
-        files = [f for f in self._meta.files(self._table) if f.file_id not in self._checked]
-        if not files:
-            return
         where = f"alter {self._table!r}: cannot add generated column"
-        if self._objects is None:
-            raise SpecError(
-                f"{where} {added[0].name!r}: the table has files, and their rows are checked"
-                " against its expression; give the lake's object store"
-            )
-        uris = {f.file_id: self._objects.uri(f.path) for f in files}
+        for _ in range(MAX_LISTINGS):
+            files = [f for f in self._meta.files(self._table) if f.file_id not in self._checked]
+            if not files:
+                return
+            if self._objects is None:
+                raise SpecError(
+                    f"{where} {added[0].name!r}: the table has files, and their rows are"
+                    " checked against its expression; give the lake's object store"
+                )
+            try:
+                self._check_files(spec, added, files, self._objects, where)
+            except duckdb.IOException as e:
+                # Not the expression's fault: a file could not be read. Files a merge replaced
+                # and gc collected after the listing are listed again (their rows are in the
+                # merge's output); a live file that cannot be read is the store's failure.
+                self._raise_unless_collected(files, self._objects, e)
+                continue
+            self._checked.update(f.file_id for f in files)
+            return
+        raise CommitConflictError(
+            f"alter {self._table!r}: gc collected files (merged meanwhile) of {MAX_LISTINGS}"
+            " listings in a row while their rows were checked against the generated columns"
+            " it adds; nothing changed (try again)"
+        )
+
+    def _check_files(
+        self,
+        spec: TableSpec,
+        added: Sequence[Column],
+        files: Sequence[DataFile],
+        objects: ObjectStore,
+        where: str,
+    ) -> None:
+        """SpecError when a row of ``files`` cannot take an ``added`` column's value; a file
+        that cannot be read raises DuckDB's IOException."""
+        uris = {f.file_id: objects.uri(f.path) for f in files}
         con = duck.connect()
         try:
             if self._configure is not None:
@@ -151,7 +182,30 @@ class _HeldRows:
                     )
         finally:
             con.close()
-        self._checked.update(uris)
+
+    def _raise_unless_collected(
+        self, files: Sequence[DataFile], objects: ObjectStore, error: duckdb.IOException
+    ) -> None:
+        """Return when some of ``files`` are no longer live (by the meta store) and their
+        objects are gone: collected after they were listed. Otherwise raise StorageError,
+        naming the live files whose objects are missing, if any."""
+        live = {
+            f.file_id
+            for f in self._meta.files_by_id(
+                self._table, [f.file_id for f in files], statistics=False
+            )
+            if f.end_snapshot is None
+        }
+        missing = [f for f in files if objects.head(f.path) is None]
+        if any(f.file_id not in live for f in missing):
+            return
+        first = str(error).strip().splitlines()[0] if str(error).strip() else "IO error"
+        lost = ", ".join(f.path for f in missing[:3]) + (", ..." if len(missing) > 3 else "")
+        raise StorageError(
+            f"alter {self._table!r}: could not read the rows of its files to check the generated"
+            f" columns it adds{f' (live file(s) {lost} are missing)' if lost else ''}: {first};"
+            " nothing changed"
+        ) from error
 
 
 def _problem(
