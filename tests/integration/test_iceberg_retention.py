@@ -6,14 +6,26 @@ erasure reaches Iceberg too."""
 from __future__ import annotations
 
 import random
-from datetime import timedelta
+import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 from pyiceberg.table import Table
 from test_iceberg_publish import COLUMNS, SCHEMA, check_same_rows, insert_batches
 
-from icefloe.iceberg import NAMESPACE, PublishResult, catalog_key, local_catalog, publish_iceberg
+import icefloe.iceberg.current
+import icefloe.iceberg.publish
+from icefloe.iceberg import (
+    NAMESPACE,
+    PublishResult,
+    catalog_key,
+    local_catalog,
+    publish_due,
+    publish_iceberg,
+)
+from icefloe.iceberg.publish import SNAPSHOT_PROPERTY
 from icefloe.janitor import Janitor
 from icefloe.lifecycle import alter_table, delete_rows, rollback_table
 from icefloe.lifecycle.alter import add_column
@@ -130,6 +142,117 @@ def test_a_failed_publication_keeps_its_files_until_it_is_taken_as_dead(
     # When garbage is collected, then its files stay (an Iceberg commit might still follow)
     gc(lake)
     assert small_files <= set(lake.data_objects())
+
+
+class PublisherKilled(Exception):
+    """The fault injected: the publisher dies between its Iceberg commit and its record."""
+
+
+def killed_before_confirming(*args: object, **kwargs: object) -> NoReturn:
+    raise PublisherKilled
+
+
+def no_grace(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An unconfirmed publication is taken as dead at once (not after an hour)."""
+    for module in (icefloe.iceberg.publish, icefloe.iceberg.current):
+        monkeypatch.setattr(module, "UNCONFIRMED_PUBLICATION_GRACE", NONE)
+
+
+def published_pairs(lake: Lake) -> list[tuple[int, int | None]]:
+    """The retained publications: (icefloe snapshot, the Iceberg snapshot showing it)."""
+    return [
+        (p.snapshot_id, p.iceberg_snapshot_id)
+        for p in PublicationStore(lake.meta).retained("events")
+    ]
+
+
+def test_a_publication_committed_but_never_confirmed_keeps_its_files_while_iceberg_shows_it(
+    lake: Lake, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given an opted-in table published once, then one more insert published by a publisher
+    # that dies after its Iceberg commit, before the meta store confirms the publication
+    lake.create(schema=SCHEMA, sort_by="event, ts", publish="iceberg")
+    insert_batches(lake, batches=3, rows=40, days=2)
+    first = publish(lake, tmp_path)
+    insert_batches(lake, batches=1, rows=40, days=2, seed=2)
+    killed_at = lake.head()
+    with monkeypatch.context() as fault:
+        fault.setattr(PublicationStore, "confirm", killed_before_confirming)
+        with pytest.raises(PublisherKilled):
+            publish(lake, tmp_path)
+    shown = iceberg_table(tmp_path).current_snapshot()
+    assert shown is not None and shown.snapshot_id != first.iceberg_snapshot_id
+    assert iceberg_table(tmp_path).properties[SNAPSHOT_PROPERTY] == str(killed_at)
+    assert published_pairs(lake) == [
+        (first.snapshot_id, first.iceberg_snapshot_id),
+        (killed_at, None),
+    ]
+    # and a delete that rewrites files that Iceberg snapshot names
+    named = {f.path for f in lake.meta.files("events", snapshot_id=killed_at)}
+    delete_rows(meta=lake.meta, objects=lake.objects, table="events", where="user_id = 'u3'")
+    rewritten = named - {f.path for f in lake.meta.files("events")}
+    assert rewritten
+
+    # When the grace has passed, and the next pass publishes the head with a retention that
+    # expires the first Iceberg snapshot and keeps the killed publisher's (the newest at that
+    # age), and garbage is collected with no retention
+    no_grace(monkeypatch)
+    time.sleep(max(0.0, 2.0 - (time.time() * 1000 - shown.timestamp_ms) / 1000))
+    keep = datetime.now(UTC) - datetime.fromtimestamp(shown.timestamp_ms / 1000, UTC)
+    done = publish_due(
+        meta=lake.meta, objects=lake.objects, catalog=local_catalog(tmp_path), retention=keep
+    )
+    (latest,) = done.published
+    assert latest.snapshot_id == lake.head() and latest.iceberg_snapshots_expired == 1
+    gc(lake)
+
+    # Then the files the killed publisher's Iceberg snapshot names are kept, and it reads in
+    # full: its publication is confirmed with that Iceberg snapshot, and retained
+    assert rewritten <= set(lake.data_objects())
+    rows_at_killed = lake.rows("SELECT count(*) AS n FROM events", snapshot_id=killed_at)
+    assert read_every_snapshot(tmp_path) == {
+        shown.snapshot_id: rows_at_killed[0]["n"],
+        latest.iceberg_snapshot_id: lake.rows("SELECT count(*) AS n FROM events")[0]["n"],
+    }
+    assert published_pairs(lake) == [
+        (killed_at, shown.snapshot_id),
+        (latest.snapshot_id, latest.iceberg_snapshot_id),
+    ]
+    # and the status (read from the meta store) names the head as published
+    (state,) = PublicationStore(lake.meta).states("events")
+    assert state.snapshot_id == latest.snapshot_id and state.behind_since is None
+
+    # When that Iceberg snapshot expires (a pass with no retention), then its files go
+    publish(lake, tmp_path, retention=NONE)
+    gc(lake)
+    assert published_pairs(lake) == [(latest.snapshot_id, latest.iceberg_snapshot_id)]
+    assert not rewritten & set(lake.data_objects())
+    assert set(read_every_snapshot(tmp_path)) == {latest.iceberg_snapshot_id}
+
+
+def test_a_publication_no_iceberg_snapshot_shows_is_dropped_once_its_grace_has_passed(
+    lake: Lake, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a publication recorded but never committed (the publisher died before its Iceberg
+    # commit), and a newer head
+    lake.create(schema=SCHEMA, sort_by="event, ts")
+    insert_batches(lake, batches=2, rows=40, days=2)
+    dead = lake.head()
+    key = catalog_key(local_catalog(tmp_path), NAMESPACE)
+    PublicationStore(lake.meta).pin("events", catalog=key, snapshot_id=dead)
+    insert_batches(lake, batches=1, rows=40, days=2, seed=2)
+
+    # When the head is published within the grace, then the dead one is still retained
+    published = publish(lake, tmp_path)
+    assert published_pairs(lake) == [
+        (dead, None),
+        (published.snapshot_id, published.iceberg_snapshot_id),
+    ]
+
+    # When the head is published again once the grace has passed, then it is dropped
+    no_grace(monkeypatch)
+    publish(lake, tmp_path)
+    assert published_pairs(lake) == [(published.snapshot_id, published.iceberg_snapshot_id)]
 
 
 def test_random_histories_never_leave_an_iceberg_snapshot_with_a_missing_file(

@@ -192,7 +192,8 @@ def drop_published_table(catalog: Catalog, *, namespace: str, table: str, table_
 def _due(info: TableInfo, retained: list[Publication], *, keep: timedelta, now: datetime) -> bool:
     """Whether a table needs a publication: its head moved past the newest confirmed one, or
     some of its Iceberg snapshots have passed its retention (the newest at that age and the
-    current one stay), or a publication never confirmed is taken as dead.
+    current one stay), or a publication has stayed unconfirmed past the grace (the pass
+    confirms it if an Iceberg snapshot shows it, and takes it as dead otherwise).
 
     Read from the meta store alone, without loading the Iceberg table (a catalog and metadata
     file read per table per pass): publications run one at a time from the head read to the

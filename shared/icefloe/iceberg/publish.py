@@ -272,9 +272,23 @@ def expire_iceberg_snapshots(
     """Expire the Iceberg snapshots older than ``retention`` (the newest one at or before
     that age stays: it is what a read as of that time sees; the current one always stays),
     then stop retaining the publications no Iceberg snapshot shows any more. The number of
-    Iceberg snapshots expired."""
+    Iceberg snapshots expired.
+
+    A publication never confirmed that an Iceberg snapshot shows (its publisher died between
+    the Iceberg commit and the confirmation) is confirmed first, naming that snapshot: it is
+    retained, as any other, until that snapshot expires. Only one that no Iceberg snapshot
+    shows is taken as dead, once it has stayed unconfirmed for the grace."""
     snapshots = sorted(iceberg.metadata.snapshots, key=lambda s: (s.timestamp_ms, s.snapshot_id))
     head = iceberg.current_snapshot()
+    shown = _shown_snapshots(iceberg)
+    for p in publications.retained(table, catalog=catalog):
+        if p.iceberg_snapshot_id is None and p.snapshot_id in shown:
+            publications.confirm(
+                table,
+                catalog=catalog,
+                snapshot_id=p.snapshot_id,
+                iceberg_snapshot_id=shown[p.snapshot_id],
+            )
     boundary_ms = int((datetime.now(UTC) - retention).timestamp() * 1000)
     old = [s for s in snapshots if s.timestamp_ms <= boundary_ms]
     kept_at_boundary = old[-1].snapshot_id if old else None
@@ -286,8 +300,9 @@ def expire_iceberg_snapshots(
     if doomed:
         iceberg.maintenance.expire_snapshots().by_ids(doomed).commit()
     remaining = {s.snapshot_id for s in snapshots} - set(doomed)
-    # A publication not yet confirmed may be another publisher's, between its record and its
-    # commit: only one that stayed unconfirmed for an hour is taken as dead.
+    # A publication still unconfirmed is one no Iceberg snapshot showed: it may be another
+    # publisher's, between its record and its commit (one that takes no lock), so only one
+    # that stayed unconfirmed for an hour is taken as dead.
     stale = datetime.now(UTC) - UNCONFIRMED_PUBLICATION_GRACE
     gone = [
         p.snapshot_id
@@ -301,6 +316,23 @@ def expire_iceberg_snapshots(
     ]
     publications.expire(table, catalog=catalog, snapshot_ids=gone)
     return len(doomed)
+
+
+def _shown_snapshots(iceberg: Table) -> dict[int, int]:
+    """The icefloe snapshots the table's Iceberg snapshots show, each to the newest Iceberg
+    snapshot showing it: a publication that committed files names its icefloe snapshot in its
+    Iceberg snapshot's summary; one that committed none (the same files as the last one) names
+    it in the table's properties only, and shows it in the current Iceberg snapshot."""
+    shown: dict[int, int] = {}
+    for s in sorted(iceberg.metadata.snapshots, key=lambda s: (s.timestamp_ms, s.snapshot_id)):
+        text = s.summary.additional_properties.get(SNAPSHOT_PROPERTY) if s.summary else None
+        if text is not None:
+            shown[int(text)] = s.snapshot_id
+    current = iceberg.current_snapshot()
+    text = iceberg.properties.get(SNAPSHOT_PROPERTY)
+    if current is not None and text is not None:
+        shown[int(text)] = current.snapshot_id
+    return shown
 
 
 def _check_complete(meta: MetaStore, table: str, spec: TableSpec, snapshot_id: int) -> None:
