@@ -109,6 +109,68 @@ def test_the_server_stops_after_its_last_live_user_even_when_a_user_was_killed(
     assert finish(icefloe(home, "db", "status")).startswith("not running")
 
 
+# A process that starts (or joins) the embedded server, says so, and exits normally when its
+# stdin ends, or never (``hold``: it waits to be killed).
+USER = """
+import sys, time
+from icefloe.settings import load_settings
+from icefloe.metastore.embedded import embedded_database_url
+embedded_database_url(load_settings().core.embedded_database_dir)
+print("ready", flush=True)
+if sys.argv[1] == "hold":
+    time.sleep(600)
+sys.stdin.read()
+"""
+
+
+def user(home: Path, mode: str) -> subprocess.Popen[str]:
+    """A process using the embedded server (see USER), once it is ready."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ICEFLOE_")}
+    env["ICEFLOE_HOME"] = str(home)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", USER, mode],
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    return proc
+
+
+def test_the_last_live_user_stops_the_server_when_a_user_that_joined_after_it_was_killed(
+    tmp_path: Path,
+) -> None:
+    # Given a server started by one process, and a second process that joined it and was
+    # killed outright (its exit hook never ran; no start came after that to repair the list)
+    home = tmp_path / "home"
+    finish(icefloe(home, "init"))
+    data_dir = home / "postgres"
+    starter = user(home, "exit")
+    try:
+        killed = user(home, "hold")
+        killed.kill()
+        killed.wait()
+        assert json.loads((data_dir / ".handle_pids.json").read_text()) == [
+            starter.pid,
+            killed.pid,
+        ]
+        assert (data_dir / "postmaster.pid").exists()
+
+        # When the starter, the last live user, exits normally
+        starter.communicate(input="", timeout=120)
+        assert starter.returncode == 0
+
+        # Then it stopped the server, leaving no user on the list
+        assert not (data_dir / "postmaster.pid").exists()
+        assert json.loads((data_dir / ".handle_pids.json").read_text()) == []
+    finally:
+        if starter.poll() is None:
+            starter.kill()
+        finish(icefloe(home, "db", "stop"))  # a server left running by a failure
+    assert finish(icefloe(home, "db", "status")).startswith("not running")
+
+
 def test_a_home_whose_path_holds_url_characters_runs_its_server(tmp_path: Path) -> None:
     # Given a home whose path a URL would read otherwise ('%41' is 'A', '=' and '#' break it)
     home = tmp_path / "pct%41a=b#1" / "home"

