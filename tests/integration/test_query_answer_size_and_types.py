@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from icefloe.errors import InvalidInputError
 from icefloe.lake import Lake
 from icefloe.query.output import text_table
 from icefloe.query.service import MAX_INLINE_BYTES, QueryRequest, answer_query
@@ -155,3 +156,30 @@ def test_a_map_keyed_by_blob_keys_its_object_by_the_hex(connected_lake: Lake) ->
     assert inline.rows == [[{"aa01": "aa01"}]]
     assert as_csv.text == '"m"\n"{""aa01"": ""aa01""}"\n'
     assert text_table(connected_lake.query(BLOB_MAP)).splitlines()[1] == '{"aa01": "aa01"}'
+
+
+@pytest.mark.parametrize("nesting", ["{}", "[{}]", "{{'a': [{}]}}", "MAP {{1: {}}}"])
+def test_the_hugeint_minimum_alone_is_its_text_at_any_depth(
+    connected_lake: Lake, nesting: str
+) -> None:
+    # -2^127 alone: pyarrow's validation of decimal128(38, 0) lets it through
+    value = nesting.format(f"(-{MAX_HUGEINT} - 1)::HUGEINT")
+    table = connected_lake.query(f"SELECT {value} AS x")
+
+    table.validate(full=True)
+    assert str(-(2**127)) in str(table.to_pylist())
+    assert "decimal" not in str(table.schema.field("x").type)
+
+
+def test_a_result_nested_deeper_than_arrow_holds_is_refused_saying_so(
+    connected_lake: Lake,
+) -> None:
+    # DuckDB builds a 63-level list; pyarrow's schema import stops short of it
+    def nested(depth: int) -> str:
+        return "SELECT " + "[" * depth + "1" + "]" * depth + " AS v"
+
+    assert connected_lake.query(nested(62)).num_rows == 1
+    with pytest.raises(InvalidInputError, match="result's type nests deeper than Arrow holds"):
+        connected_lake.query(nested(63))
+    # and the query process that answered is still there for the next query
+    assert connected_lake.query("SELECT 1 AS one").to_pylist() == [{"one": 1}]

@@ -10,15 +10,21 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from typing import Protocol
 
 import duckdb
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from icefloe.errors import InvalidInputError
 from icefloe.query.database import Configure, QueryDatabase
-from icefloe.query.sandbox import QueryLimitError, QueryTimeoutError, without_depth_advice
+from icefloe.query.sandbox import (
+    QueryLimitError,
+    QueryRefusedError,
+    QueryTimeoutError,
+    without_depth_advice,
+)
 from icefloe.settings.limits import QueryLimits
 
 RESULT_BATCH_ROWS = 65_536
@@ -91,14 +97,14 @@ class InProcessExecutor:
                 as_text = text_for_arrow(statement, description)
                 if as_text is not None:
                     result = cursor.execute(as_text)
-                rows = collect(result.to_arrow_reader(RESULT_BATCH_ROWS), self.limits)
+                rows = self._collect(result)
                 past = hugeint_past_decimal(rows, description)
                 if past:
                     # Run again with those columns as text (rare: a value past 38 digits).
                     again = text_for_arrow(statement, description, hugeint_as_text=past)
                     assert again is not None
                     result = cursor.execute(again)
-                    rows = collect(result.to_arrow_reader(RESULT_BATCH_ROWS), self.limits)
+                    rows = self._collect(result)
                 if _MAY_PIVOT.search(statement):
                     _drop_pivot_types(cursor)
                 return rows
@@ -111,6 +117,19 @@ class InProcessExecutor:
             raise
         except duckdb.Error as e:
             raise translate(e, self.limits) from e
+
+    def _collect(self, result: duckdb.DuckDBPyConnection) -> pa.Table:
+        try:
+            return collect(result.to_arrow_reader(RESULT_BATCH_ROWS), self.limits)
+        except pa.ArrowInvalid as e:
+            if "Recursion level" not in str(e):
+                raise
+            # pyarrow imports a schema nested to about 63 levels at most (DuckDB's go deeper).
+            raise QueryRefusedError(
+                "query refused: its result's type nests deeper than Arrow holds (about 62"
+                " levels of lists, structs and maps); return fewer levels, or the value as"
+                " text (CAST(... AS VARCHAR))"
+            ) from e
 
     def forget_views(self) -> None:
         self._database.forget_views()
@@ -173,11 +192,44 @@ def hugeint_past_decimal(
         parts = _QUOTED.split(str(type_code))
         if not any(_HUGEINT.search(part) for part in parts[::2]):
             continue
+        column = table.column(position)
         try:
-            table.column(position).validate(full=True)
+            column.validate(full=True)
         except pa.ArrowInvalid:
             past.add(position)
+            continue
+        # -2^127 passes validation (its magnitude is checked through a negation that wraps).
+        if any(_holds_int128_min(leaf) for chunk in column.chunks for leaf in _leaves(chunk)):
+            past.add(position)
     return frozenset(past)
+
+
+_INT128_MIN = pa.scalar(b"\x00" * 15 + b"\x80", pa.binary(16))  # little-endian -2^127
+
+
+def _holds_int128_min(array: pa.Array) -> bool:
+    if not pa.types.is_decimal128(array.type) or len(array) == 0:
+        return False
+    return bool(pc.any(pc.equal(array.view(pa.binary(16)), _INT128_MIN)).as_py())
+
+
+def _leaves(array: pa.Array) -> Iterator[pa.Array]:
+    """The arrays of ``array``'s leaf values at any depth (lists, structs and maps opened)."""
+    kind = array.type
+    if isinstance(array, pa.DictionaryArray):
+        yield from _leaves(array.dictionary)
+    elif pa.types.is_map(kind):
+        yield from _leaves(array.keys)
+        yield from _leaves(array.items)
+    elif (
+        pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind)
+    ):
+        yield from _leaves(array.flatten())
+    elif pa.types.is_struct(kind):
+        for field in array.flatten():
+            yield from _leaves(field)
+    else:
+        yield array
 
 
 def without_semicolons(statement: str) -> str:
