@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import bisect
 import errno
 import io
 import json
@@ -19,6 +20,7 @@ from uuid import UUID
 
 import duckdb
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 
@@ -129,15 +131,48 @@ def _column_values(column: pa.ChunkedArray, position: int, text: _DuckText) -> l
             except _CONVERSION_ERRORS:
                 values.append(texts[i])
         return values
-    if pa.types.is_time(column.type):
+    if any(pa.types.is_time(t) for t in _types_within(column.type)):
         # Python's time stops at 23:59:59.999999: DuckDB's TIME '24:00:00' comes out as 00:00.
-        ticks = column.cast(pa.int64()).to_pylist()
-        late = [i for i, (v, t) in enumerate(zip(values, ticks, strict=True)) if v == time() and t]
+        # Those values are DuckDB's text (inside a list, struct or map, its JSON of the row).
+        late = sorted(_rows_with_midnight_ending(column.combine_chunks()))
         if late:
-            texts = text(position)
+            texts = text(position, as_json=pa.types.is_nested(column.type))
             for i in late:
                 values[i] = texts[i]
     return values
+
+
+def _rows_with_midnight_ending(array: pa.Array) -> set[int]:
+    """The rows of ``array`` holding a TIME of 24:00:00 (a whole day), at any depth."""
+    kind = array.type
+    if pa.types.is_time(kind):
+        day = 86_400 * {"s": 1, "ms": 10**3, "us": 10**6, "ns": 10**9}[kind.unit]
+        ticks = array.cast(pa.int64())
+        return set(pc.indices_nonzero(pc.fill_null(pc.equal(ticks, day), False)).to_pylist())
+    if isinstance(array, pa.DictionaryArray):
+        inner = _rows_with_midnight_ending(array.dictionary)
+        if not inner:
+            return set()
+        hits = pc.is_in(array.indices, pa.array(sorted(inner), array.indices.type))
+        return set(pc.indices_nonzero(pc.fill_null(hits, False)).to_pylist())
+    if pa.types.is_struct(kind):
+        return set().union(*(_rows_with_midnight_ending(f) for f in array.flatten()))
+    if pa.types.is_fixed_size_list(kind):
+        inner = _rows_with_midnight_ending(array.flatten())
+        return {i // kind.list_size for i in inner}
+    if pa.types.is_map(kind):
+        children = [array.keys, array.items]
+    elif pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        children = [array.flatten()]
+    else:
+        return set()
+    inner = set().union(*(_rows_with_midnight_ending(c) for c in children))
+    if not inner:
+        return set()
+    # The row whose entries hold each, by the offsets (pyarrow's list_parent_indices aborts
+    # the process on a map).
+    offsets = array.offsets.to_pylist()
+    return {bisect.bisect_right(offsets, i + offsets[0]) - 1 for i in inner}
 
 
 def needs_text(data_type: pa.DataType) -> bool:

@@ -42,6 +42,17 @@ from icefloe.query.output import json_values, write_result
             " UNION ALL SELECT {'d': DATE '2020-01-01', 'n': 2}",
             [[{"d": "infinity", "n": 1}], [{"d": "2020-01-01", "n": 2}]],
         ),
+        (  # TIME '24:00:00' at any depth (Python's time would make it 00:00:00)
+            "SELECT * FROM (VALUES"
+            " (1, {'x': TIME '24:00:00'}, [TIME '01:00:00', TIME '24:00:00'],"
+            "  MAP {'k': TIME '24:00:00'}, [[TIME '24:00:00']]),"
+            " (2, {'x': TIME '00:00:00'}, [TIME '00:00:00'], MAP {'k': TIME '02:00:00'},"
+            "  [[TIME '00:00:00']])) v(n, s, l, m, ll) ORDER BY n",
+            [
+                [1, {"x": "24:00:00"}, ["01:00:00", "24:00:00"], {"k": "24:00:00"}, [["24:00:00"]]],
+                [2, {"x": "00:00:00"}, ["00:00:00"], {"k": "02:00:00"}, [["00:00:00"]]],
+            ],
+        ),
     ],
 )
 def test_json_values_are_duckdbs_text_where_python_cannot_hold_them(
