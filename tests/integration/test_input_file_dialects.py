@@ -243,6 +243,73 @@ def test_bytes_and_stdin_are_named_as_the_input_and_stdin(connected_lake: Lake) 
     _nothing_written(connected_lake)
 
 
+# A value as long as the limit (4 MiB), and one line longer than DuckDB's buffers (~32 MB) in
+# each place of a file: DuckDB refused a line over 2,000,000 bytes, dropped a last line longer
+# than its buffer (the other rows committed), called a file of that line alone empty, and
+# failed the read with a raw NotImplementedException when rows followed it.
+_LIMIT = 4 * 2**20
+_LONG = b"y" * (40 * 2**20)
+
+
+def test_a_csv_value_as_long_as_the_value_limit_is_taken(
+    connected_lake: Lake, tmp_path: Path
+) -> None:
+    # given: a CSV file whose values are 3 MB and the limit's 4 MiB, the second quoted
+    # with a comma and a doubled quote in it (5 bytes of the line are not of the value)
+    _create(connected_lake)
+    quoted = "z" * (_LIMIT - 2) + ',"'
+    path = _file(
+        tmp_path, b"id,s\n1," + b"y" * (3 * 10**6) + b'\n2,"' + b"z" * (_LIMIT - 2) + b',"""\n'
+    )
+
+    # when: it is inserted
+    result = connected_lake.insert("t", path)
+
+    # then: both rows are stored whole, as JSON or Arrow rows of those values would be
+    assert result.rows == 2
+    assert _rows(connected_lake) == [{"id": 1, "s": "y" * (3 * 10**6)}, {"id": 2, "s": quoted}]
+
+
+def test_a_csv_value_a_byte_over_the_limit_is_refused_by_row_and_field(
+    connected_lake: Lake, tmp_path: Path
+) -> None:
+    # given: a CSV file whose second row holds a value one byte over the 4 MiB limit
+    _create(connected_lake)
+    path = _file(tmp_path, b"id,s\n1,a\n2," + b"y" * (_LIMIT + 1) + b"\n")
+
+    # when/then: the batch is refused naming that row and field, as for rows or JSON
+    _refused(
+        connected_lake,
+        path,
+        "batch refused: row 1, field 's': value is over the limit of 4,194,304 bytes",
+    )
+
+
+@pytest.mark.parametrize(
+    ("body", "row"),
+    [
+        pytest.param(b"1,a\n2,b\n3," + _LONG + b"\n", 2, id="last"),
+        pytest.param(b"1,a\n2,b\n3," + _LONG, 2, id="last-without-line-break"),
+        pytest.param(b"1," + _LONG + b"\n2,c\n", 0, id="rows-after"),
+        pytest.param(b"1," + _LONG + b"\n", 0, id="alone"),
+    ],
+)
+def test_a_csv_line_longer_than_duckdbs_buffer_refuses_the_batch_naming_its_value(
+    connected_lake: Lake, tmp_path: Path, body: bytes, row: int
+) -> None:
+    # given: a CSV file with a 40 MB value, its line longer than DuckDB's default buffer
+    _create(connected_lake)
+    path = _file(tmp_path, b"id,s\n" + body)
+
+    # when/then: the whole batch is refused naming the row and field of the value over the
+    # limit (not a row dropped and the others committed, not "no rows", not DuckDB's error)
+    _refused(
+        connected_lake,
+        path,
+        f"batch refused: row {row}, field 's': value is over the limit of 4,194,304 bytes",
+    )
+
+
 # --- Parquet: columns named ------------------------------------------------------------------
 
 

@@ -34,10 +34,10 @@ from icefloe.ingest.conversion import (
     refuse,
 )
 from icefloe.ingest.csv_input import (
-    CSV_OPTIONS,
     check_csv_header,
     csv_fault,
     csv_header,
+    csv_reader_options,
     duckdb_csv_reason,
 )
 from icefloe.ingest.json_input import load_ndjson_fast, object_lines, read_json_columns_beside
@@ -263,23 +263,33 @@ def _load_ndjson_fast(
     return table
 
 
+# What DuckDB's CSV reader raises for a file it cannot read: refused naming the file (a
+# NotImplementedException was its word for a line longer than its buffer).
+_CSV_READ_ERRORS = duckdb.InvalidInputException | duckdb.NotImplementedException
+
+
 def _load_csv(
     con: duckdb.DuckDBPyConnection, spec: TableSpec, batch: StagedBatch, limits: InsertLimits
 ) -> pa.Table:
     """A CSV file's rows: its header checked here, its values converted by DuckDB. A file
     DuckDB's reader refuses is scanned again, to name the line at fault
-    (:func:`~icefloe.ingest.csv_input.csv_fault`)."""
+    (:func:`~icefloe.ingest.csv_input.csv_fault`). DuckDB is given room for a line as long as
+    the file (:func:`~icefloe.ingest.csv_input.csv_reader_options`): it drops or refuses none
+    for its length, and a value over the limit is refused by row and field."""
     name = batch.source or "the input"
     header = csv_header(batch.path, name)
     check_csv_header(spec, header, name)
     columns = ", ".join(f"{name_literal(column)}: 'VARCHAR'" for column in header)
-    source = f"read_csv($path, columns={{{columns}}}, {CSV_OPTIONS})"
+    try:  # (the file as read now, should it have grown since it was staged)
+        size = max(batch.size_bytes, batch.path.stat().st_size)
+    except OSError:
+        size = batch.size_bytes
+    source = f"read_csv($path, columns={{{columns}}}, {csv_reader_options(size)})"
     try:
         return load_typed(con, spec, source, {"path": str(batch.path)}, "csv", limits)
-    except (duckdb.InvalidInputException, BatchRejectedError) as e:
+    except (duckdb.InvalidInputException, duckdb.NotImplementedException, BatchRejectedError) as e:
         if isinstance(e, BatchRejectedError) and (
-            e.problems
-            or not isinstance(e.__cause__, duckdb.InvalidInputException | UnicodeDecodeError)
+            e.problems or not isinstance(e.__cause__, _CSV_READ_ERRORS | UnicodeDecodeError)
         ):
             raise  # (a refusal of values, naming them)
         problem = csv_fault(batch.path, header, name)
