@@ -3,7 +3,7 @@ relation, a ``pyarrow.RecordBatchReader`` or dataset), read in bounded chunks.
 
 Every such object speaks the Arrow PyCapsule stream protocol (``__arrow_c_stream__``), so one
 reader takes them all without importing pandas or polars. The stream is read once, in chunks
-of about :data:`STREAM_CHUNK_BYTES` of Arrow memory (never more rows than an insert takes), so
+of about :data:`STREAM_CHUNK_BYTES` of Arrow memory, decoded (never more rows than an insert takes), so
 a stream bigger than memory holds one chunk at a time. Each chunk is converted and written as
 a batch would be; the files of every chunk are committed together, in one snapshot, at the end.
 """
@@ -18,6 +18,7 @@ import pyarrow as pa
 
 from icefloe.errors import BatchRejectedError, RowProblem
 from icefloe.ingest.conversion import refuse
+from icefloe.ingest.sources import decoded_nbytes
 
 # About this much Arrow memory per chunk: on the stream benchmark's events a chunk's
 # conversion, sort and encoding peak at a few times it.
@@ -177,33 +178,38 @@ def stream_chunks(
             raise BatchRejectedError(
                 f"batch refused: the Arrow stream failed after {start + rows:,} rows: {e}"
             ) from e
-        for piece in _slices(batch, chunk_bytes=chunk_bytes, max_rows=max_rows):
-            if pending and (size + piece.nbytes > chunk_bytes or rows + piece.num_rows > max_rows):
+        for piece, piece_bytes in _slices(batch, chunk_bytes=chunk_bytes, max_rows=max_rows):
+            if pending and (size + piece_bytes > chunk_bytes or rows + piece.num_rows > max_rows):
                 yield StreamChunk(start, pa.Table.from_batches(pending, schema=reader.schema))
                 start += rows
                 pending, size, rows = [], 0, 0
             pending.append(piece)
-            size += piece.nbytes
+            size += piece_bytes
             rows += piece.num_rows
     if pending or start == 0:
         yield StreamChunk(start, pa.Table.from_batches(pending, schema=reader.schema))
 
 
-def _slices(batch: pa.RecordBatch, *, chunk_bytes: int, max_rows: int) -> Iterator[pa.RecordBatch]:
-    """``batch`` cut into pieces of about ``chunk_bytes`` and at most ``max_rows`` each."""
+def _slices(
+    batch: pa.RecordBatch, *, chunk_bytes: int, max_rows: int
+) -> Iterator[tuple[pa.RecordBatch, int]]:
+    """``batch`` cut into pieces of about ``chunk_bytes`` and at most ``max_rows`` each, with
+    each piece's size as :func:`~icefloe.ingest.sources.decoded_nbytes` measures it (a
+    dictionary column's rows as their values: a pandas Categorical's too)."""
     if batch.num_rows == 0:
         return
-    per_row = max(1.0, batch.nbytes / batch.num_rows)
+    per_row = max(1.0, decoded_nbytes(batch) / batch.num_rows)
     step = max(1, min(max_rows, int(chunk_bytes / per_row)))
     for offset in range(0, batch.num_rows, step):
         yield from _halved(batch.slice(offset, step), chunk_bytes)
 
 
-def _halved(piece: pa.RecordBatch, chunk_bytes: int) -> Iterator[pa.RecordBatch]:
+def _halved(piece: pa.RecordBatch, chunk_bytes: int) -> Iterator[tuple[pa.RecordBatch, int]]:
     """``piece`` cut in halves until each is at most ``chunk_bytes`` or one row: rows of very
     different sizes make a slice cut by the average row too big."""
-    if piece.nbytes <= chunk_bytes or piece.num_rows <= 1:
-        yield piece
+    size = decoded_nbytes(piece)
+    if size <= chunk_bytes or piece.num_rows <= 1:
+        yield piece, size
         return
     half = piece.num_rows // 2
     yield from _halved(piece.slice(0, half), chunk_bytes)
