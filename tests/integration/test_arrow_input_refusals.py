@@ -129,6 +129,33 @@ def test_arrow_input_with_two_columns_of_one_name_is_refused_naming_it(
     assert _rows(connected_lake) == 1
 
 
+def test_arrow_input_with_names_differing_only_by_case_is_refused_naming_them(
+    connected_lake: Lake,
+) -> None:
+    # Given a table with columns a and A_1 (the name DuckDB's scan gives a second column
+    # 'A' beside 'a'), and one of a struct
+    connected_lake.create_table("cased", schema="a BIGINT, A_1 BIGINT")
+    connected_lake.create_table("cased_struct", schema="st STRUCT(x INTEGER, y INTEGER)")
+    columns = pa.table([pa.array([1]), pa.array([2])], names=["a", "A"])
+    fields = pa.table(
+        {"st": pa.array([{"x": 1, "X": 2}], pa.struct([("x", pa.int32()), ("X", pa.int32())]))}
+    )
+
+    # When Arrow columns 'a' and 'A' are inserted, then they are refused naming both
+    # spellings, and nothing lands in A_1
+    with pytest.raises(BatchRejectedError) as refused:
+        connected_lake.insert("cased", columns)
+    assert [(p.row, p.field) for p in refused.value.problems] == [(None, "a")]
+    assert "field 'a': more than one column of this name: 'a', 'A'" in str(refused.value)
+    assert connected_lake.query("SELECT count(*) AS n FROM cased").to_pylist() == [{"n": 0}]
+
+    # And when struct fields 'x' and 'X' are inserted, they are refused naming the field
+    with pytest.raises(BatchRejectedError) as refused:
+        connected_lake.insert("cased_struct", fields)
+    assert [(p.row, p.field) for p in refused.value.problems] == [(None, "st.x")]
+    assert "more than one field of this name: 'x', 'X'" in str(refused.value)
+
+
 def test_arrow_null_typed_parts_of_nested_columns_are_null_values_of_the_declared_type(
     connected_lake: Lake,
 ) -> None:

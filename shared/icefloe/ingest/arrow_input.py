@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from icefloe.errors import RowProblem
-from icefloe.ingest.sources import InsertLimits
+from icefloe.ingest.sources import InsertLimits, repeated_names
 from icefloe.ingest.strict_json import as_one_value, value_bytes
 from icefloe.spec import Column, TableSpec
 from icefloe.spec.type_tree import Leaf, ListOf, MapOf, Struct, TypeNode
@@ -147,7 +147,7 @@ def utf8_valid(values: pa.ChunkedArray) -> bool:
 
 def duplicate_names(table: pa.Table) -> list[RowProblem]:
     """A problem for each name that two columns of ``table``, or two fields of one of its
-    structs (at any depth), share: which of them the name means cannot be told."""
+    structs (at any depth), share in any case: which of them the name means cannot be told."""
     problems = _twice(table.column_names, "")
     pending: list[tuple[pa.DataType, str]] = [(f.type, f.name) for f in table.schema]
     while pending:  # (how deep a type nests is bounded before: see sources.arrow_batch)
@@ -177,23 +177,26 @@ LIST_TYPES = (
 
 
 def _twice(names: list[str], parent: str) -> list[RowProblem]:
-    """A problem for each of ``names`` given more than once (once each)."""
-    seen: set[str] = set()
-    twice: dict[str, None] = {}
-    for name in names:
-        if name in seen:
-            twice[name] = None
-        seen.add(name)
-    return [
-        RowProblem(
-            row=None,
-            field=f"{parent}.{name}" if parent else name,
-            message="more than one "
-            + ("field" if parent else "column")
-            + " of this name (which one it means cannot be told)",
+    """A problem for each of ``names`` given more than once (once each), as DuckDB tells
+    names apart: not by case (it would read a second ``A`` beside ``a`` as ``A_1``)."""
+    problems = []
+    for twice in repeated_names(names):
+        spellings = dict.fromkeys(twice.spellings)
+        cased = (
+            ": " + ", ".join(repr(s) for s in spellings) + ", which case does not tell apart"
+            if len(spellings) > 1
+            else ""
         )
-        for name in twice
-    ]
+        problems.append(
+            RowProblem(
+                row=None,
+                field=f"{parent}.{twice.name}" if parent else twice.name,
+                message="more than one "
+                + ("field" if parent else "column")
+                + f" of this name{cased} (which one it means cannot be told)",
+            )
+        )
+    return problems
 
 
 def null_children_typed(spec: TableSpec, table: pa.Table) -> pa.Table:

@@ -443,6 +443,11 @@ def sql_column(
     )
 
 
+# BLOB as a type in a DuckDB type's name (``BLOB``, ``STRUCT(a BLOB)``, ``MAP(BLOB, INTEGER)``),
+# not a field so named (``STRUCT(BLOB INTEGER)``).
+_BLOB_IN_TYPE = re.compile(r"(?:^|[ (])BLOB(?=$|[,)\[])")
+
+
 def typed_leaf_value(r: str, kind: str, source: str, *, offset_flag: str | None = None) -> str:
     """SQL of the value of the typed expression ``r`` (DuckDB type ``source``, which
     :func:`accepts` for ``kind``) as a column of type ``kind``: NULL when it does not convert,
@@ -463,8 +468,13 @@ def typed_leaf_value(r: str, kind: str, source: str, *, offset_flag: str | None 
             zoned = f"list_transform({zoned}, lambda {e}: {utc})"
         return f"CASE WHEN NOT ({bad_offset}) THEN {zoned} END"
     if kind == "JSON":
-        if source == "VARCHAR":
-            value = f"CASE WHEN json_valid({r}) THEN {r} END"
+        if source in ("VARCHAR", "JSON"):
+            # (JSON: Arrow's JSON extension type, text DuckDB would parse unchecked)
+            value = f"CASE WHEN json_valid({r}) THEN CAST({r} AS VARCHAR) END"
+        elif _BLOB_IN_TYPE.search(source):
+            # Bytes have no JSON form (DuckDB's would be its escaped text of them, a string
+            # never sent): refused as bytes into a VARCHAR column are.
+            value = "CAST(NULL AS VARCHAR)"
         else:
             value = f"CAST(to_json({r}) AS VARCHAR)"
     elif kind in ("TIMESTAMP", "TIMESTAMPTZ"):
