@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from icefloe.ingest.columns import (
     json_leaf_value,
-    json_member,
     json_offset_out_of_range,
     value_checks,
 )
@@ -21,6 +20,8 @@ from icefloe.spec.type_tree import Leaf, ListOf, MapOf, Struct, TypeNode, format
 _PROBLEM = "STRUCT(path VARCHAR, kind VARCHAR, type VARCHAR)"
 _NONE = f"CAST([] AS {_PROBLEM}[])"
 _INTEGER_KEY = "-?(0|[1-9][0-9]*)"
+# Up to this many keys, an object's repeated ones are found by a lambda over them.
+FEW_KEYS = 64
 
 
 def diagnosis_sql(
@@ -47,10 +48,18 @@ def _absent(r: str) -> str:
 def _twice(keys: str, path: str, k: str, *, map_key: bool = False) -> str:
     """SQL of a ``duplicate`` problem for each key given twice in an object's ``keys``."""
     spot = f"{path} || '[''' || {k} || ''']'" if map_key else f"{path} || '.' || {k}"
-    given_twice = (
+    few = (
         f"list_filter(list_distinct({keys}),"
         f" lambda {k}: len(list_filter({keys}, lambda q: q = {k})) > 1)"
     )
+    # Past a few keys, the lambda's look-ups (and the copies of the keys it is given) grow with
+    # the square of their number: the keys are sorted, and each equal to the next is repeated.
+    s = f"list_sort({keys})"
+    many = (
+        f"list_sort(list_distinct(list_transform(list_filter(list_zip({s}, {s}[2:]),"
+        f" lambda p: p[1] = p[2]), lambda p: p[1])))"
+    )
+    given_twice = f"CASE WHEN len({keys}) <= {FEW_KEYS} THEN {few} ELSE {many} END"
     return (
         f"list_transform({given_twice}, lambda {k}:"
         f" struct_pack(path := {spot}, kind := 'duplicate', type := ''))"
@@ -104,10 +113,13 @@ class _Diagnosis:
         return f"{head} ELSE {self._map(node, r, path, depth=depth)} END"
 
     def _map(self, node: MapOf, r: str, path: str, *, depth: int) -> str:
-        k = f"k{depth}"
         keys = f"json_keys({r})"
+        twice = _twice(keys, path, f"k{depth}", map_key=True)
+        # Each entry as a (key, value) pair, the values all taken in one parse: a look-up per
+        # key would parse the object once per key.
+        z = f"z{depth}"
+        k, value = f"{z}[1]", f"{z}[2]"
         entry_path = f"{path} || '[''' || {k} || ''']'"
-        twice = _twice(keys, path, k, map_key=True)
         key_type = node.key.name if isinstance(node.key, Leaf) else "VARCHAR"
         key_bad = _NONE
         if key_type != "VARCHAR":
@@ -115,9 +127,9 @@ class _Diagnosis:
             key_bad = (
                 f"CASE WHEN NOT ({fits}) THEN {_one(entry_path, 'key', key_type)} ELSE {_NONE} END"
             )
-        value = json_member(r, k)
         inner = self.of(node.value, value, entry_path, depth=depth + 1, repeated=True)
-        entries = f"flatten(list_transform({keys}, lambda {k}: flatten([{key_bad}, {inner}])))"
+        pairs = f"list_zip({keys}, json_extract({r}, '$.*'))"
+        entries = f"flatten(list_transform({pairs}, lambda {z}: flatten([{key_bad}, {inner}])))"
         return f"flatten([{twice}, {entries}])"
 
     def _leaf(self, kind: str, r: str, path: str) -> str:

@@ -29,7 +29,7 @@ from icefloe.ingest.columns import (
     present_ident,
     value_checks,
 )
-from icefloe.ingest.nested_diagnosis import diagnosis_sql
+from icefloe.ingest.nested_diagnosis import FEW_KEYS, diagnosis_sql
 from icefloe.spec import Column
 from icefloe.spec.type_tree import Leaf, ListOf, MapOf, Struct, TypeNode, is_nested_text
 from icefloe.spec.types import is_integer, is_list, type_tree
@@ -123,10 +123,24 @@ def _known(node: Struct) -> str:
 def _keys_bad(node: Struct, keys: str, *, kept: bool) -> str:
     """SQL true when an object's ``keys`` hold one twice, or (unless unknown keys are
     ``kept``) one the struct does not declare."""
-    # Lambdas over the keys with IN lists: a third of list_has_all's and list_distinct's cost.
-    twice = f"list_position({keys}, x) <> xi"
-    bad = twice if kept else f"x NOT IN ({_names(node)}) OR {twice}"
-    return f"list_bool_or(list_transform({keys}, lambda x, xi: {bad}))"
+    # Lambdas over the keys with IN lists: a third of list_has_all's and list_distinct's cost,
+    # for the few keys of most objects. Past FEW_KEYS, their work (and the copies of the keys
+    # each is given) grow with the square of the keys' number: the distinct ones are counted.
+    if kept:
+        return _repeats(keys)
+    few = f"list_bool_or(list_transform({keys}, lambda x, xi: x NOT IN ({_names(node)}) OR list_position({keys}, x) <> xi))"
+    many = f"(list_bool_or(list_transform({keys}, lambda x: x NOT IN ({_names(node)}))) OR list_unique({keys}) <> len({keys}))"
+    return f"CASE WHEN len({keys}) <= {FEW_KEYS} THEN {few} ELSE {many} END"
+
+
+def _repeats(keys: str) -> str:
+    """SQL true when the object keys ``keys`` (a list without NULLs) hold one twice; NULL
+    when ``keys`` is NULL. Linear in the keys past :data:`FEW_KEYS` of them."""
+    return (
+        f"CASE WHEN len({keys}) <= {FEW_KEYS}"
+        f" THEN list_bool_or(list_transform({keys}, lambda x, xi: list_position({keys}, x) <> xi))"
+        f" ELSE list_unique({keys}) <> len({keys}) END"
+    )
 
 
 def _names(node: Struct) -> str:
@@ -193,10 +207,7 @@ def _shape_type(node: TypeNode) -> str:
 def map_keys_fit(node: MapOf, keys: str, *, var: str) -> str:
     """SQL true when the JSON object keys ``keys`` are all distinct and spell keys of the map's
     key type (an integer exactly: no sign but ``-``, no leading zero, in range)."""
-    distinct = (
-        f"NOT coalesce(list_bool_or(list_transform({keys},"
-        f" lambda x, xi: list_position({keys}, x) <> xi)), false)"
-    )
+    distinct = f"NOT coalesce({_repeats(keys)}, false)"
     key_type = node.key.name if isinstance(node.key, Leaf) else ""
     if not is_integer(key_type):
         return distinct

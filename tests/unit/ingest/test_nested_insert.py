@@ -674,3 +674,54 @@ def _reversed_type(t: pa.DataType) -> pa.DataType:
     if pa.types.is_list(t):
         return pa.list_(_reversed_type(t.value_type))
     return t
+
+
+MANY = 20_000  # keys in one object: the checks' work once grew with their square (minutes)
+MANY_KEYS = TableSpec.create(
+    name="t", schema="id INTEGER, m MAP(VARCHAR, BIGINT), s STRUCT(a INTEGER)"
+)
+
+
+def _many_entries() -> str:
+    return ", ".join(f'"k{i}": {i}' for i in range(MANY))
+
+
+@pytest.mark.timeout(60)  # ~1 s now; each case took minutes when the work was quadratic
+@pytest.mark.parametrize("fmt", ["rows", "ndjson"])
+def test_a_map_with_many_keys_converts_keeping_every_entry(
+    con: duckdb.DuckDBPyConnection, fmt: str
+) -> None:
+    # Given one row whose map holds 20,000 entries
+    entries = {f"k{i}": i for i in range(MANY)}
+    # When it is loaded
+    loaded = load(con, [{"id": 1, "m": entries}], fmt, spec=MANY_KEYS, limits=InsertLimits())
+    # Then every entry is kept, in order
+    assert loaded.column("m").to_pylist() == [list(entries.items())]
+
+
+@pytest.mark.timeout(60)  # ~1 s now; each case took minutes when the work was quadratic
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        (
+            '{"id": 1, "m": {' + _many_entries() + ', "k5": 1}}',
+            "field \"m['k5']\": given more than once in its object",
+        ),
+        (
+            '{"id": 1, "m": {' + _many_entries() + ', "bad": "x"}}',
+            "field \"m['bad']\": expected an integer that fits BIGINT (BIGINT)",
+        ),
+    ],
+    ids=["repeated-map-key", "bad-map-value"],
+)
+def test_an_object_with_many_keys_is_refused_naming_the_fault(
+    con: duckdb.DuckDBPyConnection, line: str, message: str
+) -> None:
+    # Given one NDJSON record whose map of 20,000 keys repeats one or holds a bad value
+    staged = stage_bytes(line.encode() + b"\n", fmt="ndjson", limits=InsertLimits())
+    # When it is loaded
+    with pytest.raises(BatchRejectedError) as caught:
+        load_batch(con, MANY_KEYS, staged, limits=InsertLimits())
+    staged.discard()
+    # Then the batch is refused naming the row and the key at fault
+    assert str(caught.value).startswith(f"batch refused: row 0, {message}")
