@@ -17,8 +17,8 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from icefloe.errors import BatchRejectedError, RowProblem
+from icefloe.ingest.arrow_shape import decoded_nbytes
 from icefloe.ingest.conversion import refuse
-from icefloe.ingest.sources import decoded_nbytes
 
 # About this much Arrow memory per chunk: on the stream benchmark's events a chunk's
 # conversion, sort and encoding peak at a few times it.
@@ -194,7 +194,7 @@ def _slices(
     batch: pa.RecordBatch, *, chunk_bytes: int, max_rows: int
 ) -> Iterator[tuple[pa.RecordBatch, int]]:
     """``batch`` cut into pieces of about ``chunk_bytes`` and at most ``max_rows`` each, with
-    each piece's size as :func:`~icefloe.ingest.sources.decoded_nbytes` measures it (a
+    each piece's size as :func:`~icefloe.ingest.arrow_shape.decoded_nbytes` measures it (a
     dictionary column's rows as their values: a pandas Categorical's too)."""
     if batch.num_rows == 0:
         return
