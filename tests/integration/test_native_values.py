@@ -35,10 +35,10 @@ def _naive(rng: random.Random) -> datetime:
     return datetime(1990, 1, 1) + timedelta(microseconds=rng.randrange(2 * 10**15))
 
 
-def _decimal_of_at_most_15_digits(rng: random.Random) -> Decimal:
-    """Up to 15 significant digits (often exactly 15, the edge JSON's doubles still carry),
-    with a scale that keeps DECIMAL(18, 4)'s 14 integer digits."""
-    digits = rng.choice([15, 15, rng.randrange(1, 15)])
+def _decimal_of_at_most_18_digits(rng: random.Random) -> Decimal:
+    """Up to 18 significant digits (often 15, the most a double holds, or 18, past it), with
+    a scale that keeps DECIMAL(18, 4)'s 14 integer digits."""
+    digits = rng.choice([15, 18, rng.randrange(1, 19)])
     unscaled = rng.randrange(10 ** (digits - 1), 10**digits) * rng.choice([1, -1])
     return Decimal(unscaled).scaleb(-rng.randrange(max(0, digits - 14), 5))
 
@@ -53,12 +53,11 @@ def _same(value: object) -> object:
 
 
 KINDS: dict[str, Kind] = {
-    # JSON numbers reach DuckDB as doubles: exact to 15 significant digits (the documented
-    # bound; a frame's decimals go the Arrow way, at full precision)
+    # every digit, past those a double holds too (see icefloe.ingest.exact_numbers)
     "decimal": (
         "DECIMAL(18, 4)",
         pa.decimal128(18, 4),
-        _decimal_of_at_most_15_digits,
+        _decimal_of_at_most_18_digits,
         _same,
     ),
     "uuid": ("UUID", pa.string(), lambda r: uuid.UUID(int=r.getrandbits(128)), str),
@@ -165,7 +164,7 @@ _BYTES_REFUSED = "bytes are taken by BLOB fields only"
         ("DOUBLE", np.float32("inf"), "NaN and infinities are refused", "v"),
         ("DOUBLE", np.float64("nan"), "NaN and infinities are refused", "v"),
         ("INTEGER", Decimal("1.5"), "v", "v"),
-        ("DECIMAL(18, 4)", Decimal("12345678901234.6495"), "has 18 significant digits", "v"),
+        ("DECIMAL(18, 4)", Decimal("1234567890123.64951"), "expected a number that fits", "v"),
         ("VARCHAR", {1, 2}, "not valid JSON", "v"),
     ],
 )

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from icefloe.duck import ident, string_literal
+from icefloe.ingest.exact_numbers import marked_leaf, unmarked
 from icefloe.ingest.strict_json import JSON_STRING, NOT_STANDARD_SUSPECT
 from icefloe.spec import Column
 from icefloe.spec.types import is_integer, is_list
@@ -266,15 +267,20 @@ def _outer_error(
 
 
 def json_column(
-    col: Column, *, max_value_bytes: int, max_json_depth: int, partition_source: bool = False
+    col: Column,
+    *,
+    max_value_bytes: int,
+    max_json_depth: int,
+    partition_source: bool = False,
+    marker: str | None = None,
 ) -> ColumnSQL:
     """SQL over a JSON-typed raw column (read from JSON records) named like the column. A
     timestamp's offset out of range is flagged once, below the value (a layer), for both the
-    value and the error code."""
+    value and the error code. ``marker``: see :func:`json_leaf_value`."""
     r = ident(col.name)
     offset = json_offset_out_of_range(r, col.type)
     flag = None if offset is None else _offset_ident(col.name)
-    value = json_leaf_value(r, col.type, offset_flag=flag)
+    value = json_leaf_value(r, col.type, offset_flag=flag, marker=marker)
     t = f"json_type({r})"
     return ColumnSQL(
         column=col,
@@ -305,20 +311,29 @@ def _pointer_token(name: str) -> str:
     return name.replace("~", "~0").replace("/", "~1")
 
 
-def json_leaf_value(r: str, kind: str, *, offset_flag: str | None = None) -> str:
+def json_leaf_value(
+    r: str, kind: str, *, offset_flag: str | None = None, marker: str | None = None
+) -> str:
     """SQL of the typed value of the JSON expression ``r`` as a column of type ``kind``, a
     leaf (not a STRUCT, MAP or list: those are typed part by part, see
     :mod:`~icefloe.ingest.nested_json`): NULL when ``r`` is absent, JSON null, or not strictly
     of the type (a string is never a number, nor a fraction an integer; out of range is
     NULL, a timestamp's UTC offset too). ``offset_flag``: SQL of
-    :func:`json_offset_out_of_range` computed already, else it is computed here."""
+    :func:`json_offset_out_of_range` computed already, else it is computed here.
+    ``marker``: the batch's numbers a double cannot hold are strings so marked, each read as
+    the number its text spells (see :mod:`~icefloe.ingest.exact_numbers`)."""
     assert not is_list(kind), "a list is typed element by element (nested_json)"
     t = f"json_type({r})"
     text = f"({r} ->> '$')"
+    if marker is not None:
+        t, text = marked_leaf(r, marker)
     if kind == "VARCHAR":
         value = f"CASE WHEN {t} = 'VARCHAR' THEN {text} END"
     elif kind == "JSON":
-        value = f"CASE WHEN {t} <> 'NULL' THEN CAST({r} AS VARCHAR) END"
+        whole = f"CAST({r} AS VARCHAR)"
+        if marker is not None:
+            whole = unmarked(whole, marker)
+        value = f"CASE WHEN {t} <> 'NULL' THEN {whole} END"
     elif kind == "BOOLEAN":
         value = f"CASE WHEN {t} = 'BOOLEAN' THEN TRY_CAST({text} AS BOOLEAN) END"
     elif kind == "HUGEINT":
@@ -359,15 +374,35 @@ def _exact_decimal(text: str, kind: str) -> str:
     does not fit or has more digits after the point than the scale: DuckDB's cast rounds
     (1.235 to 1.24), and a value is refused rather than altered, as an integer refuses 3.7.
     Compared with the text read at the largest scale the column's integer digits leave, and
-    as a double (for a scale that leaves none, and JSON numbers, which are doubles)."""
+    as a double (for a scale that leaves none, and JSON numbers, which are doubles), and its
+    digits read from the text (:func:`_no_digit_past`: the cast at the largest scale rounds
+    too, ``1e-400`` to 0)."""
     value = f"TRY_CAST({text} AS {kind})"
     decimal = _DECIMAL.fullmatch(kind)
     if decimal is None:
         return value
     width, scale = int(decimal.group(1)), int(decimal.group(2))
     wide = f"TRY_CAST({text} AS DECIMAL(38, {38 - (width - scale)}))"
-    exact = f"{value} = {wide} AND CAST({value} AS DOUBLE) = TRY_CAST({text} AS DOUBLE)"
+    exact = (
+        f"{value} = {wide} AND CAST({value} AS DOUBLE) = TRY_CAST({text} AS DOUBLE)"
+        f" AND {_no_digit_past(text, scale)}"
+    )
     return f"CASE WHEN {exact} THEN {value} END"
+
+
+def _no_digit_past(text: str, scale: int) -> str:
+    """SQL true when the number the text ``text`` spells in JSON's form has no digit but 0
+    past ``scale`` digits after the point. With an exponent: its significant digits end
+    ``len(rtrim(digits, '0')) - len(integer digits) - exponent`` places after the point."""
+    integer = f"regexp_extract({text}, '^-?([0-9]*)', 1)"
+    digits = f"rtrim({integer} || regexp_extract({text}, '[.]([0-9]*)', 1), '0')"
+    exponent = f"TRY_CAST(regexp_extract({text}, '[eE]([-+]?[0-9]+)$', 1) AS BIGINT)"
+    places = f"length({digits}) - length({integer}) - {exponent}"
+    return (
+        f"CASE WHEN contains(lower({text}), 'e')"
+        f" THEN coalesce({digits} = '' OR {places} <= {scale}, false)"
+        f" ELSE NOT regexp_matches({text}, '[.][0-9]{{{scale}}}[0-9]*[1-9]') END"
+    )
 
 
 def _strict_date(text: str) -> str:

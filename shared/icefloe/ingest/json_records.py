@@ -9,6 +9,7 @@ from __future__ import annotations
 import mmap
 import re
 from collections.abc import Sequence
+from dataclasses import replace
 
 import duckdb
 import orjson
@@ -26,6 +27,13 @@ from icefloe.ingest.conversion import (
     identity_sources,
     json_text_holds,
     refuse,
+)
+from icefloe.ingest.exact_numbers import (
+    file_holds_inexact,
+    marked_copy,
+    new_marker,
+    numbers_kept_exactly,
+    unmarked,
 )
 from icefloe.ingest.nested_json import (
     is_nested_column,
@@ -50,20 +58,46 @@ _DUPLICATE_KEY = re.compile(
 def load_json(
     con: duckdb.DuckDBPyConnection, spec: TableSpec, batch: StagedBatch, limits: InsertLimits
 ) -> pa.Table:
-    params = {"path": str(batch.path)}
+    """The batch's records converted, or refused naming the rows at fault. A batch holding a
+    number a double cannot hold exactly, where the table could keep its digits, is read from
+    a copy that marks each such number (:mod:`~icefloe.ingest.exact_numbers`); every
+    refusal still names the batch's own lines."""
+    if not numbers_kept_exactly(spec) or not file_holds_inexact(batch.path):
+        return _load_json(con, spec, batch, limits, read=batch, marker=None)
+    marker = new_marker()
+    copy = marked_copy(batch.path, marker, directory=batch.path.parent if batch.owned else None)
+    try:
+        read = replace(batch, path=copy, size_bytes=copy.stat().st_size, owned=True)
+        return _load_json(con, spec, batch, limits, read=read, marker=marker)
+    finally:
+        copy.unlink(missing_ok=True)
+
+
+def _load_json(
+    con: duckdb.DuckDBPyConnection,
+    spec: TableSpec,
+    batch: StagedBatch,
+    limits: InsertLimits,
+    *,
+    read: StagedBatch,
+    marker: str | None,
+) -> pa.Table:
+    """:func:`load_json` of ``batch``, whose records DuckDB reads from ``read`` (the batch
+    itself, or its copy marked with ``marker``)."""
+    params = {"path": str(read.path)}
     overflow = spec.overflow_column if spec.extra_fields == "keep" else None
     record_columns = [c for c in spec.columns if c.name != overflow]
-    shape = _shape_query(batch, record_columns, overflow=overflow, limits=limits)
+    shape = _shape_query(read, record_columns, overflow=overflow, limits=limits, marker=marker)
     shapes = None  # read whole when the table keeps unknown fields: its overflow is there
     if overflow is not None:
-        shapes = counts = _Shapes.keeping(con, shape, batch)
+        shapes = counts = _Shapes.keeping(con, shape, read, batch)
     else:
         # Counting needs no row numbers: drop the window so the scan stays parallel and
         # streaming.
         unnumbered = _shape_query(
-            batch, record_columns, overflow=overflow, limits=limits, numbered=False
+            read, record_columns, overflow=overflow, limits=limits, numbered=False
         )
-        counts = _Shapes.counted(con, unnumbered, batch)
+        counts = _Shapes.counted(con, unnumbered, read, batch)
     rows, bad_shape = counts.rows, counts.bad
     check_row_count(rows, limits)
     comma = _trailing_comma(batch)
@@ -87,7 +121,10 @@ def load_json(
     columns = ", ".join(f"{name_literal(c.name)}: 'JSON'" for c in record_columns)
     sqls = [
         nested_json_column(
-            c, max_value_bytes=limits.max_value_bytes, unknown_kept=overflow is not None
+            c,
+            max_value_bytes=limits.max_value_bytes,
+            unknown_kept=overflow is not None,
+            marker=marker,
         )
         if is_nested_column(c)
         else json_column(
@@ -95,10 +132,11 @@ def load_json(
             max_value_bytes=limits.max_value_bytes,
             max_json_depth=limits.max_json_depth,
             partition_source=c.name in identity_sources(spec),
+            marker=marker,
         )
         for c in record_columns
     ]
-    source = _json_reader(batch, columns=columns, limits=limits, records=True)
+    source = _json_reader(read, columns=columns, limits=limits, records=True)
     try:
         table = convert(con, sqls, source, params, limits)
     except NotUtf8Error as e:
@@ -125,15 +163,19 @@ class _Shapes:
         self._table = table
 
     @classmethod
-    def counted(cls, con: duckdb.DuckDBPyConnection, shape: str, batch: StagedBatch) -> _Shapes:
+    def counted(
+        cls, con: duckdb.DuckDBPyConnection, shape: str, read: StagedBatch, batch: StagedBatch
+    ) -> _Shapes:
         sql = f"SELECT count(*) AS rows, count(*) FILTER (WHERE bad) AS bad FROM ({shape})"
-        counts = _read_records(con, sql, batch).to_pylist()[0]
+        counts = _read_records(con, sql, read, batch).to_pylist()[0]
         return cls(int(counts["rows"]), int(counts["bad"]))
 
     @classmethod
-    def keeping(cls, con: duckdb.DuckDBPyConnection, shape: str, batch: StagedBatch) -> _Shapes:
+    def keeping(
+        cls, con: duckdb.DuckDBPyConnection, shape: str, read: StagedBatch, batch: StagedBatch
+    ) -> _Shapes:
         sql = f"SELECT bad, not_object, unknown, overflow FROM ({shape}) ORDER BY i"
-        table = _read_records(con, sql, batch)
+        table = _read_records(con, sql, read, batch)
         bad = int(pc.sum(table.column("bad"), min_count=0).as_py() or 0)
         return cls(table.num_rows, bad, table)
 
@@ -153,11 +195,13 @@ class _Shapes:
         ]
 
 
-def _read_records(con: duckdb.DuckDBPyConnection, sql: str, batch: StagedBatch) -> pa.Table:
-    """``sql`` over the batch's records; a file DuckDB cannot read is searched for the record
-    at fault."""
+def _read_records(
+    con: duckdb.DuckDBPyConnection, sql: str, read: StagedBatch, batch: StagedBatch
+) -> pa.Table:
+    """``sql`` over the batch's records, read from ``read`` (the batch, or its marked copy);
+    a file DuckDB cannot read is searched for the record at fault."""
     try:
-        return con.execute(sql, {"path": str(batch.path)}).to_arrow_table()
+        return con.execute(sql, {"path": str(read.path)}).to_arrow_table()
     except duckdb.InvalidInputException as e:
         raise _locate_malformed_json(batch, e) from e
 
@@ -169,10 +213,12 @@ def _shape_query(
     overflow: str | None,
     limits: InsertLimits,
     numbered: bool = True,
+    marker: str | None = None,
 ) -> str:
     """Per record: its row number ``i``; ``not_object``; ``unknown``, which of its keys are
-    unknown; (when the table keeps unknown fields) ``overflow``, the object of those fields;
-    and ``bad``, whether any of these refuses it."""
+    unknown; (when the table keeps unknown fields) ``overflow``, the object of those fields,
+    its numbers as sent when the batch is ``marker``-ed; and ``bad``, whether any of these
+    refuses it."""
     known = "[" + ", ".join(name_literal(c.name) for c in columns) + "]"
     whole = _json_reader(batch, columns="'j': 'JSON'", limits=limits, records=False)
     extra_keys = f"list_filter(record_keys, k -> NOT list_contains({known}, k))"
@@ -199,6 +245,10 @@ def _shape_query(
     # Each step in a subquery of its own, so that what the next reads twice is computed once:
     # the record's JSON type and keys, each a parse of the whole record, once.
     record = ["json_type(j) AS record_type", "json_keys(j) AS record_keys"]
+    overflow_json = "to_json(map_from_entries(pairs))"
+    if marker is not None:
+        overflow_json = unmarked(f"CAST({overflow_json} AS VARCHAR)", marker)
+        overflow_json = f"CAST({overflow_json} AS JSON)"
     return f"""
         SELECT *, not_object OR coalesce(len(unknown) > 0, false) OR overflow_too_big AS bad
         FROM (
@@ -207,8 +257,7 @@ def _shape_query(
                        AS overflow_too_big
             FROM (
                 SELECT i, not_object, unknown,
-                       CASE WHEN len(pairs) > 0 THEN to_json(map_from_entries(pairs)) END
-                           AS overflow
+                       CASE WHEN len(pairs) > 0 THEN {overflow_json} END AS overflow
                 FROM (
                     SELECT {"row_number() OVER () - 1" if numbered else "0"} AS i,
                            -- a null record too

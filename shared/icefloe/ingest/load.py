@@ -40,7 +40,13 @@ from icefloe.ingest.csv_input import (
     csv_reader_options,
     duckdb_csv_reason,
 )
-from icefloe.ingest.json_input import load_ndjson_fast, object_lines, read_json_columns_beside
+from icefloe.ingest.exact_numbers import file_holds_inexact
+from icefloe.ingest.json_input import (
+    fast_json_columns,
+    load_ndjson_fast,
+    object_lines,
+    read_json_columns_beside,
+)
 from icefloe.ingest.json_records import (
     JSON_FORMATS,
     DuckJsonColumns,
@@ -243,6 +249,8 @@ def _load_ndjson_fast(
     lines = None
     try:
         lines = object_lines(batch.path, limits=limits)
+        if lines is not None and _json_numbers_inexact(spec, batch):
+            lines = None  # DuckDB's read of the JSON columns holds them as doubles
         if lines is None:
             return None
     finally:
@@ -261,6 +269,13 @@ def _load_ndjson_fast(
     if table is not None:
         check_row_count(table.num_rows, limits)
     return table
+
+
+def _json_numbers_inexact(spec: TableSpec, batch: StagedBatch) -> bool:
+    """Whether the one-parse path must leave an NDJSON batch to the conversion for a number a
+    double cannot hold (see :mod:`~icefloe.ingest.exact_numbers`): its JSON columns are read
+    by DuckDB, as doubles; pyarrow reads the other columns' numbers from their text."""
+    return bool(fast_json_columns(spec)) and file_holds_inexact(batch.path)
 
 
 # What DuckDB's CSV reader raises for a file it cannot read: refused naming the file (a

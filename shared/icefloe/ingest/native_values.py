@@ -7,10 +7,10 @@ column takes from JSON:
   ``isoformat`` (orjson 3.13 drops a leading zero of a ``time``'s microseconds: 29,724 us
   printed ``.29724``, which reads back as 297,240 us);
 - ``uuid.UUID``: the UUID string;
-- ``decimal.Decimal``: a JSON number with the decimal's own digits (NaN and infinities are
-  refused, as for floats). DuckDB reads a JSON number as a double, so one of more than 15
-  significant digits is refused rather than rounded; Arrow input (a pandas or polars frame)
-  carries decimals at full precision;
+- ``decimal.Decimal``: a JSON number with the decimal's own digits, all of them (NaN and
+  infinities are refused, as for floats): a ``DECIMAL`` takes them exactly, or refuses the
+  value (see :mod:`~icefloe.ingest.exact_numbers`); a :class:`JsonNumber` (a number a queue
+  message sent) is written as the text it was sent as;
 - ``bytes`` (and ``bytearray``, ``memoryview``): a base64 string, the form a ``BLOB`` takes; only
   at a ``BLOB`` of the column's type (the column, a struct's field, a list's or map's values),
   elsewhere refused, naming the path (base64 text in a ``VARCHAR`` would be stored without a
@@ -38,14 +38,24 @@ from icefloe.spec.type_tree import Leaf, ListOf, MapOf, Struct, TypeNode
 from icefloe.spec.types import type_tree
 
 OPTIONS = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_PASSTHROUGH_DATETIME
-# DuckDB reads a JSON number as a double: a Decimal of more digits would arrive rounded.
-EXACT_DIGITS = 15
 _BLOB = re.compile(r"\bBLOB\b", re.IGNORECASE)
 _BYTES = (bytes, bytearray, memoryview)
 _BLOB_LEAF = Leaf("BLOB")
 # orjson writes integers of 64 bits; a wider one (a HUGEINT's) is written as its digits.
 _WIDE_INTEGER = "Integer exceeds 64-bit range"
 _INTEGER_RANGE = range(-(2**63), 2**64)
+
+
+class JsonNumber(Decimal):
+    """A JSON number as it was sent (``text``), where a float would not hold it exactly (see
+    :func:`~icefloe.ingest.exact_numbers.inexact`): written back as that text."""
+
+    text: str
+
+    def __new__(cls, text: str) -> JsonNumber:
+        number = super().__new__(cls, text)
+        number.text = text
+        return number
 
 
 class Writer:
@@ -67,15 +77,11 @@ class Writer:
     def _default(self, value: object) -> object:
         if isinstance(value, datetime | date | time):
             return value.isoformat()
+        if isinstance(value, JsonNumber):
+            return orjson.Fragment(value.text)
         if isinstance(value, Decimal):
             if not value.is_finite():
                 raise TypeError(f"{value} is refused (send null for a missing value)")
-            digits = len(value.as_tuple().digits)
-            if digits > EXACT_DIGITS:
-                raise TypeError(
-                    f"Decimal {value} has {digits} significant digits; JSON carries"
-                    f" {EXACT_DIGITS} exactly (insert it as Arrow: a pyarrow table or a frame)"
-                )
             return orjson.Fragment(str(value))
         if isinstance(value, _BYTES):
             self.wrote_bytes = True

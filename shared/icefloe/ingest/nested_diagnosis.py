@@ -25,12 +25,19 @@ FEW_KEYS = 64
 
 
 def diagnosis_sql(
-    node: TypeNode, r: str, name: str, *, max_value_bytes: int, unknown_kept: bool = False
+    node: TypeNode,
+    r: str,
+    name: str,
+    *,
+    max_value_bytes: int,
+    unknown_kept: bool = False,
+    marker: str | None = None,
 ) -> str:
     """SQL of the problems of the JSON expression ``r`` as a value of type ``node``, for the
     column ``name``. ``unknown_kept``: the table keeps unknown fields, and those of structs met
-    once per row are kept, not problems; those under a list or a map are (kind ``unkept``)."""
-    return _Diagnosis(max_value_bytes, unknown_kept).of(node, r, _lit(name), depth=0)
+    once per row are kept, not problems; those under a list or a map are (kind ``unkept``).
+    ``marker``: see :func:`~icefloe.ingest.columns.json_leaf_value`."""
+    return _Diagnosis(max_value_bytes, unknown_kept, marker).of(node, r, _lit(name), depth=0)
 
 
 def _lit(text: str) -> str:
@@ -67,9 +74,10 @@ def _twice(keys: str, path: str, k: str, *, map_key: bool = False) -> str:
 
 
 class _Diagnosis:
-    def __init__(self, max_value_bytes: int, unknown_kept: bool) -> None:
+    def __init__(self, max_value_bytes: int, unknown_kept: bool, marker: str | None) -> None:
         self._max_value_bytes = max_value_bytes
         self._unknown_kept = unknown_kept
+        self._marker = marker
 
     def of(self, node: TypeNode, r: str, path: str, *, depth: int, repeated: bool = False) -> str:
         if isinstance(node, Leaf):
@@ -133,7 +141,7 @@ class _Diagnosis:
         return f"flatten([{twice}, {entries}])"
 
     def _leaf(self, kind: str, r: str, path: str) -> str:
-        v = json_leaf_value(r, kind)
+        v = json_leaf_value(r, kind, marker=self._marker)
         branches = [f"WHEN {_absent(r)} THEN {_NONE}"]
         offset = json_offset_out_of_range(r, kind)
         if offset is not None:

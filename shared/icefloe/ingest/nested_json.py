@@ -46,12 +46,13 @@ def is_nested_column(column: Column) -> bool:
 
 
 def nested_json_column(
-    col: Column, *, max_value_bytes: int, unknown_kept: bool = False
+    col: Column, *, max_value_bytes: int, unknown_kept: bool = False, marker: str | None = None
 ) -> ColumnSQL:
     """SQL over the JSON-typed raw column named like ``col``, whose type is nested. A key a
     struct does not declare refuses the batch, unless ``unknown_kept`` (the table keeps unknown
     fields) and the struct is met once per row: its unknown keys are then the overflow
-    column's (:func:`kept_unknown_entries`). Under a list or a map they are refused still."""
+    column's (:func:`kept_unknown_entries`). Under a list or a map they are refused still.
+    ``marker``: see :func:`~icefloe.ingest.columns.json_leaf_value`."""
     tree = type_tree(col.type)
     r = ident(col.name)
     parsed, types, keys = (_alias(col.name, tag) for tag in ("parsed", "types", "keys"))
@@ -86,7 +87,7 @@ def nested_json_column(
                 f"coalesce(list_bool_or(list_transform({node_keys},"
                 f" lambda k: {_keys_bad(node, 'k', kept=False)})), false)"
             )
-    nodes = _OncePerRow(col.name, tree, parsed, _Typed(max_value_bytes))
+    nodes = _OncePerRow(col.name, tree, parsed, _Typed(max_value_bytes, marker))
     missing = "NULL" if col.nullable else "'missing'"
     error = (
         f"CASE WHEN NOT {present_ident(col.name)} THEN {missing}"
@@ -104,6 +105,7 @@ def nested_json_column(
             col.name,
             max_value_bytes=max_value_bytes,
             unknown_kept=unknown_kept,
+            marker=marker,
         ),
     )
 
@@ -220,12 +222,13 @@ def map_keys_fit(node: MapOf, keys: str, *, var: str) -> str:
 class _Typed:
     """The typed value of a parsed tree, and whether any leaf of it is bad."""
 
-    def __init__(self, max_value_bytes: int) -> None:
+    def __init__(self, max_value_bytes: int, marker: str | None) -> None:
         self._max_value_bytes = max_value_bytes
+        self._marker = marker
 
     def value(self, node: TypeNode, p: str, *, depth: int) -> str:
         if isinstance(node, Leaf):
-            return json_leaf_value(p, node.name)
+            return json_leaf_value(p, node.name, marker=self._marker)
         if isinstance(node, Struct):
             fields = ", ".join(
                 f"{ident(name)} := {self.value(child, f'struct_extract({p}, {_lit(name)})', depth=depth)}"

@@ -38,6 +38,7 @@ from icefloe.errors import (
     RowProblem,
     StorageError,
 )
+from icefloe.ingest.exact_numbers import loads_exactly
 from icefloe.ingest.insert import Inserter, InsertResult
 from icefloe.spec import validate_table_name
 
@@ -215,6 +216,7 @@ def _parse(message: QueueMessage, *, default_table: str | None) -> _Parsed:
     if repeated is not None:
         key = f"the key {repeated!r}" if repeated else "a key"
         raise InvalidInputError(f"message body gives {key} twice in one object")
+    body = loads_exactly(message.body, body)  # the digits a double would not hold
     if not isinstance(body, dict):
         raise InvalidInputError("message body is not a JSON object")
     if "table" in body and "rows" in body:
