@@ -631,3 +631,94 @@ def _deadlock_check_seconds(dsn: str) -> float:
         milliseconds = row.fetchone()
     assert milliseconds is not None
     return int(milliseconds[0]) / 1000
+
+
+def test_ending_a_job_while_a_commit_takes_its_files_does_not_deadlock(
+    lake: Lake, postgres_dsn: str
+) -> None:
+    # Given a running job whose claimed files an earlier update left out of file order on
+    # disk (the smallest met last by a scan)
+    setup(lake)
+    started = start(lake, InProcessQueue())
+    assert started.job is not None
+    job = job_of(lake, started)
+    schema = sql.Identifier(lake.meta.schema)
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        claimed = [
+            int(r[0])
+            for r in conn.execute(
+                sql.SQL("SELECT file_id FROM {}.data_files WHERE claim_token = %s").format(schema),
+                (job.claim_token,),
+            )
+        ]
+        assert len(claimed) > 1
+        first = min(claimed)
+        conn.execute(
+            sql.SQL(
+                "UPDATE {}.data_files SET claim_expires_at = claim_expires_at WHERE file_id = %s"
+            ).format(schema),
+            (first,),
+        )
+        in_scan = [
+            int(r[0])
+            for r in conn.execute(
+                sql.SQL("SELECT file_id FROM {}.data_files WHERE claim_token = %s").format(schema),
+                (job.claim_token,),
+            )
+        ]
+        assert in_scan[-1] == first  # (the precondition: scan order is not file order)
+    # and a session holding the smallest of them
+    holder = psycopg.connect(postgres_dsn)
+    holder.execute(
+        sql.SQL("SELECT 1 FROM {}.data_files WHERE file_id = %s FOR UPDATE").format(schema),
+        (first,),
+    )
+    errors: dict[str, BaseException] = {}
+    ended: list[bool] = []
+
+    def commit_of_the_files() -> None:
+        live = [f.file_id for f in lake.meta.live_files("events")]
+        try:
+            lake.meta.commit("events", operation="delete", remove=live)
+        except BaseException as e:  # the test reports what the commit was told
+            errors["commit"] = e
+
+    def end_the_job() -> None:
+        try:
+            ended.append(DeleteJobStore(lake.meta).end(job, state="failed", error="given up"))
+        except BaseException as e:  # the test reports what ending was told
+            errors["end"] = e
+
+    # When a commit of the same files waits for that session, the job is ended meanwhile
+    # (waiting too), and the session lets go
+    committer = threading.Thread(target=commit_of_the_files)
+    committer.start()
+    _wait_for_waiters(postgres_dsn, 1)
+    ender = threading.Thread(target=end_the_job)
+    ender.start()
+    _wait_for_waiters(postgres_dsn, 2)
+    time.sleep(_deadlock_check_seconds(postgres_dsn) + 0.5)
+    holder.rollback()
+    holder.close()
+    committer.join(timeout=60)
+    ender.join(timeout=60)
+
+    # Then neither met a deadlock: the commit was refused for the running job (it came
+    # first), then the job ended, freeing every claim
+    assert "end" not in errors and ended == [True]
+    assert isinstance(errors.get("commit"), DeleteJobRunningError), errors
+    assert job_of(lake, started).state == "failed"
+    assert not [f for f in lake.meta.files("events") if f.claim_token is not None]
+
+
+def _wait_for_waiters(dsn: str, count: int) -> None:
+    """Until ``count`` sessions wait for a lock."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for _ in range(3000):
+            row = conn.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE cardinality(pg_blocking_pids(pid)) > 0"
+            ).fetchone()
+            if row and row[0] >= count:
+                return
+            time.sleep(0.01)
+    raise AssertionError(f"fewer than {count} sessions ever waited for a lock")

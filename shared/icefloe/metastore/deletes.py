@@ -17,7 +17,7 @@ from icefloe.errors import (
     NotFoundError,
     TableNotFoundError,
 )
-from icefloe.metastore.access import TRANSIENT
+from icefloe.metastore.access import TRANSIENT, Conn
 from icefloe.metastore.commit_sql import held_by_delete_jobs
 from icefloe.metastore.models import DataFile, NewFile
 from icefloe.metastore.store import MetaStore
@@ -262,6 +262,7 @@ class DeleteJobStore:
     def renew(self, job: DeleteJob, *, lease: timedelta) -> None:
         """Extend the job's lease and its claims (a part starts: the job is alive)."""
         with self._meta.transaction() as conn:
+            _lock_in_commit_order(conn, job)
             conn.execute(
                 "UPDATE delete_jobs SET lease_until = now() + %s, updated_at = now()"
                 " WHERE job_id = %s AND state = 'running'",
@@ -283,6 +284,7 @@ class DeleteJobStore:
     ) -> bool:
         """Mark a running job ended and free its claims; False if it had ended already."""
         with self._meta.transaction() as conn:
+            _lock_in_commit_order(conn, job)
             ended = conn.execute(
                 "UPDATE delete_jobs SET state = %s, snapshot_id = %s, error = %s,"
                 " updated_at = now() WHERE job_id = %s AND state = 'running'",
@@ -315,6 +317,22 @@ class DeleteJobStore:
                 )
             ).fetchall()
         return [_job(row) for row in rows]
+
+
+def _lock_in_commit_order(conn: Conn, job: DeleteJob) -> None:
+    """Lock what a change of the job's claims touches in a commit's order: the table's row,
+    then the claimed files in file order. An update of the claimed rows alone takes them in
+    the order it meets them, which an earlier update may have made any order: a commit
+    holding one of them and waiting for another would deadlock with it."""
+    conn.execute(
+        "SELECT 1 FROM lake_tables WHERE table_id ="
+        " (SELECT table_id FROM delete_jobs WHERE job_id = %s) FOR UPDATE",
+        (job.job_id,),
+    )
+    conn.execute(
+        "SELECT file_id FROM data_files WHERE claim_token = %s ORDER BY file_id FOR UPDATE",
+        (job.claim_token,),
+    )
 
 
 def _job(row: Sequence[Any]) -> DeleteJob:
