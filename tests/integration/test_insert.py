@@ -934,16 +934,20 @@ def test_truncate_partitions_values_at_their_types_limits(
     assert spec.partition_values({"n": -(2**31)}) == (-(2**31) - 1,)
 
 
-def test_a_bigint_whose_truncate_partition_leaves_bigint_is_refused_naming_the_column(
+def test_a_bigint_whose_truncate_partition_leaves_bigint_is_refused_naming_row_and_column(
     meta: MetaStore, objects: ObjectStore, inserter: Inserter
 ) -> None:
     meta.create_table(
-        TableSpec.create(name="lim", schema="n BIGINT", partition_by="truncate[3](n)")
+        TableSpec.create(
+            name="lim", schema="m BIGINT, n BIGINT", partition_by="truncate[10](m), truncate[3](n)"
+        )
     )
     with pytest.raises(BatchRejectedError) as refused:
-        inserter.insert_rows("lim", [{"n": 5}, {"n": -(2**63)}])
+        inserter.insert_rows(
+            "lim", [{"m": 1, "n": 5}, {"m": 2, "n": None}, {"m": 3, "n": -(2**63)}, {"m": 4}]
+        )
     (problem,) = refused.value.problems
-    assert problem.field == "n" and "truncate partition" in problem.message
+    assert (problem.row, problem.field) == (2, "n") and "truncate partition" in problem.message
     assert meta.files("lim") == [] and stored_keys(objects) == []
 
 

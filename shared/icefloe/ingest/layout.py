@@ -382,13 +382,38 @@ def duckdb_partition_keys(
         return con.execute(f"SELECT {', '.join(keys)} FROM {_VIEW}").to_arrow_table()
     except (duckdb.OutOfRangeException, duckdb.ConversionException) as e:
         # Only truncate can leave a type: a value within its width of the type's minimum.
-        truncated = [f.source for f in fields if f.transform == "truncate"]
-        problem = RowProblem(
-            row=None,
-            field=truncated[0] if len(truncated) == 1 else None,
-            message=f"a value's truncate partition lies outside the integers it can store: {e}",
+        problem = _truncate_outside_its_type(con, spec, with_buckets) or RowProblem(
+            row=None, field=None, message=_TRUNCATE_OUTSIDE
         )
         raise BatchRejectedError(f"batch refused: {problem}", problems=(problem,)) from e
+    finally:
+        con.unregister(_VIEW)
+
+
+_TRUNCATE_OUTSIDE = "its truncate partition lies outside the integers the column's type stores"
+
+
+def _truncate_outside_its_type(
+    con: duckdb.DuckDBPyConnection, spec: TableSpec, table: pa.Table
+) -> RowProblem | None:
+    """The first row (and field) whose truncate partition its column's type cannot store
+    (a BIGINT within the width of its least value), if any."""
+    numbered = table.append_column("__row", pa.array(range(table.num_rows), pa.int64()))
+    con.register(_VIEW, numbered)
+    try:
+        for field in spec.partition_by:
+            if field.transform != "truncate":
+                continue
+            floor, kind = _truncated_integer(spec, field)
+            if kind is None:
+                continue
+            row = con.execute(
+                f"SELECT min(__row) FROM {_VIEW}"
+                f" WHERE {ident(field.source)} IS NOT NULL AND TRY_CAST({floor} AS {kind}) IS NULL"
+            ).fetchone()
+            if row is not None and row[0] is not None:
+                return RowProblem(row=int(row[0]), field=field.source, message=_TRUNCATE_OUTSIDE)
+        return None
     finally:
         con.unregister(_VIEW)
 
@@ -437,19 +462,26 @@ def _expression(spec: TableSpec, field: PartitionField, position: int) -> str:
             return f"({source} AT TIME ZONE 'UTC')"
         return source
     if field.transform == "truncate":
-        width = int(field.param or 1)
         if is_string(column_type):
-            return f"left({source}, {width})"
-        # In HUGEINT: the floor of a value near its type's minimum lies below that minimum
-        # (INTEGER -2147483648, width 3: -2147483649). Then back to BIGINT, which every key
-        # of a narrower column fits (a BIGINT key below it is refused: duckdb_partition_keys),
-        # or to UBIGINT, which holds the floor of any UBIGINT.
-        wide = f"CAST({source} AS HUGEINT)"
-        floor = f"({wide} - ((({wide} % {width}) + {width}) % {width}))"
-        if column_type in ("HUGEINT", "UHUGEINT"):
-            return floor
-        return f"CAST({floor} AS {'UBIGINT' if column_type == 'UBIGINT' else 'BIGINT'})"
+            return f"left({source}, {int(field.param or 1)})"
+        floor, kind = _truncated_integer(spec, field)
+        return floor if kind is None else f"CAST({floor} AS {kind})"
     return ident(f"__bucket{position}")
+
+
+def _truncated_integer(spec: TableSpec, field: PartitionField) -> tuple[str, str | None]:
+    """SQL of an integer column's truncate partition, in HUGEINT, and the type it is stored
+    as (None: HUGEINT, as computed). In HUGEINT, the floor of a value near its type's minimum
+    lies below that minimum (INTEGER -2147483648, width 3: -2147483649); it is stored as a
+    BIGINT, which every key of a narrower column fits (a BIGINT key below it is refused:
+    :func:`duckdb_partition_keys`), or as a UBIGINT, which holds the floor of any UBIGINT."""
+    width = int(field.param or 1)
+    column_type = spec.column(field.source).type
+    wide = f"CAST({ident(field.source)} AS HUGEINT)"
+    floor = f"({wide} - ((({wide} % {width}) + {width}) % {width}))"
+    if column_type in ("HUGEINT", "UHUGEINT"):
+        return floor, None
+    return floor, "UBIGINT" if column_type == "UBIGINT" else "BIGINT"
 
 
 def _add_bucket_columns(spec: TableSpec, table: pa.Table) -> pa.Table:
