@@ -16,8 +16,9 @@ at most 15 significant digits within its range, so the suspects are (:data:`INEX
 Most suspects are a double's own shortest digits (``0.30000000000000004``, as every JSON writer
 prints a computed double), which DuckDB keeps. A batch's text is searched for the others
 (:func:`file_holds_inexact`): a cheap RE2 pattern over the whole text first, which also
-matches inside strings, then RE2's one pass outside strings, and only where that matched the
-suspect lines, each number judged once. A batch holding none is read as ever. One holding some
+matches inside strings; then, in the lines it matched, every number of many digits is judged
+at once in Arrow, and only the lines holding one that may be inexact are read in Python. A
+batch holding none is read as ever. One holding some
 is read from a copy (:func:`marked_copy`) in which each such number, outside strings, is a
 JSON string of a marker and its text (``"icefloe-number-3f…#1234567890123456.78"``); the
 conversion reads a marked string as the number its text spells (:func:`marked_leaf`): a
@@ -35,12 +36,13 @@ import os
 import re
 import secrets
 import tempfile
-from decimal import Decimal
+from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from icefloe.errors import InvalidInputError
 from icefloe.ingest.native_values import JsonNumber
 from icefloe.ingest.strict_json import JSON_STRING, as_one_value, matches_anywhere
 from icefloe.spec import TableSpec
@@ -51,32 +53,40 @@ from icefloe.spec.types import type_tree
 NUMBER = r"-?(?:0|[1-9][0-9]*)(?:[.][0-9]+)?(?:[eE][-+]?[0-9]+)?"
 # More than 15 significant digits with a point or an exponent: a first digit that is not 0,
 # then 15 more, a point among them or an exponent after them; or 16 after a point and zeros.
-_MANY_DIGITS = (
+_MANY_INTEGER_DIGITS = (
     "[1-9](?:[0-9]{15,}[.eE]|"
     + "|".join(f"[0-9]{{{k}}}[.][0-9]{{{15 - k}}}" for k in range(15))
-    + ")|[.]0*[1-9][0-9]{15}"
+    + ")"
 )
+_MANY_FRACTION_DIGITS = "[.]0*[1-9][0-9]{15}"
+_MANY_DIGITS = f"{_MANY_INTEGER_DIGITS}|{_MANY_FRACTION_DIGITS}"
 # Past a double's normal range: an exponent of 100 or more, 200 zeros after the point.
 _FAR_EXPONENT = "[0-9][eE][-+]?0*[1-9][0-9]{2}|[.]0{200}"
 # What may be such a number in JSON text. Also matches inside strings ("0.12345678901234567"),
 # so a match is only a suspect; a string of digits alone ("12345678901234567890") is none.
-INEXACT_SUSPECT = f"{_MANY_DIGITS}|{_FAR_EXPONENT}|[:,\\[][ \\t\\n\\r]*-0[ \\t\\n\\r]*[,}}\\]]"
-# From the start of JSON text: bytes that are not quotes, and whole strings, then a suspect:
-# only one outside strings can follow such a prefix.
-_INEXACT_OUTSIDE_STRINGS = f'^(?:[^"]|{JSON_STRING})*(?:{INEXACT_SUSPECT})'
-_TOKEN_SUSPECT = re.compile(f"{_MANY_DIGITS}|{_FAR_EXPONENT}")
+# -0: not an exponent's sign (1e-05), nor a number's start (-0.5, -0e5); its neighbours may be
+# on other lines (pretty-printed JSON).
+_MINUS_ZERO = '(?:^|[^eE0-9"])-0(?:[^.0-9eE]|$)'
+INEXACT_SUSPECT = f"{_MANY_DIGITS}|{_FAR_EXPONENT}|{_MINUS_ZERO}"
+# The same for Python's re, where a run of digits is tried from its start only: without the
+# look-behind, each of a long run's digits would start a match scanning to its end
+# (quadratic: a 32,000-digit string took 9 s).
+_PY_MANY_DIGITS = f"(?<![0-9]){_MANY_INTEGER_DIGITS}|{_MANY_FRACTION_DIGITS}"
+_PY_INEXACT_SUSPECT = f"{_PY_MANY_DIGITS}|{_FAR_EXPONENT}|{_MINUS_ZERO}"
+_TOKEN_SUSPECT = re.compile(f"{_PY_MANY_DIGITS}|{_FAR_EXPONENT}")
 _FRACTION_OR_EXPONENT = re.compile("[.eE]")
 # A JSON number at the start (bytes), and one alone.
 _NUMBER_AT = re.compile(NUMBER.encode())
-_NUMBER = re.compile(NUMBER)
-# The first number of many digits of a line, whole (RE2; a suspect of another kind is left to
-# the line's reading in Python). Ten times faster than a capture of any suspect.
-_SUSPECT_NUMBER = f"(?P<n>-?[0-9]*(?:{_MANY_DIGITS})[-+.eE0-9]*)"
+# What splits a line into tokens each number is one of (RE2): outside strings a JSON number is
+# delimited by punctuation or whitespace.
+_NOT_NUMBER_BYTES = "[^-+.eE0-9]+"
+_WHOLE_NUMBER = f"^{NUMBER}$"
+_TOKEN_SUSPECT_RE2 = f"{_MANY_DIGITS}|{_FAR_EXPONENT}"
 # A JSON string (kept), or a number (group 1).
 _STRING_OR_NUMBER = re.compile(f"{JSON_STRING}|({NUMBER})".encode())
-_SUSPECT = re.compile(INEXACT_SUSPECT.encode())
+_SUSPECT = re.compile(_PY_INEXACT_SUSPECT.encode())
 # What orjson reads inexactly in a message: such a number, or an integer past 64 bits (a float).
-_ORJSON_SUSPECT = re.compile(f"{INEXACT_SUSPECT}|[0-9]{{19}}")
+_ORJSON_SUSPECT = re.compile(f"{_PY_INEXACT_SUSPECT}|[0-9]{{19}}")
 # What a number's text before a suspect may be.
 _NUMBER_BYTES = frozenset(b"-.0123456789")
 # The characters a marked number's text is made of, after its marker.
@@ -112,7 +122,13 @@ def inexact(token: str) -> bool:
     if not _FRACTION_OR_EXPONENT.search(token) or not _TOKEN_SUSPECT.search(token):
         return False  # an integer, or 15 significant digits at most within a double's range
     double = float(token)
-    return not math.isfinite(double) or Decimal(repr(double)) != Decimal(token)
+    if not math.isfinite(double):
+        return True
+    try:
+        return Decimal(repr(double)) != Decimal(token)
+    except InvalidOperation:  # an exponent of 19 digits or more: 0 only if all its digits are
+        # An exponent of 19 digits or more, which no Decimal holds: exact only as a 0.
+        return token.startswith("-") or re.split("[eE]", token)[0].strip("-0.") != ""
 
 
 def may_hold_inexact(data: bytes | mmap.mmap) -> bool:
@@ -123,12 +139,13 @@ def may_hold_inexact(data: bytes | mmap.mmap) -> bool:
 
 def holds_inexact(data: bytes | mmap.mmap) -> bool:
     """Whether JSON text (whose strings are well formed) holds, outside its strings, a number
-    DuckDB's reader would not keep (:func:`inexact`). The suspect search first, then RE2's
-    one pass outside strings where it matched, and only then the lines that hold a suspect,
-    most of them one number of a double's own digits (``0.30000000000000004``): each such
-    number is judged once, and only a line whose number may be inexact, or that holds more
-    than one suspect, is read in Python."""
-    if not may_hold_inexact(data) or not matches_anywhere(data, _INEXACT_OUTSIDE_STRINGS):
+    DuckDB's reader would not keep (:func:`inexact`). The suspect search first; then, in the
+    lines that hold a suspect, every number of many digits or a far exponent is judged at once
+    in Arrow (most are a double's own shortest digits, ``0.30000000000000004``, which DuckDB
+    keeps), and only a line holding one that may be inexact, or a ``-0``, is read in Python,
+    where strings are told from numbers. (An RE2 pass for a suspect outside strings, from the
+    text's start, ran at about 1 MB/s once a batch held one.)"""
+    if not may_hold_inexact(data):
         return False
     lines = pc.split_pattern(as_one_value(data), b"\n").flatten()
     lines = lines.filter(pc.match_substring_regex(lines, INEXACT_SUSPECT))
@@ -136,16 +153,20 @@ def holds_inexact(data: bytes | mmap.mmap) -> bool:
         lines = lines.cast(pa.large_string())
     except pa.ArrowInvalid:  # not UTF-8: line by line (DuckDB refuses the batch anyway)
         return any(_inexact_in_line(line.as_py()) for line in lines)
-    once = pc.equal(pc.count_substring_regex(lines, INEXACT_SUSPECT), 1)
-    numbers = pc.struct_field(pc.extract_regex(lines, _SUSPECT_NUMBER), [0])
-    # Judged by their number alone: the lines of one suspect, a number whose value is kept.
-    doubtful = sorted(
-        n for n in _not_printed_back(pc.unique(numbers.filter(once))) if _may_be_inexact(n)
+    # Outside strings each number is a token of its own; a token in a string that spells a
+    # doubtful number only sends its line to the reading in Python.
+    tokens = pc.split_pattern_regex(lines, _NOT_NUMBER_BYTES)
+    flat, line_of = pc.list_flatten(tokens), pc.list_parent_indices(tokens)
+    numbers = pc.and_(
+        pc.match_substring_regex(flat, _WHOLE_NUMBER),
+        pc.match_substring_regex(flat, _TOKEN_SUSPECT_RE2),
     )
-    kept = pc.invert(pc.is_in(numbers, pa.array(doubtful, pa.string())))
-    judged = pc.and_(pc.and_(once, pc.is_valid(numbers)), kept)
-    rest = lines.filter(pc.invert(pc.fill_null(judged, False)))
-    return any(_inexact_in_line(line.encode()) for line in rest.to_pylist())
+    flat, line_of = flat.filter(numbers), line_of.filter(numbers)
+    doubtful = [n for n in _not_printed_back(pc.unique(flat)) if inexact(n)]
+    holding = line_of.filter(pc.is_in(flat, pa.array(doubtful, pa.large_string())))
+    minus_zero = pc.indices_nonzero(pc.match_substring_regex(lines, _MINUS_ZERO))
+    rest = pc.unique(pa.concat_arrays([holding.cast(pa.uint64()), minus_zero.cast(pa.uint64())]))
+    return any(_inexact_in_line(line.encode()) for line in lines.take(rest).to_pylist())
 
 
 def _not_printed_back(numbers: pa.Array) -> list[str]:
@@ -154,15 +175,11 @@ def _not_printed_back(numbers: pa.Array) -> list[str]:
     them, are kept; the rest are judged one by one."""
     numbers = numbers.drop_null()
     try:
-        printed = pc.cast(pc.cast(numbers, pa.float64()), pa.string())
+        printed = pc.cast(pc.cast(numbers, pa.float64()), numbers.type)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):  # not a number: "1.2.3"
         return list(numbers.to_pylist())
     differ = pc.invert(pc.equal(printed, numbers))
     return list(numbers.filter(differ).to_pylist())
-
-
-def _may_be_inexact(number: str) -> bool:
-    return _NUMBER.fullmatch(number) is None or inexact(number)
 
 
 def _inexact_in_line(line: bytes) -> bool:
@@ -256,7 +273,15 @@ def loads_exactly(text: str, parsed: object) -> object:
 
 
 def _float(token: str) -> object:
-    return JsonNumber(token) if inexact(token) else float(token)
+    if not inexact(token):
+        return float(token)
+    try:
+        return JsonNumber(token)
+    except InvalidOperation as e:
+        shown = token if len(token) <= 40 else token[:40] + "..."
+        raise InvalidInputError(
+            f"message body holds the number {shown}, whose exponent no decimal holds"
+        ) from e
 
 
 def _integer(token: str) -> object:

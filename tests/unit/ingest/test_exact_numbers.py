@@ -5,6 +5,7 @@ by row and field, at any depth; other types, and batches without such numbers, a
 from __future__ import annotations
 
 import json
+import random
 from collections.abc import Iterator
 from decimal import Decimal
 
@@ -14,7 +15,7 @@ import pyarrow as pa
 import pytest
 
 from icefloe import duck
-from icefloe.errors import BatchRejectedError
+from icefloe.errors import BatchRejectedError, InvalidInputError
 from icefloe.ingest.exact_numbers import holds_inexact, inexact, loads_exactly
 from icefloe.ingest.load import load_batch
 from icefloe.ingest.sources import InsertLimits, rows_batch, stage_bytes
@@ -169,3 +170,57 @@ def test_only_numbers_a_double_loses_are_doubted() -> None:
     doubles = "\n".join(json.dumps({"x": n / 3, "y": 0.1 + 0.2}) for n in range(1, 500))
     assert not holds_inexact(doubles.encode())
     assert not holds_inexact(pa.py_buffer(b"").to_pybytes())
+
+
+def test_an_exponent_no_decimal_holds_is_kept_in_json_and_refused_in_a_message() -> None:
+    # Given valid numbers whose exponents have 19 digits (Python's Decimal holds 18)
+    tiny, zero = "1e-9999999999999999999", "0e-9999999999999999999"
+    # Then they are judged (not a crash): the first is no double, the second is 0
+    assert inexact(tiny) and inexact("-" + zero) and not inexact(zero)
+    # And a queue message holding one is refused naming it, not the whole batch crashed
+    body = '{"id": 1, "j": ' + tiny + "}"
+    with pytest.raises(InvalidInputError, match="1e-9999999999999999999"):
+        loads_exactly(body, orjson.loads(body))
+
+
+@pytest.mark.parametrize("fmt", ["ndjson", "json"])
+def test_an_exponent_no_decimal_holds_is_kept_as_sent_in_a_json_column(
+    con: duckdb.DuckDBPyConnection, fmt: str
+) -> None:
+    rows = load(con, ['{"id": 0, "j": [1e-9999999999999999999, 2]}'], fmt, FLAT)
+    assert rows[0]["j"] == "[1e-9999999999999999999,2]"
+
+
+def test_minus_zero_keeps_its_sign_in_pretty_printed_json(con: duckdb.DuckDBPyConnection) -> None:
+    # Given -0 with its neighbours on other lines, as json.dumps(indent=2) writes it
+    records = [{"id": 7, "j": [0, 1]}, {"id": 8, "j": {"a": 0}}]
+    text = json.dumps(records, indent=2).replace(": 0", ": -0").replace("\n      0,", "\n      -0,")
+    assert text.count("-0") == 2 and "\n      -0,\n" in text
+    staged = stage_bytes(text.encode(), fmt="json", limits=LIMITS)
+    try:
+        loaded = load_batch(con, FLAT, staged, limits=LIMITS).to_pylist()
+    finally:
+        staged.discard()
+    # Then both keep their sign
+    assert [r["j"] for r in loaded] == ["[-0,1]", '{"a":-0}']
+
+
+@pytest.mark.timeout(60)  # linear: well under a second; quadratic: 32,000 digits took 9 s
+def test_long_runs_of_digits_are_scanned_in_linear_time() -> None:
+    # A run of 200,000 digits in a string beside numbers of many digits: each step of the
+    # scan must not start again at every digit of the run
+    line = '{"j": [1e100, 0.30000000000000004, "' + "7" * 200_000 + '"]}'
+    assert not holds_inexact(line.encode())
+    assert loads_exactly(line, orjson.loads(line)) == orjson.loads(line)
+    marked = line.replace("1e100", "-0")
+    assert holds_inexact(marked.encode())
+
+
+def test_lines_of_many_doubles_are_judged_without_reading_them_in_python() -> None:
+    # Given lines each holding many doubles' own shortest digits (an embedding), and one line
+    # whose last number a double would change
+    rng = random.Random(7)
+    lines = [json.dumps({"v": [rng.random() / 3 for _ in range(64)]}) for _ in range(2_000)]
+    assert not holds_inexact("\n".join(lines).encode())
+    lines[1_000] = lines[1_000][:-2] + ", 0.12345678901234567890]}"
+    assert holds_inexact("\n".join(lines).encode())
