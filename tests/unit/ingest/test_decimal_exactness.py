@@ -6,13 +6,12 @@ digits (DuckDB's casts round or shift them instead: 1.5 to 2, 0.001234e4 to 12.0
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from decimal import Decimal
 
 import duckdb
 import pytest
 
-from icefloe import duck
 from icefloe.errors import BatchRejectedError
 from icefloe.ingest.load import load_batch
 from icefloe.ingest.sources import InsertLimits, StagedBatch, rows_batch, stage_bytes
@@ -26,13 +25,6 @@ DECIMALS = [f"{n} DECIMAL({p},{s})" for n, (p, s) in zip(NAMES, TYPES, strict=Tr
 SPEC = TableSpec.create(name="t", schema=", ".join(["id INTEGER", *DECIMALS]))
 FORMATS = ("ndjson", "csv", "rows")
 FITS = "expected a number that fits"
-
-
-@pytest.fixture(scope="module")
-def con() -> Iterator[duckdb.DuckDBPyConnection]:
-    connection = duck.connect(threads=1)
-    yield connection
-    connection.close()
 
 
 def load(

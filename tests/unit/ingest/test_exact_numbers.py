@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Iterator
 from decimal import Decimal
 
 import duckdb
@@ -14,7 +13,6 @@ import orjson
 import pyarrow as pa
 import pytest
 
-from icefloe import duck
 from icefloe.errors import BatchRejectedError, InvalidInputError
 from icefloe.ingest.exact_numbers import holds_inexact, inexact, loads_exactly
 from icefloe.ingest.load import load_batch
@@ -29,13 +27,6 @@ SCHEMA = (
 SPEC = TableSpec.create(name="t", schema=SCHEMA)
 FLAT = TableSpec.create(name="t", schema="id INTEGER, j JSON, b BIGINT, x DOUBLE, u UBIGINT")
 THIRTY = "123456789012345678901234567890"
-
-
-@pytest.fixture(scope="module")
-def con() -> Iterator[duckdb.DuckDBPyConnection]:
-    connection = duck.connect(threads=1)
-    yield connection
-    connection.close()
 
 
 def load(

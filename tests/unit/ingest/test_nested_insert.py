@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import random
 import uuid
-from collections.abc import Iterator
 from datetime import date, datetime
 from decimal import Decimal
 from pathlib import Path
@@ -17,7 +16,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from icefloe import duck
 from icefloe.errors import BatchRejectedError
 from icefloe.ingest.load import load_batch
 from icefloe.ingest.rows_input import load_rows_fast
@@ -39,13 +37,6 @@ SPEC = TableSpec.create(
 )
 FORMATS = ("ndjson", "json", "rows")
 N = normalize_type  # type texts in messages are canonical
-
-
-@pytest.fixture(scope="module")
-def con() -> Iterator[duckdb.DuckDBPyConnection]:
-    connection = duck.connect(threads=1)
-    yield connection
-    connection.close()
 
 
 def load(
