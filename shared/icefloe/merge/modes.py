@@ -161,9 +161,18 @@ def ordered_output(spec: TableSpec, body: str) -> str:
     columns = [f"CAST({ident(c.name)} AS {c.type}) AS {ident(c.name)}" for c in spec.columns] + [
         f"CAST({ident(ROW_ID_COLUMN)} AS BLOB) AS {ident(ROW_ID_COLUMN)}"
     ]
-    order = [f"{key_sql(k)} ASC NULLS FIRST" for k in spec.file_sort_keys]
+    order = [f"{_sort_key_sql(spec, k)} ASC NULLS FIRST" for k in spec.file_sort_keys]
     order.append(ident(ROW_ID_COLUMN))
     return f"SELECT {', '.join(columns)} FROM ({body}) ORDER BY {', '.join(order)}"
+
+
+def _sort_key_sql(spec: TableSpec, key: str) -> str:
+    """``key`` as the merge orders by it. A float key is ordered as ``key + 0.0``, which orders
+    the same: DuckDB 1.5 hands back a column it sorts by as the sort saw it, with -0.0 made 0.0,
+    and a merge must not change a value."""
+    if normalize_type(spec.key_type(key)) in ("FLOAT", "DOUBLE"):
+        return f"({key_sql(key)} + 0.0)"
+    return key_sql(key)
 
 
 def custom_select(spec: TableSpec, mode: CustomMode) -> str:

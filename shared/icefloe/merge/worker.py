@@ -30,7 +30,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from icefloe import duck
-from icefloe.datafiles import membership_column
+from icefloe.datafiles import file_schema, membership_column
 from icefloe.errors import IcefloeError
 from icefloe.ingest.row_ids import ROW_ID_COLUMN, ROW_ID_TYPE
 from icefloe.merge.claimed_replace import (
@@ -40,9 +40,10 @@ from icefloe.merge.claimed_replace import (
     check_claim,
     commit_replacement,
 )
+from icefloe.merge.in_memory import can_sort_in_memory, sorted_in_memory
 from icefloe.merge.modes import merge_sql
 from icefloe.merge.tasks import MergeTask
-from icefloe.merge.writer import StagedFile, stage_rows, upload_staged
+from icefloe.merge.writer import StagedFile, stage_rows, upload_staged, written_types
 from icefloe.metastore.models import DataFile, NewFile
 from icefloe.metastore.store import MetaStore
 from icefloe.query.database import WorkDatabase
@@ -58,6 +59,9 @@ MergeStatus = ReplaceStatus
 # What else a task on the merge queue may end as: a delete's part recorded (the job commits
 # when its last part is done), or a delete job ended without committing.
 DeletePartStatus = Literal["part_done", "failed"]
+# Where a merge's rows were read and sorted: in Arrow (a small append group, see
+# icefloe.merge.in_memory) or in DuckDB (which spills).
+SortedIn = Literal["arrow", "duckdb"]
 BATCH_ROWS = 65_536
 _ROW_ID_BYTES = ROW_ID_TYPE.byte_width
 
@@ -83,6 +87,7 @@ class MergeOutcome:
     bytes_out: int = 0
     seconds: float = 0.0
     reason: str = ""
+    sorted_in: SortedIn | None = None  # set when the merge ran
 
 
 class MergeWorker:
@@ -106,6 +111,7 @@ class MergeWorker:
         self._lease = lease
         self._configure = configure
         self._database = database or merge_database(objects, self.limits, configure)
+        self._rows_schemas: dict[tuple[str, int], pa.Schema] = {}
 
     def close(self) -> None:
         """Close the worker's DuckDB (a later merge opens a new one)."""
@@ -133,13 +139,14 @@ class MergeWorker:
             outcome = self._run(task)
         seconds = time.perf_counter() - started
         logger.info(
-            "merge %s of %s/%s: %d files -> %d in %.2fs",
+            "merge %s of %s/%s: %d files -> %d in %.2fs (sorted in %s)",
             outcome.status,
             task.table,
             task.partition_path,
             outcome.files_in,
             outcome.files_out,
             seconds,
+            outcome.sorted_in or "-",
         )
         return _with_seconds(outcome, seconds)
 
@@ -160,7 +167,7 @@ class MergeWorker:
         scratch = Path(tempfile.mkdtemp(prefix="icefloe-merge-", dir=self.limits.temp_directory))
         written: list[str] = []
         try:
-            staged = self._merge_to_files(spec, inputs, scratch)
+            staged, sorted_in = self._merge_to_files(spec, inputs, scratch)
             new_files = self._upload(spec, inputs[0], staged, written)
         except BaseException:
             discard_uncommitted(self._objects, written)
@@ -181,11 +188,22 @@ class MergeWorker:
             rows_out=outcome.rows_added,
             bytes_in=sum(f.size_bytes for f in inputs),
             bytes_out=sum(f.size_bytes for f in new_files),
+            sorted_in=sorted_in,
         )
 
     def _merge_to_files(
         self, spec: TableSpec, inputs: Sequence[DataFile], scratch: Path
-    ) -> list[StagedFile]:
+    ) -> tuple[list[StagedFile], SortedIn]:
+        """The merged rows as local files, and where they were sorted."""
+        memory = self.limits.memory_bytes
+        if self.limits.sort_in_memory and can_sort_in_memory(spec, inputs, memory_bytes=memory):
+            rows = sorted_in_memory(
+                spec, inputs, self._objects, expected=self._rows_schema(spec), memory_bytes=memory
+            )
+            if rows is not None:
+                batches = rows.to_batches(max_chunksize=BATCH_ROWS)
+                reader = pa.RecordBatchReader.from_batches(rows.schema, batches)
+                return self._write(spec, inputs, reader, scratch), "arrow"
         uris = [self._objects.uri(f.path) for f in inputs]
         with self._database.session() as con:
             source = files_source(
@@ -198,7 +216,21 @@ class MergeWorker:
                 raise MergeFailedError(
                     f"merge of {spec.name!r} ({spec.merge.to_text()}) failed: {e}"
                 ) from e
-            return self._write(spec, inputs, reader, scratch)
+            return self._write(spec, inputs, reader, scratch), "duckdb"
+
+    def _rows_schema(self, spec: TableSpec) -> pa.Schema:
+        """The schema the DuckDB path's rows have once the writer normalizes them."""
+        key = (spec.name, spec.version)
+        known = self._rows_schemas.get(key)
+        if known is None:
+            items = [f"CAST(NULL AS {c.type}) AS {duck.ident(c.name)}" for c in spec.columns]
+            items.append(f"CAST(NULL AS BLOB) AS {duck.ident(ROW_ID_COLUMN)}")
+            with self._database.session() as con:
+                empty = con.execute(f"SELECT {', '.join(items)} WHERE false").to_arrow_table()
+            json_columns = [c.name for c in spec.columns if c.type == "JSON"]
+            known = file_schema(written_types(empty, json_columns).schema, spec.layout)
+            self._rows_schemas[key] = known
+        return known
 
     def _write(
         self,

@@ -133,13 +133,16 @@ class RollingParquetWriter:
             self._keys = None  # too many for a filter: this file has min/max only
 
     def _normalize(self, group: pa.Table) -> pa.Table:
-        """The types insert writes: JSON columns marked JSON, ``_row_id`` as 16 fixed bytes."""
-        position = group.schema.get_field_index(ROW_ID_COLUMN)
-        if position >= 0 and group.schema.field(position).type != ROW_ID_TYPE:
-            group = group.set_column(
-                position, ROW_ID_COLUMN, group.column(position).cast(ROW_ID_TYPE)
-            )
-        return with_json_columns(group, self._json_columns)
+        return written_types(group, self._json_columns)
+
+
+def written_types(rows: pa.Table, json_columns: Sequence[str]) -> pa.Table:
+    """``rows`` of the types insert writes: JSON columns marked JSON, ``_row_id`` as 16 fixed
+    bytes."""
+    position = rows.schema.get_field_index(ROW_ID_COLUMN)
+    if position >= 0 and rows.schema.field(position).type != ROW_ID_TYPE:
+        rows = rows.set_column(position, ROW_ID_COLUMN, rows.column(position).cast(ROW_ID_TYPE))
+    return with_json_columns(rows, json_columns)
 
 
 def stage_rows(

@@ -12,6 +12,18 @@ from pathlib import Path
 from icefloe.errors import ConfigError
 
 MEMORY_SIZE = re.compile(r"^\d+(\.\d+)?\s*[KMGT]i?B$")
+
+
+def memory_bytes(size: str) -> int:
+    """A memory size like ``512MB`` or ``2GiB`` in bytes (DuckDB's units: KB = 1000,
+    KiB = 1024)."""
+    match = re.match(r"^(\d+(?:\.\d+)?)\s*([KMGT])(i?)B$", size)
+    if match is None:
+        raise ConfigError(f"memory size {size!r} is not like 512MB or 2GB")
+    base = 1024 if match.group(3) else 1000
+    return int(float(match.group(1)) * base ** "KMGT".index(match.group(2)) * base)
+
+
 # How long a merge claim holds (the orchestrator claims with it, the worker renews with it).
 DEFAULT_LEASE = timedelta(minutes=30)
 # How long a compaction job's claims hold: longer than the job's run time limit.
@@ -33,10 +45,7 @@ class QueryLimits:
     @property
     def memory_bytes(self) -> int:
         """The memory limit in bytes (DuckDB's units: KB = 1000, KiB = 1024)."""
-        match = re.match(r"^(\d+(?:\.\d+)?)\s*([KMGT])(i?)B$", self.memory_limit)
-        assert match is not None  # checked in __post_init__
-        base = 1024 if match.group(3) else 1000
-        return int(float(match.group(1)) * base ** "KMGT".index(match.group(2)) * base)
+        return memory_bytes(self.memory_limit)
 
     @property
     def result_bytes(self) -> int:
@@ -58,8 +67,16 @@ class QueryLimits:
 
 @dataclass(frozen=True, slots=True)
 class MergeLimits:
-    """What one merge may use: DuckDB memory and threads, and where it spills."""
+    """What one merge may use: DuckDB memory and threads, and where it spills.
+    ``sort_in_memory``: an append merge of files small beside the memory limit is sorted in
+    Arrow (see :mod:`icefloe.merge.in_memory`); False sends every merge through DuckDB."""
 
     memory_limit: str = "1GB"
     threads: int = 2
     temp_directory: Path | None = None
+    sort_in_memory: bool = True
+
+    @property
+    def memory_bytes(self) -> int:
+        """The memory limit in bytes (DuckDB's units: KB = 1000, KiB = 1024)."""
+        return memory_bytes(self.memory_limit)
