@@ -62,12 +62,22 @@ _MANY_FRACTION_DIGITS = "[.]0*[1-9][0-9]{15}"
 _MANY_DIGITS = f"{_MANY_INTEGER_DIGITS}|{_MANY_FRACTION_DIGITS}"
 # Past a double's normal range: an exponent of 100 or more, 200 zeros after the point.
 _FAR_EXPONENT = "[0-9][eE][-+]?0*[1-9][0-9]{2}|[.]0{200}"
-# What may be such a number in JSON text. Also matches inside strings ("0.12345678901234567"),
-# so a match is only a suspect; a string of digits alone ("12345678901234567890") is none.
 # -0: not an exponent's sign (1e-05), nor a number's start (-0.5, -0e5); its neighbours may be
 # on other lines (pretty-printed JSON).
 _MINUS_ZERO = '(?:^|[^eE0-9"])-0(?:[^.0-9eE]|$)'
-INEXACT_SUSPECT = f"{_MANY_DIGITS}|{_FAR_EXPONENT}|{_MINUS_ZERO}"
+# Where a JSON number outside strings starts: at the text's start, or after whitespace, a comma,
+# a colon or a bracket, and its sign. Text inside a string that spells part of a number mostly
+# follows a letter or a digit (a hex id's "5c18e8598d" holds "18e8598", far past a double's
+# exponents): only the number's first digit may follow these.
+_NUMBER_START = r"(?:^|[\s,:\[])-?"
+# What may be such a number in JSON text, from its first digit: many significant digits (from a
+# first digit of 1 to 9, or after "0."), a far exponent, 200 zeros after the point; or -0. Also
+# matches inside strings ('"at 0.12345678901234567"'), so a match is only a suspect; a string
+# of digits alone ("12345678901234567890") is none.
+INEXACT_SUSPECT = (
+    f"{_NUMBER_START}(?:{_MANY_INTEGER_DIGITS}|0[.]0*[1-9][0-9]{{15}}"
+    f"|[0-9]+(?:[.][0-9]+)?[eE][-+]?0*[1-9][0-9]{{2}}|[0-9]+[.]0{{200}})|{_MINUS_ZERO}"
+)
 # The same for Python's re, where a run of digits is tried from its start only: without the
 # look-behind, each of a long run's digits would start a match scanning to its end
 # (quadratic: a 32,000-digit string took 9 s).
@@ -78,8 +88,8 @@ _FRACTION_OR_EXPONENT = re.compile("[.eE]")
 # A JSON number at the start (bytes), and one alone.
 _NUMBER_AT = re.compile(NUMBER.encode())
 # What splits a line into tokens each number is one of (RE2): outside strings a JSON number is
-# delimited by punctuation or whitespace.
-_NOT_NUMBER_BYTES = "[^-+.eE0-9]+"
+# delimited by whitespace, commas, colons and brackets.
+_DELIMITERS = r"[\s,:\[\]{}]+"
 _WHOLE_NUMBER = f"^{NUMBER}$"
 _TOKEN_SUSPECT_RE2 = f"{_MANY_DIGITS}|{_FAR_EXPONENT}"
 # A JSON string (kept), or a number (group 1).
@@ -153,9 +163,10 @@ def holds_inexact(data: bytes | mmap.mmap) -> bool:
         lines = lines.cast(pa.large_string())
     except pa.ArrowInvalid:  # not UTF-8: line by line (DuckDB refuses the batch anyway)
         return any(_inexact_in_line(line.as_py()) for line in lines)
-    # Outside strings each number is a token of its own; a token in a string that spells a
-    # doubtful number only sends its line to the reading in Python.
-    tokens = pc.split_pattern_regex(lines, _NOT_NUMBER_BYTES)
+    # Outside strings each number is a token of its own between JSON's delimiters; text in a
+    # string is a number's token only where spaces or punctuation surround it, and then only
+    # sends its line to the reading in Python.
+    tokens = pc.split_pattern_regex(lines, _DELIMITERS)
     flat, line_of = pc.list_flatten(tokens), pc.list_parent_indices(tokens)
     numbers = pc.and_(
         pc.match_substring_regex(flat, _WHOLE_NUMBER),

@@ -111,7 +111,7 @@ class MergeWorker:
         self._lease = lease
         self._configure = configure
         self._database = database or merge_database(objects, self.limits, configure)
-        self._rows_schemas: dict[tuple[str, int], pa.Schema] = {}
+        self._rows_schemas: dict[tuple[tuple[str, str], ...], pa.Schema] = {}
 
     def close(self) -> None:
         """Close the worker's DuckDB (a later merge opens a new one)."""
@@ -220,7 +220,9 @@ class MergeWorker:
 
     def _rows_schema(self, spec: TableSpec) -> pa.Schema:
         """The schema the DuckDB path's rows have once the writer normalizes them."""
-        key = (spec.name, spec.version)
+        # (by columns, not name and version alone: a table dropped and created again starts
+        # again at version 1)
+        key = tuple((c.name, c.type) for c in spec.columns)
         known = self._rows_schemas.get(key)
         if known is None:
             items = [f"CAST(NULL AS {c.type}) AS {duck.ident(c.name)}" for c in spec.columns]

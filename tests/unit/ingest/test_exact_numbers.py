@@ -215,3 +215,28 @@ def test_lines_of_many_doubles_are_judged_without_reading_them_in_python() -> No
     assert not holds_inexact("\n".join(lines).encode())
     lines[1_000] = lines[1_000][:-2] + ", 0.12345678901234567890]}"
     assert holds_inexact("\n".join(lines).encode())
+
+
+@pytest.mark.parametrize("number", ["1e400", "-1234567890123456.78", "0.000123456789012345678901"])
+def test_a_number_is_found_after_every_delimiter_json_allows_before_it(number: str) -> None:
+    # The search looks for a number's first digit at the text's start or after whitespace,
+    # a comma, a colon or a bracket: every place JSON lets a value start
+    for text in (
+        number,
+        f"[{number}]",
+        f'{{"a":{number}}}',
+        f'{{"a": 1,"b":\t{number}}}',
+        f"[\r\n  {number}\n]",
+        f'{{"x": "5c18e8598d"}}\n{number}',
+    ):
+        assert holds_inexact(text.encode()), text
+
+
+def test_digits_inside_strings_are_text_wherever_they_stand() -> None:
+    # Hex ids spell far exponents ("18e8598"), and strings may hold numbers after spaces or
+    # colons: none of them is a number
+    ids = "\n".join(
+        json.dumps({"id": f"m-2-{n}-5c18e859{n % 10}dd", "t": f"at: 1e400 {n}"}) for n in range(300)
+    )
+    assert not holds_inexact(ids.encode())
+    assert holds_inexact((ids + '\n{"id": "x", "v": 1e400}').encode())
