@@ -376,6 +376,40 @@ def test_a_tenant_never_sees_another_tenants_rows(tenants: QueryEngine, sql: str
         assert all(f"tenant={tenant.replace(chr(39), '%27')}/" in p for p in plan.paths)
 
 
+def test_a_tenant_of_a_typed_column_is_the_value_the_column_compares_equal(
+    meta: MetaStore, objects: LocalObjectStore
+) -> None:
+    # Given tenants 5 and 50 in an INTEGER tenant column
+    meta.create_table(
+        TableSpec.create(
+            name="numbered",
+            schema="ts TIMESTAMP NOT NULL, tenant INTEGER NOT NULL, secret VARCHAR",
+            partition_by="tenant, day(ts)",
+            tenant_column="tenant",
+        )
+    )
+    inserter = Inserter(meta=meta, objects=objects)
+    inserter.insert_rows(
+        "numbered",
+        [
+            {"ts": "2026-05-01", "tenant": t, "secret": f"{t}-{i}"}
+            for t in (5, 50)
+            for i in range(3)
+        ],
+    )
+    inserter.close()
+    engine = QueryEngine(meta=meta, objects=objects)
+    # When tenant 5 is named as the column's value would be written in SQL, any way
+    for tenant in ("5", "05", " 5"):
+        result = engine.query("SELECT secret FROM numbered ORDER BY 1", tenant=tenant)
+        # Then it reads tenant 5's files and rows, as WHERE tenant = '05' would
+        assert result.rows.column(0).to_pylist() == ["5-0", "5-1", "5-2"], tenant
+        assert all("tenant=5/" in p for p in result.plan("numbered").paths)
+    # And a tenant that is no INTEGER is refused, naming it
+    with pytest.raises(QueryRefusedError, match=r"tenant 'five' is not a value of .* INTEGER"):
+        engine.query("SELECT secret FROM numbered", tenant="five")
+
+
 def test_a_tenant_query_cannot_read_a_table_without_a_tenant_column(
     tenants: QueryEngine, lake: tuple[Inserter, QueryEngine]
 ) -> None:

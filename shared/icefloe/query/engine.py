@@ -35,7 +35,7 @@ from icefloe.query.pruning import time_range as time_range_of
 from icefloe.query.s3_access import S3Endpoint
 from icefloe.query.sandbox import CheckedQuery, QueryRefusedError, check_query, check_references
 from icefloe.query.scan_filters import TableScans, shared_scan_planner
-from icefloe.query.tenant_access import TenantRead, tenant_read
+from icefloe.query.tenant_access import TenantRead, tenant_path_value, tenant_read
 from icefloe.query.views import (
     TimeRange,
     check_window,
@@ -474,4 +474,4 @@ def _tenant_partition(spec: TableSpec, tenant: str) -> dict[str, JsonScalar]:
     field = next(
         f for f in spec.partition_by if f.transform == "identity" and f.source == spec.tenant_column
     )
-    return {field.name: field.to_path_value(tenant)}
+    return {field.name: tenant_path_value(spec, tenant)}

@@ -21,13 +21,19 @@ The ``/`` on both sides of the segment means ``tenant=acme`` never matches ``ten
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import cast
 
+import duckdb
+
+from icefloe import duck
 from icefloe.errors import ConfigError
-from icefloe.spec import TableSpec
+from icefloe.query.sandbox import QueryRefusedError
+from icefloe.spec import PartitionValue, TableSpec, normalize_type
 from icefloe.spec.hive import escape_path_value
 
 # AWS allows a packed session policy of at most 2,048 characters.
@@ -49,8 +55,39 @@ def tenant_segments(specs: Iterable[TableSpec], tenant: str) -> tuple[str, ...]:
         )
         if field is None:
             raise ConfigError(f"table {spec.name!r} has no tenant partition field")
-        segments.add(f"{field.name}={escape_path_value(field.to_path_value(tenant))}")
+        segments.add(f"{field.name}={escape_path_value(tenant_path_value(spec, tenant))}")
     return tuple(sorted(segments))
+
+
+def tenant_path_value(spec: TableSpec, tenant: str) -> str:
+    """The partition path value of ``tenant``'s files: that of the value the tenant column
+    holds where ``column = 'tenant'`` holds, as DuckDB compares them (the tenant ``05`` of an
+    INTEGER column is the files of ``5``). QueryRefusedError naming the tenant when it is no
+    value of the column's type."""
+    field = next(
+        f for f in spec.partition_by if f.transform == "identity" and f.source == spec.tenant_column
+    )
+    column_type = spec.column(field.source).type
+    return field.to_path_value(_tenant_value(column_type, tenant))
+
+
+@functools.lru_cache(maxsize=1024)
+def _tenant_value(column_type: str, tenant: str) -> PartitionValue:
+    if normalize_type(column_type) == "VARCHAR":
+        return tenant
+    con = duck.connect(threads=1)
+    try:
+        row = con.execute(f"SELECT CAST(? AS {column_type})", [tenant]).fetchone()
+    except duckdb.Error as e:
+        shown = tenant if len(tenant) <= 100 else tenant[:100] + "..."
+        raise QueryRefusedError(
+            f"query refused: the tenant {shown!r} is not a value of the tenant column's type"
+            f" {column_type} ({str(e).splitlines()[0]})"
+        ) from None
+    finally:
+        con.close()
+    assert row is not None  # one row, always
+    return cast(PartitionValue, row[0])
 
 
 def object_patterns(*, bucket: str, prefix: str, segments: Sequence[str]) -> list[str]:

@@ -109,3 +109,15 @@ def test_a_table_without_a_tenant_partition_or_a_policy_past_the_aws_limit_is_re
         session_policy(bucket="lake", prefix="wh", segments=[f"f{i}=v" for i in range(40)])
     with pytest.raises(ConfigError, match="S3 warehouse"):
         tenant_read(role_arn="r", root_uri="/tmp/wh", specs={"events": TENANT_FIRST}, tenant="a")
+
+
+def test_a_tenant_of_a_typed_column_opens_the_objects_of_its_value() -> None:
+    # The tenant "05" of an INTEGER column is the value 5, whose objects are under tenant=5
+    numbered = TableSpec.create(
+        name="numbered",
+        schema="ts TIMESTAMP NOT NULL, tenant INTEGER NOT NULL",
+        partition_by="tenant, day(ts)",
+        tenant_column="tenant",
+    )
+    assert tenant_segments([numbered], "05") == ("tenant=5",)
+    assert tenant_segments([numbered], "5") == ("tenant=5",)
