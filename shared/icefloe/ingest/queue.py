@@ -38,7 +38,7 @@ from icefloe.errors import (
     RowProblem,
     StorageError,
 )
-from icefloe.ingest.exact_numbers import loads_exactly
+from icefloe.ingest.exact_numbers import loads_exactly, orjson_suspects
 from icefloe.ingest.insert import Inserter, InsertResult
 from icefloe.spec import validate_table_name
 
@@ -161,9 +161,11 @@ def insert_queue_messages(
     system (the meta store or object store down), on which the whole batch is retried."""
     tally = _Tally()
     groups: dict[str, list[_Parsed]] = {}
-    for message in _one_per_id(messages, tally):
+    taken = _one_per_id(messages, tally)
+    suspects = orjson_suspects([m.body or "" for m in taken])
+    for message, suspect in zip(taken, suspects, strict=True):
         try:
-            parsed = _parse(message, default_table=default_table)
+            parsed = _parse(message, default_table=default_table, suspect=suspect)
         except InvalidInputError as e:
             tally.failed[message.message_id] = str(e)
             continue
@@ -201,7 +203,8 @@ def _one_per_id(messages: Sequence[QueueMessage], tally: _Tally) -> list[QueueMe
     return taken
 
 
-def _parse(message: QueueMessage, *, default_table: str | None) -> _Parsed:
+def _parse(message: QueueMessage, *, default_table: str | None, suspect: bool) -> _Parsed:
+    """``suspect``: whether the body may hold a number orjson reads inexactly."""
     if message.refusal is not None:
         raise InvalidInputError(message.refusal)
     if message.body is None:
@@ -216,7 +219,7 @@ def _parse(message: QueueMessage, *, default_table: str | None) -> _Parsed:
     if repeated is not None:
         key = f"the key {repeated!r}" if repeated else "a key"
         raise InvalidInputError(f"message body gives {key} twice in one object")
-    body = loads_exactly(message.body, body)  # the digits a double would not hold
+    body = loads_exactly(message.body, body, suspect=suspect)  # digits a double would lose
     if not isinstance(body, dict):
         raise InvalidInputError("message body is not a JSON object")
     if "table" in body and "rows" in body:
