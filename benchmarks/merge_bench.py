@@ -5,8 +5,11 @@
    input and rows/s, median of a few runs after a warm-up. Every run merges fresh copies of the
    same input files in a new table (copying is not timed). Alternating with those runs, a bare
    DuckDB ``COPY ... ORDER BY`` of the same files to one zstd Parquet file in the worker's sort
-   order (one thread, 1 GB): the floor of reading, sorting and writing. Peak memory of one merge is measured in a child process
-   (VmHWM - VmRSS before the merge), for the worker and for the bare COPY.
+   order (one thread, 1 GB): the floor of reading, sorting and writing; and the same worker
+   with every group read and sorted in DuckDB (``sort_in_memory=False``), the path these groups
+   took before small append merges were sorted in Arrow. Peak memory of one merge is measured in
+   a child process (VmHWM - VmRSS before the merge), for the worker on both paths and for the
+   bare COPY.
 2. Bytes a point query reads after merging, with value-aligned row groups (``row_group_by =
    user_id``) versus size-only row groups (sorted by ``ts``), on the same rows in which the
    queried user holds exactly 1%: the compressed bytes of the column chunks the query reads in
@@ -26,6 +29,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime, timedelta
 from functools import partial
 from pathlib import Path
@@ -69,6 +73,8 @@ SCALES: dict[str, dict[str, Any]] = {
 }
 DAY = datetime(2026, 11, 3)
 LIMITS = MergeLimits(memory_limit="1GB", threads=1)
+# The same worker with every merge read and sorted in DuckDB (icefloe.merge.in_memory).
+DUCKDB_LIMITS = replace(LIMITS, sort_in_memory=False)
 LEASE = timedelta(minutes=30)
 KIB = 1024
 USERS = 100
@@ -158,26 +164,33 @@ def bench_throughput(
         bytes_in = sum(f.size_bytes for f in inputs)
         rows_in = sum(f.row_count for f in inputs)
         worker = MergeWorker(meta=meta, objects=objects, limits=LIMITS)
+        in_duckdb = MergeWorker(meta=meta, objects=objects, limits=DUCKDB_LIMITS)
         out = root / f"baseline_{files}.parquet"
         sql = baseline_sql([objects.uri(f.path) for f in inputs], out)  # built before timing
-        # Worker and bare COPY alternate, so both see the same machine; one warm-up each.
-        outcomes, base_runs = [], []
+        # The worker, the worker held to DuckDB and the bare COPY alternate, so all three see
+        # the same machine; one warm-up each.
+        outcomes, duckdb_outcomes, base_runs = [], [], []
         for run in range(runs + 1):
             task = copy_and_claim(meta, objects, source)
             outcome = worker.run(task)
-            if outcome.status != "committed" or outcome.rows_out != rows_in:
-                raise RuntimeError(f"merge of {files} files went wrong: {outcome}")
+            duckdb_outcome = in_duckdb.run(copy_and_claim(meta, objects, source))
+            for done in (outcome, duckdb_outcome):
+                if done.status != "committed" or done.rows_out != rows_in:
+                    raise RuntimeError(f"merge of {files} files went wrong: {done}")
             started = time.perf_counter()
             run_baseline(sql)
             if run:
                 outcomes.append(outcome)
+                duckdb_outcomes.append(duckdb_outcome)
                 base_runs.append(time.perf_counter() - started)
         row_groups_out = sum(f.row_group_count for f in meta.files(task.table))
         base_bytes_out = out.stat().st_size
     seconds = statistics.median(o.seconds for o in outcomes)
+    duckdb_s = statistics.median(o.seconds for o in duckdb_outcomes)
     base_s = statistics.median(base_runs)
     mb = bytes_in / 1e6
     probe_worker = bench_memory(dsn, schema, root, source, "worker")
+    probe_duckdb_path = bench_memory(dsn, schema, root, source, "worker_duckdb")
     probe_base = bench_memory(dsn, schema, root, source, "duckdb")
     result = {
         "files_in": files,
@@ -190,6 +203,10 @@ def bench_throughput(
         "row_groups_out": row_groups_out,
         "seconds": round(seconds, 3),
         "seconds_runs": [round(o.seconds, 3) for o in outcomes],
+        "sorted_in": outcomes[0].sorted_in,
+        "duckdb_path_seconds": round(duckdb_s, 3),
+        "duckdb_path_seconds_runs": [round(o.seconds, 3) for o in duckdb_outcomes],
+        "ratio_to_duckdb_path": round(seconds / duckdb_s, 2),
         "mb_per_s": round(mb / seconds, 2),
         "rows_per_s": round(rows_in / seconds),
         "baseline_duckdb_copy_seconds": round(base_s, 3),
@@ -199,6 +216,7 @@ def bench_throughput(
         "baseline_bytes_out": base_bytes_out,
         "ratio_to_baseline": round(seconds / base_s, 2),
         "peak_memory_mib": probe_worker["peak_growth_mib"],
+        "duckdb_path_peak_memory_mib": probe_duckdb_path["peak_growth_mib"],
         "baseline_peak_memory_mib": probe_base["peak_growth_mib"],
     }
     print(json.dumps(result), flush=True)
@@ -214,9 +232,10 @@ def _memory_probe(kind: str, source: str) -> dict[str, Any]:
     root = Path(os.environ["ICEFLOE_BENCH_ROOT"])
     objects = LocalObjectStore(root / "warehouse")
     with MetaStore(dsn, schema=schema) as meta, tempfile.TemporaryDirectory() as tmp:
-        if kind == "worker":
+        if kind in ("worker", "worker_duckdb"):
             task = copy_and_claim(meta, objects, source)
-            worker = MergeWorker(meta=meta, objects=objects, limits=LIMITS)
+            limits = LIMITS if kind == "worker" else DUCKDB_LIMITS
+            worker = MergeWorker(meta=meta, objects=objects, limits=limits)
             before = status_kib("VmRSS")
             reset_peak()
             outcome = worker.run(task)
