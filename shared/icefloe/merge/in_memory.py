@@ -2,10 +2,11 @@
 
 An append merge keeps every row and only sorts. For a group whose files are small beside the
 worker's memory, each input is fetched whole (one GET, several at once), decoded by pyarrow and
-the rows sorted in Arrow: on the sample events that is about 30% less CPU than DuckDB's read,
-sort and Arrow export of the same rows, and one request per input file where DuckDB's reader
-makes two or more. Rows come out in exactly the order the DuckDB path gives them (file sort
-keys ascending with NULLs first, then the row id), so both paths write the same files.
+the rows sorted in Arrow. On the sample events that takes 0.75 to 0.89 times the time of
+DuckDB's read, sort and Arrow export of the same rows (``benchmarks/merge_bench.py``), and
+makes one request per input file where DuckDB's reader makes two or more. Rows come out in
+exactly the order the DuckDB path gives them (file sort keys ascending with NULLs first, then
+the row id), so both paths write the same files.
 
 Everything else goes through DuckDB, which spills to disk: other merge modes, files of an
 older layout, sort keys inside a struct or of a type whose order Arrow and DuckDB may not share,
