@@ -402,6 +402,8 @@ def test_the_worker_merges_each_task_and_its_messages_are_deleted(
     merges = [r for r in caplog.records if r.getMessage() == "partition merged"]
     assert sorted(r.partition for r in merges) == sorted(files_per_partition(meta))
     assert all(r.table == TABLE and r.status == "committed" for r in merges)
+    # (each group small and append: its files fetched from S3, sorted in Arrow)
+    assert [r.sorted_in for r in merges] == ["arrow"] * DAYS
     snapshot_ids = {s.snapshot_id for s in meta.snapshots(TABLE)}
     assert all(r.snapshot_id in snapshot_ids for r in merges)
 

@@ -45,7 +45,7 @@ from icefloe.merge.claimed_replace import (
     commit_replacement,
 )
 from icefloe.merge.rowgroups import RowGroupCutter
-from icefloe.merge.writer import RollingParquetWriter, upload_staged
+from icefloe.merge.writer import RollingParquetWriter, duckdb_rows_schema, upload_staged
 from icefloe.metastore.models import ColumnStats, DataFile, JsonScalar, NewFile
 from icefloe.metastore.store import MetaStore
 from icefloe.spec import TableSpec
@@ -279,9 +279,7 @@ def _arrow_schema(spec: TableSpec) -> pa.Schema:
     """The Arrow types DuckDB gives the table's columns: what every icefloe file holds."""
     con = duck.connect()
     try:
-        items = [f'CAST(NULL AS {c.type}) AS "{c.name}"' for c in spec.columns]
-        items.append(f'CAST(NULL AS BLOB) AS "{ROW_ID_COLUMN}"')
-        return con.execute(f"SELECT {', '.join(items)}").to_arrow_table().schema
+        return duckdb_rows_schema(con, spec)
     finally:
         con.close()
 

@@ -62,7 +62,9 @@ _MANY_INTEGER_DIGITS = (
 _MANY_FRACTION_DIGITS = "[.]0*[1-9][0-9]{15}"
 _MANY_DIGITS = f"{_MANY_INTEGER_DIGITS}|{_MANY_FRACTION_DIGITS}"
 # Past a double's normal range: an exponent of 100 or more, 200 zeros after the point.
-_FAR_EXPONENT = "[0-9][eE][-+]?0*[1-9][0-9]{2}|[.]0{200}"
+_EXPONENT_PAST_99 = "[eE][-+]?0*[1-9][0-9]{2}"
+_ZEROS_AFTER_POINT = "[.]0{200}"
+_FAR_EXPONENT = f"[0-9]{_EXPONENT_PAST_99}|{_ZEROS_AFTER_POINT}"
 # -0: not an exponent's sign (1e-05), nor a number's start (-0.5, -0e5); its neighbours may be
 # on other lines (pretty-printed JSON).
 _MINUS_ZERO = '(?:^|[^eE0-9"])-0(?:[^.0-9eE]|$)'
@@ -76,8 +78,8 @@ _NUMBER_START = r"(?:^|[\s,:\[])-?"
 # matches inside strings ('"at 0.12345678901234567"'), so a match is only a suspect; a string
 # of digits alone ("12345678901234567890") is none.
 INEXACT_SUSPECT = (
-    f"{_NUMBER_START}(?:{_MANY_INTEGER_DIGITS}|0[.]0*[1-9][0-9]{{15}}"
-    f"|[0-9]+(?:[.][0-9]+)?[eE][-+]?0*[1-9][0-9]{{2}}|[0-9]+[.]0{{200}})|{_MINUS_ZERO}"
+    f"{_NUMBER_START}(?:{_MANY_INTEGER_DIGITS}|0{_MANY_FRACTION_DIGITS}"
+    f"|[0-9]+(?:[.][0-9]+)?{_EXPONENT_PAST_99}|[0-9]+{_ZEROS_AFTER_POINT})|{_MINUS_ZERO}"
 )
 # The same for Python's re, where a run of digits is tried from its start only: without the
 # look-behind, each of a long run's digits would start a match scanning to its end

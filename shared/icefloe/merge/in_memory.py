@@ -28,6 +28,7 @@ from icefloe.ingest.row_ids import ROW_ID_COLUMN
 from icefloe.metastore.models import DataFile
 from icefloe.spec import AppendMode, TableSpec, normalize_type
 from icefloe.spec.reading import scan_groups
+from icefloe.spec.types import FLOAT_TYPES, INTEGER_TYPES, TEMPORAL_TYPES
 from icefloe.storage import ObjectStore
 
 # A group is merged in memory only while its Parquet is at most this share of the memory limit
@@ -37,28 +38,11 @@ PARQUET_SHARE = 1 / 32
 DECODED_SHARE = 1 / 4
 FETCH_THREADS = 8
 # Sort key types whose order in Arrow is DuckDB's: numbers (a float's NaN is checked apart),
-# text by its bytes, days and instants by their value. (UUID, HUGEINT, TIME and the other
-# orderable types go through DuckDB.)
-_ORDERED_ALIKE = frozenset(
-    {
-        "TINYINT",
-        "SMALLINT",
-        "INTEGER",
-        "BIGINT",
-        "UTINYINT",
-        "USMALLINT",
-        "UINTEGER",
-        "UBIGINT",
-        "FLOAT",
-        "DOUBLE",
-        "BOOLEAN",
-        "VARCHAR",
-        "DATE",
-        "TIMESTAMP",
-        "TIMESTAMPTZ",
-    }
+# text by its bytes, days and instants by their value. (UUID, the 128-bit integers, TIME and
+# the other orderable types go through DuckDB.)
+_ORDERED_ALIKE = (
+    (INTEGER_TYPES - {"HUGEINT"}) | FLOAT_TYPES | TEMPORAL_TYPES | {"BOOLEAN", "VARCHAR"}
 )
-_FLOATS = frozenset({"FLOAT", "DOUBLE"})
 
 
 def can_sort_in_memory(spec: TableSpec, inputs: Sequence[DataFile], *, memory_bytes: int) -> bool:
@@ -105,7 +89,7 @@ def sorted_in_memory(
     del tables
     for key in spec.file_sort_keys:
         if (
-            normalize_type(spec.key_type(key)) in _FLOATS
+            normalize_type(spec.key_type(key)) in FLOAT_TYPES
             and pc.any(pc.is_nan(rows.column(key))).as_py()
         ):
             return None

@@ -26,7 +26,7 @@ from icefloe.spec import (
     TableSpec,
     normalize_type,
 )
-from icefloe.spec.types import decimal_precision_scale
+from icefloe.spec.types import FLOAT_TYPES, decimal_precision_scale
 from icefloe.stability import unstable_calls
 
 _AGGREGATE_SQL = {"min": "min", "max": "max", "any": "any_value"}
@@ -170,7 +170,7 @@ def _sort_key_sql(spec: TableSpec, key: str) -> str:
     """``key`` as the merge orders by it. A float key is ordered as ``key + 0.0``, which orders
     the same: DuckDB 1.5 hands back a column it sorts by as the sort saw it, with -0.0 made 0.0,
     and a merge must not change a value."""
-    if normalize_type(spec.key_type(key)) in ("FLOAT", "DOUBLE"):
+    if normalize_type(spec.key_type(key)) in FLOAT_TYPES:
         return f"({key_sql(key)} + 0.0)"
     return key_sql(key)
 

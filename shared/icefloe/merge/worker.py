@@ -43,7 +43,13 @@ from icefloe.merge.claimed_replace import (
 from icefloe.merge.in_memory import can_sort_in_memory, sorted_in_memory
 from icefloe.merge.modes import merge_sql
 from icefloe.merge.tasks import MergeTask
-from icefloe.merge.writer import StagedFile, stage_rows, upload_staged, written_types
+from icefloe.merge.writer import (
+    StagedFile,
+    duckdb_rows_schema,
+    stage_rows,
+    upload_staged,
+    written_types,
+)
 from icefloe.metastore.models import DataFile, NewFile
 from icefloe.metastore.store import MetaStore
 from icefloe.query.database import WorkDatabase
@@ -225,10 +231,8 @@ class MergeWorker:
         key = tuple((c.name, c.type) for c in spec.columns)
         known = self._rows_schemas.get(key)
         if known is None:
-            items = [f"CAST(NULL AS {c.type}) AS {duck.ident(c.name)}" for c in spec.columns]
-            items.append(f"CAST(NULL AS BLOB) AS {duck.ident(ROW_ID_COLUMN)}")
             with self._database.session() as con:
-                empty = con.execute(f"SELECT {', '.join(items)} WHERE false").to_arrow_table()
+                empty = duckdb_rows_schema(con, spec).empty_table()
             json_columns = [c.name for c in spec.columns if c.type == "JSON"]
             known = file_schema(written_types(empty, json_columns).schema, spec.layout)
             self._rows_schemas[key] = known

@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 
+import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -27,6 +28,7 @@ from icefloe.datafiles import (
     parquet_writer,
     with_json_columns,
 )
+from icefloe.duck import ident
 from icefloe.ingest.row_ids import ROW_ID_COLUMN, ROW_ID_TYPE
 from icefloe.membership import MAX_KEYS, build_filter
 from icefloe.merge.rowgroups import RowGroupCutter
@@ -134,6 +136,14 @@ class RollingParquetWriter:
 
     def _normalize(self, group: pa.Table) -> pa.Table:
         return written_types(group, self._json_columns)
+
+
+def duckdb_rows_schema(con: duckdb.DuckDBPyConnection, spec: TableSpec) -> pa.Schema:
+    """The Arrow types DuckDB gives the table's columns, cast to their types, and the row id
+    as a BLOB: the rows every merge path hands the writer."""
+    items = [f"CAST(NULL AS {c.type}) AS {ident(c.name)}" for c in spec.columns]
+    items.append(f"CAST(NULL AS BLOB) AS {ident(ROW_ID_COLUMN)}")
+    return con.execute(f"SELECT {', '.join(items)} WHERE false").to_arrow_table().schema
 
 
 def written_types(rows: pa.Table, json_columns: Sequence[str]) -> pa.Table:

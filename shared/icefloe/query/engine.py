@@ -18,7 +18,6 @@ from icefloe.errors import (
     SnapshotNotFoundError,
     TableNotFoundError,
 )
-from icefloe.metastore.models import JsonScalar
 from icefloe.metastore.store import MetaStore, PinnedSnapshot
 from icefloe.query.database import Configure
 from icefloe.query.executor import (
@@ -35,7 +34,7 @@ from icefloe.query.pruning import time_range as time_range_of
 from icefloe.query.s3_access import S3Endpoint
 from icefloe.query.sandbox import CheckedQuery, QueryRefusedError, check_query, check_references
 from icefloe.query.scan_filters import TableScans, shared_scan_planner
-from icefloe.query.tenant_access import TenantRead, tenant_path_value, tenant_read
+from icefloe.query.tenant_access import TenantRead, tenant_partition, tenant_read
 from icefloe.query.views import (
     TimeRange,
     check_window,
@@ -412,7 +411,7 @@ class QueryEngine:
         listing = pinned.files(
             start_from=start_from,
             start_before=start_before,
-            partition_equals=_tenant_partition(spec, tenant) if tenant is not None else None,
+            partition_equals=tenant_partition(spec, tenant) if tenant is not None else None,
             may_match=file_condition(scans, spec) if self.pruning else None,
             renamed=stat_names(spec),
         )
@@ -467,11 +466,3 @@ def _with_window(scanned: ColumnRange, window: TimeRange | None) -> ColumnRange:
         return scanned.intersect(explicit)
     except TypeError:
         return explicit
-
-
-def _tenant_partition(spec: TableSpec, tenant: str) -> dict[str, JsonScalar]:
-    """The partition value of a tenant's files."""
-    field = next(
-        f for f in spec.partition_by if f.transform == "identity" and f.source == spec.tenant_column
-    )
-    return {field.name: tenant_path_value(spec, tenant)}

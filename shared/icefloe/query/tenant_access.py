@@ -45,30 +45,29 @@ def tenant_segments(specs: Iterable[TableSpec], tenant: str) -> tuple[str, ...]:
     """The path segments (``field=value``) of ``tenant``'s partitions in these tables."""
     segments = set()
     for spec in specs:
-        field = next(
-            (
-                f
-                for f in spec.partition_by
-                if f.transform == "identity" and f.source == spec.tenant_column
-            ),
-            None,
-        )
-        if field is None:
-            raise ConfigError(f"table {spec.name!r} has no tenant partition field")
-        segments.add(f"{field.name}={escape_path_value(tenant_path_value(spec, tenant))}")
+        ((name, value),) = tenant_partition(spec, tenant).items()
+        segments.add(f"{name}={escape_path_value(value)}")
     return tuple(sorted(segments))
 
 
-def tenant_path_value(spec: TableSpec, tenant: str) -> str:
-    """The partition path value of ``tenant``'s files: that of the value the tenant column
-    holds where ``column = 'tenant'`` holds, as DuckDB compares them (the tenant ``05`` of an
-    INTEGER column is the files of ``5``). QueryRefusedError naming the tenant when it is no
-    value of the column's type."""
+def tenant_partition(spec: TableSpec, tenant: str) -> dict[str, str]:
+    """The tenant partition field of ``spec`` and the path value of ``tenant``'s files under
+    it: that of the value the tenant column holds where ``column = 'tenant'`` holds, as DuckDB
+    compares them (the tenant ``05`` of an INTEGER column is the files of ``5``).
+    QueryRefusedError naming the tenant when it is no value of the column's type; ConfigError
+    when the table has no tenant partition field."""
     field = next(
-        f for f in spec.partition_by if f.transform == "identity" and f.source == spec.tenant_column
+        (
+            f
+            for f in spec.partition_by
+            if f.transform == "identity" and f.source == spec.tenant_column
+        ),
+        None,
     )
-    column_type = spec.column(field.source).type
-    return field.to_path_value(_tenant_value(column_type, tenant))
+    if field is None:
+        raise ConfigError(f"table {spec.name!r} has no tenant partition field")
+    value = _tenant_value(spec.column(field.source).type, tenant)
+    return {field.name: field.to_path_value(value)}
 
 
 @functools.lru_cache(maxsize=1024)

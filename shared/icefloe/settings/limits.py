@@ -11,13 +11,13 @@ from pathlib import Path
 
 from icefloe.errors import ConfigError
 
-MEMORY_SIZE = re.compile(r"^\d+(\.\d+)?\s*[KMGT]i?B$")
+MEMORY_SIZE = re.compile(r"^(\d+(?:\.\d+)?)\s*([KMGT])(i?)B$")
 
 
 def memory_bytes(size: str) -> int:
     """A memory size like ``512MB`` or ``2GiB`` in bytes (DuckDB's units: KB = 1000,
     KiB = 1024)."""
-    match = re.match(r"^(\d+(?:\.\d+)?)\s*([KMGT])(i?)B$", size)
+    match = MEMORY_SIZE.match(size)
     if match is None:
         raise ConfigError(f"memory size {size!r} is not like 512MB or 2GB")
     base = 1024 if match.group(3) else 1000
